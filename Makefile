@@ -1,0 +1,126 @@
+# gepard.c — the user's entry point.
+#
+#   make          build libgepard and the `gepard` command (build/release/)
+#   make test     install missing packages, build with ASan+UBSan, run every test
+#   make demo     install missing packages, build, and speak a sentence
+#   make bench    build and run `gepard bench` on synthetic real-size weights
+#   make deps     install the Debian packages the build needs
+#   make format   clang-format every source file
+#
+# Kernels that need a particular instruction set live in files named
+# *_avx2.c / *_avx512.c and are compiled with those flags only; the rest of
+# the code is built for baseline x86-64 and picks kernels at run time.
+
+CC ?= gcc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+BUILD ?= build
+PKGS := libcjson libpcre2-8 libutf8proc libarchive yaml-0.1 libcurl libmicrohttpd sndfile \
+        libopusenc soxr openblas
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmp3lame
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wno-format-truncation
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-strict-aliasing
+LIBS = $(PKG_LIBS) -lm -lpthread
+
+RELEASE_CFLAGS := -O2 -g -DNDEBUG -fno-math-errno
+ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+               -fno-sanitize-recover=undefined -fno-math-errno
+AVX2_FLAGS := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni \
+                -mfma -mf16c
+
+LIB_SRC := $(sort $(wildcard src/base/*.c src/io/*.c src/compute/*.c src/compute/cpu/*.c \
+             src/text/*.c src/model/*.c src/codec/*.c src/engine/*.c src/server/*.c))
+CLI_SRC := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/*.c))
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+
+# ---- object lists per flavour ----
+rel_obj = $(patsubst %.c,$(BUILD)/release/%.o,$(1))
+asan_obj = $(patsubst %.c,$(BUILD)/asan/%.o,$(1))
+
+REL_LIB := $(BUILD)/release/libgepard.a
+ASAN_LIB := $(BUILD)/asan/libgepard.a
+REL_BIN := $(BUILD)/release/gepard
+ASAN_BIN := $(BUILD)/asan/gepard
+ASAN_TESTS := $(BUILD)/asan/gepard-tests
+REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SRC))
+
+.PHONY: all test demo bench deps format clean check-format release asan examples
+
+all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES)
+	@ln -sf release/gepard $(BUILD)/gepard
+
+release: all
+
+deps:
+	@sh scripts/install-deps.sh
+
+# Flags by file name: *_avx2.c and *_avx512.c get their instruction sets.
+isa_flags = $(if $(findstring _avx512,$(1)),$(AVX512_FLAGS),$(if $(findstring _avx2,$(1)),$(AVX2_FLAGS),))
+
+$(BUILD)/release/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(BASE_CFLAGS) $(RELEASE_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC asan $<"
+	@$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+$(REL_LIB): $(call rel_obj,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(ASAN_LIB): $(call asan_obj,$(LIB_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(REL_BIN): $(call rel_obj,$(CLI_SRC)) $(REL_LIB)
+	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+
+$(ASAN_BIN): $(call asan_obj,$(CLI_SRC)) $(ASAN_LIB)
+	$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
+
+$(ASAN_TESTS): $(call asan_obj,$(TEST_SRC)) $(ASAN_LIB)
+	$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/release/examples/%: $(BUILD)/release/examples/%.o $(REL_LIB)
+	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+
+examples: $(REL_EXAMPLES)
+
+asan: $(ASAN_BIN) $(ASAN_TESTS)
+
+# The suite runs the unit tests and drives the ASan-built `gepard` command.
+# Its last line is "N passed, N failed".
+test: deps
+	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory all
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS)
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@sh scripts/demo.sh $(REL_BIN)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@sh scripts/bench.sh $(REL_BIN)
+
+FORMAT_FILES = $(shell find include src tests examples bench -name '*.[ch]' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+
+check-format:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,41 @@
+/* attention.c — reference causal attention over the paged KV cache (see
+ * attention.h). Walks the sequence block by block so each block's keys and
+ * values are contiguous. */
+#include "compute/attention.h"
+
+#include <math.h>
+#include <string.h>
+
+void gp_attend_cached(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                      const float *q, int n_positions, float scale, float *out, float *scores) {
+    const int D = kv->head_dim, bs = kv->block_size;
+    float max_score = -INFINITY;
+    for (int start = 0; start < n_positions; start += bs) {
+        const float *keys = gp_kv_at(kv, seq, layer, 0, kv_head, start);
+        int count = n_positions - start < bs ? n_positions - start : bs;
+        for (int j = 0; j < count; j++) {
+            const float *k = keys + (size_t)j * D;
+            float dot = 0;
+            for (int d = 0; d < D; d++) dot += q[d] * k[d];
+            float sc = dot * scale;
+            scores[start + j] = sc;
+            if (sc > max_score) max_score = sc;
+        }
+    }
+    float sum = 0;
+    for (int j = 0; j < n_positions; j++) {
+        scores[j] = expf(scores[j] - max_score);
+        sum += scores[j];
+    }
+    float inv = 1.0f / sum;
+    memset(out, 0, (size_t)D * sizeof(float));
+    for (int start = 0; start < n_positions; start += bs) {
+        const float *values = gp_kv_at(kv, seq, layer, 1, kv_head, start);
+        int count = n_positions - start < bs ? n_positions - start : bs;
+        for (int j = 0; j < count; j++) {
+            const float *v = values + (size_t)j * D;
+            float w = scores[start + j] * inv;
+            for (int d = 0; d < D; d++) out[d] += w * v[d];
+        }
+    }
+}

@@ -1,0 +1,14 @@
+/* attention.h — causal attention of one query head over a sequence's cached
+ * keys and values (MODEL.md §C.2): scores q·K_j·scale for j < n_positions,
+ * max-subtracted f32 softmax, weighted sum of V_j. */
+#ifndef GP_COMPUTE_ATTENTION_H
+#define GP_COMPUTE_ATTENTION_H
+
+#include "compute/kv_cache.h"
+
+/* out[head_dim] = softmax(q·K/scale) V over positions [0, n_positions) of
+ * (layer, kv_head). `scores` holds n_positions floats of scratch. */
+void gp_attend_cached(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                      const float *q, int n_positions, float scale, float *out, float *scores);
+
+#endif

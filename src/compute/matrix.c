@@ -1,0 +1,261 @@
+/* matrix.c — weight matrix construction (f32, bf16, int8, q4), kernel level
+ * selection and the threaded gp_matmul driver (see matrix.h). */
+#include "compute/matrix.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "compute/kernels.h"
+
+int gp_weight_format_parse(const char *name) {
+    if (!name) return -1;
+    if (strcmp(name, "f32") == 0 || strcmp(name, "fp32") == 0) return GP_WEIGHTS_F32;
+    if (strcmp(name, "bf16") == 0) return GP_WEIGHTS_BF16;
+    if (strcmp(name, "int8") == 0 || strcmp(name, "q8") == 0) return GP_WEIGHTS_INT8;
+    if (strcmp(name, "q4") == 0 || strcmp(name, "int4") == 0) return GP_WEIGHTS_Q4;
+    return -1;
+}
+
+const char *gp_weight_format_name(gp_weight_format format) {
+    static const char *names[] = {"f32", "bf16", "int8", "q4"};
+    return (unsigned)format < 4 ? names[format] : "?";
+}
+
+size_t gp_matrix_bytes(const gp_matrix *m) {
+    size_t n = (size_t)m->rows * (size_t)m->cols;
+    switch (m->format) {
+    case GP_WEIGHTS_F32: return n * 4;
+    case GP_WEIGHTS_BF16: return n * 2;
+    case GP_WEIGHTS_INT8: return n + (size_t)m->rows * 4;
+    case GP_WEIGHTS_Q4: return n / 2 + n / GP_Q4_GROUP * 4;
+    }
+    return 0;
+}
+
+void gp_matrix_free(gp_matrix *m) {
+    if (!m) return;
+    gp_aligned_free(m->data);
+    gp_aligned_free(m->scales);
+    memset(m, 0, sizeof *m);
+}
+
+static void quantize_row_int8(const float *src, int cols, int8_t *dst, float *scale) {
+    float amax = 0;
+    for (int i = 0; i < cols; i++) amax = fmaxf(amax, fabsf(src[i]));
+    float s = amax / 127.0f;
+    float inv = s > 0 ? 1.0f / s : 0;
+    for (int i = 0; i < cols; i++) {
+        long q = lrintf(src[i] * inv);
+        dst[i] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+    }
+    *scale = s;
+}
+
+/* Groups of GP_Q4_GROUP values share a scale; value = (nibble - 8) * scale.
+ * Byte k of a group holds element k in its low nibble and element k+16 in
+ * its high nibble, which lets SIMD kernels unpack with one shift. */
+static void quantize_row_q4(const float *src, int cols, uint8_t *dst, float *scales) {
+    for (int g = 0; g < cols / GP_Q4_GROUP; g++) {
+        const float *x = src + g * GP_Q4_GROUP;
+        float amax = 0, signed_max = 0;
+        for (int i = 0; i < GP_Q4_GROUP; i++)
+            if (fabsf(x[i]) > amax) {
+                amax = fabsf(x[i]);
+                signed_max = x[i];
+            }
+        /* Map the largest magnitude to -8 so the full [-8, 7] range is used. */
+        float s = signed_max / -8.0f;
+        float inv = s != 0 ? 1.0f / s : 0;
+        uint8_t *out = dst + g * (GP_Q4_GROUP / 2);
+        for (int i = 0; i < GP_Q4_GROUP / 2; i++) {
+            long lo = lrintf(x[i] * inv), hi = lrintf(x[i + GP_Q4_GROUP / 2] * inv);
+            lo = lo < -8 ? -8 : lo > 7 ? 7 : lo;
+            hi = hi < -8 ? -8 : hi > 7 ? 7 : hi;
+            out[i] = (uint8_t)((lo + 8) | ((hi + 8) << 4));
+        }
+        scales[g] = s;
+    }
+}
+
+int gp_matrix_from_f32(gp_matrix *m, gp_weight_format format, int rows, int cols, const float *src,
+                       gp_error *err) {
+    return gp_matrix_from_data(m, format, rows, cols, GP_F32, src, err);
+}
+
+int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int cols,
+                        gp_dtype src_dtype, const void *src, gp_error *err) {
+    memset(m, 0, sizeof *m);
+    if (format == GP_WEIGHTS_Q4 && cols % GP_Q4_GROUP) {
+        GP_WARN("a %dx%d matrix cannot use q4 (columns not a multiple of %d); using int8", rows,
+                cols, GP_Q4_GROUP);
+        format = GP_WEIGHTS_INT8;
+    }
+    m->format = format;
+    m->rows = rows;
+    m->cols = cols;
+    size_t n = (size_t)rows * (size_t)cols;
+    size_t elem = gp_dtype_size(src_dtype);
+    float *row = gp_aligned_alloc((size_t)cols * sizeof(float));
+    if (!row) return gp_fail_oom(err, "matrix row", (size_t)cols * 4);
+    switch (format) {
+    case GP_WEIGHTS_F32: m->data = gp_aligned_alloc(n * 4); break;
+    case GP_WEIGHTS_BF16: m->data = gp_aligned_alloc(n * 2); break;
+    case GP_WEIGHTS_INT8:
+        m->data = gp_aligned_alloc(n);
+        m->scales = gp_aligned_alloc((size_t)rows * 4);
+        break;
+    case GP_WEIGHTS_Q4:
+        m->data = gp_aligned_alloc(n / 2);
+        m->scales = gp_aligned_alloc(n / GP_Q4_GROUP * 4);
+        break;
+    }
+    if (!m->data || (format >= GP_WEIGHTS_INT8 && !m->scales)) {
+        gp_aligned_free(row);
+        gp_matrix_free(m);
+        return gp_fail_oom(err, "weight matrix", n * 4);
+    }
+    for (int r = 0; r < rows; r++) {
+        const unsigned char *src_row = (const unsigned char *)src + (size_t)r * cols * elem;
+        if (format == GP_WEIGHTS_BF16 && src_dtype == GP_BF16) {
+            memcpy((uint16_t *)m->data + (size_t)r * cols, src_row, (size_t)cols * 2);
+            continue;
+        }
+        gp_convert_to_f32(src_dtype, src_row, row, (size_t)cols);
+        switch (format) {
+        case GP_WEIGHTS_F32:
+            memcpy((float *)m->data + (size_t)r * cols, row, (size_t)cols * 4);
+            break;
+        case GP_WEIGHTS_BF16: {
+            uint16_t *dst = (uint16_t *)m->data + (size_t)r * cols;
+            for (int i = 0; i < cols; i++) dst[i] = gp_f32_to_bf16(row[i]);
+            break;
+        }
+        case GP_WEIGHTS_INT8:
+            quantize_row_int8(row, cols, (int8_t *)m->data + (size_t)r * cols, &m->scales[r]);
+            break;
+        case GP_WEIGHTS_Q4:
+            quantize_row_q4(row, cols, (uint8_t *)m->data + (size_t)r * cols / 2,
+                            m->scales + (size_t)r * (cols / GP_Q4_GROUP));
+            break;
+        }
+    }
+    gp_aligned_free(row);
+    return GEPARD_OK;
+}
+
+void gp_matrix_row_f32(const gp_matrix *m, int r, float *dst) {
+    size_t cols = (size_t)m->cols;
+    switch (m->format) {
+    case GP_WEIGHTS_F32: memcpy(dst, (const float *)m->data + r * cols, cols * 4); break;
+    case GP_WEIGHTS_BF16:
+        gp_convert_to_f32(GP_BF16, (const uint16_t *)m->data + r * cols, dst, cols);
+        break;
+    case GP_WEIGHTS_INT8: {
+        const int8_t *q = (const int8_t *)m->data + r * cols;
+        for (size_t i = 0; i < cols; i++) dst[i] = (float)q[i] * m->scales[r];
+        break;
+    }
+    case GP_WEIGHTS_Q4: {
+        const uint8_t *q = (const uint8_t *)m->data + r * cols / 2;
+        const float *s = m->scales + r * (cols / GP_Q4_GROUP);
+        for (size_t g = 0; g < cols / GP_Q4_GROUP; g++) {
+            const uint8_t *b = q + g * (GP_Q4_GROUP / 2);
+            for (int i = 0; i < GP_Q4_GROUP / 2; i++) {
+                dst[g * GP_Q4_GROUP + i] = (float)((b[i] & 15) - 8) * s[g];
+                dst[g * GP_Q4_GROUP + i + GP_Q4_GROUP / 2] = (float)((b[i] >> 4) - 8) * s[g];
+            }
+        }
+        break;
+    }
+    }
+}
+
+/* ---- kernel level selection ---- */
+
+static const gp_kernel_table *level_tables[3] = {&gp_kernels_scalar, NULL, NULL};
+static int active_level = -1;
+
+static bool cpu_supports(gp_kernel_level level) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (level == GP_KERNELS_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (level == GP_KERNELS_AVX512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni");
+#endif
+    return level == GP_KERNELS_SCALAR;
+}
+
+gp_kernel_level gp_kernels_best(void) {
+    for (int l = 2; l > 0; l--)
+        if (level_tables[l] && cpu_supports((gp_kernel_level)l)) return (gp_kernel_level)l;
+    return GP_KERNELS_SCALAR;
+}
+
+gp_kernel_level gp_kernels_set(gp_kernel_level level) {
+    int l = (int)level;
+    while (l > 0 && (!level_tables[l] || !cpu_supports((gp_kernel_level)l))) l--;
+    active_level = l;
+    return (gp_kernel_level)l;
+}
+
+gp_kernel_level gp_kernels_active(void) {
+    if (active_level < 0) {
+        const char *env = getenv("GEPARD_KERNELS");
+        gp_kernel_level want = gp_kernels_best();
+        if (env && strcmp(env, "scalar") == 0) want = GP_KERNELS_SCALAR;
+        if (env && strcmp(env, "avx2") == 0) want = GP_KERNELS_AVX2;
+        if (env && strcmp(env, "avx512") == 0) want = GP_KERNELS_AVX512;
+        gp_kernels_set(want);
+    }
+    return (gp_kernel_level)active_level;
+}
+
+const char *gp_kernel_level_name(gp_kernel_level level) {
+    static const char *names[] = {"scalar", "avx2", "avx512"};
+    return (unsigned)level < 3 ? names[level] : "?";
+}
+
+const gp_kernel_table *gp_kernel_table_active(void) { return level_tables[gp_kernels_active()]; }
+
+/* ---- threaded driver ---- */
+
+typedef struct matmul_job {
+    const gp_matrix *w;
+    const float *x;
+    int n, ldx, ldy;
+    float *y;
+    int parts;
+    gp_matmul_rows_fn fn;
+} matmul_job;
+
+static void matmul_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const matmul_job *job = ctx;
+    long r0, r1;
+    gp_split_range(job->w->rows, job->parts, task, 16, &r0, &r1);
+    if (r1 > r0) job->fn(job->w, job->x, job->n, job->ldx, job->y, job->ldy, (int)r0, (int)r1);
+}
+
+void gp_matmul(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+               gp_pool *pool) {
+    if (n <= 0 || w->rows <= 0) return;
+    const gp_kernel_table *table = gp_kernel_table_active();
+    gp_matmul_rows_fn fn = table->matmul_rows[w->format];
+    if (!fn) fn = gp_kernels_scalar.matmul_rows[w->format];
+    int threads = gp_pool_size(pool);
+    /* Tiny matrices are not worth waking the pool for. */
+    long work = (long)w->rows * w->cols * n;
+    int parts = work < 65536 ? 1 : threads;
+    if (parts > (w->rows + 15) / 16) parts = (w->rows + 15) / 16;
+    matmul_job job = {w, x, n, ldx, ldy, y, parts, fn};
+    if (parts <= 1)
+        fn(w, x, n, ldx, y, ldy, 0, w->rows);
+    else
+        gp_pool_parallel_for(pool, parts, matmul_task, &job);
+}

@@ -1,0 +1,58 @@
+/* tokenizer.h — Hugging Face tokenizer.json byte-level BPE (Qwen3.5 family).
+ *
+ * Loads a `tokenizer.json` and encodes/decodes exactly like the Hugging Face
+ * `tokenizers` library does for the pipeline Qwen uses (MODEL.md §G):
+ *
+ *   text ─ added tokens (matched in the raw text, leftmost-longest)
+ *        ─ per remaining segment: NFC ─ added tokens marked normalized
+ *        ─ Split(regex read from the file, Isolated) ─ ByteLevel ─ BPE
+ *
+ * Anything outside that family (WordPiece/Unigram models, byte fallback,
+ * other normalizers or pre-tokenizers, ...) is refused at load time with a
+ * sentence naming the file, the field and the value. No special tokens are
+ * added around the text (the post-processor is not applied).
+ *
+ * A loaded tokenizer is immutable except for an internal word cache guarded
+ * by a mutex, so gp_tok_encode/gp_tok_decode may be called from several
+ * threads at once.
+ */
+#ifndef GP_TEXT_TOKENIZER_H
+#define GP_TEXT_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct gp_tokenizer gp_tokenizer;
+
+/* Load from a file / from JSON text in memory. `origin` names the text in
+ * error messages (normally the file name). */
+int gp_tok_load(const char *path, gp_tokenizer **out, gp_error *err);
+int gp_tok_load_memory(const char *json, size_t len, const char *origin, gp_tokenizer **out,
+                       gp_error *err);
+void gp_tok_free(gp_tokenizer *tok);
+
+/* Encode UTF-8 text (len bytes, NULs allowed) to token ids. *ids is a
+ * malloc'ed array the caller frees (NULL when *n_ids is 0). Text that is not
+ * valid UTF-8 fails with GEPARD_ERR_INVALID_ARGUMENT naming the byte offset.
+ * Empty text gives zero ids. Thread-safe. */
+int gp_tok_encode(gp_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n_ids,
+                  gp_error *err);
+
+/* Decode ids to UTF-8 text (malloc'ed, NUL-terminated; *len excludes the NUL).
+ * BPE tokens are mapped back from the byte-level alphabet; added tokens give
+ * their content, or nothing for special ones when skip_special is true. Byte
+ * sequences that do not form valid UTF-8 become U+FFFD. An id that is not in
+ * the vocabulary is an error naming it. */
+int gp_tok_decode(const gp_tokenizer *tok, const int32_t *ids, size_t n, bool skip_special,
+                  char **text, size_t *len, gp_error *err);
+
+/* 1 + the highest id (BPE vocabulary and added tokens). */
+size_t gp_tok_vocab_size(const gp_tokenizer *tok);
+/* The id of a token string (added-token content or BPE vocabulary entry in
+ * its byte-level spelling), or -1 when unknown. */
+int32_t gp_tok_token_to_id(const gp_tokenizer *tok, const char *token);
+
+#endif

@@ -41,6 +41,129 @@ const char *gepard_version(void);
 /* The message of the last failing call made by this thread ("" if none). */
 const char *gepard_last_error(void);
 
+/* Release memory returned by any gepard_* function (ids, codes, samples). */
+void gepard_free(void *p);
+
+/* ======================================================================
+ * Tokenizer (text → ids) — loads only tokenizer.json and gepard_config.json.
+ * ====================================================================== */
+
+typedef struct gepard_tokenizer gepard_tokenizer;
+
+/* `model_dir` is a Gepard checkpoint directory. */
+gepard_status gepard_tokenizer_load(const char *model_dir, gepard_tokenizer **out);
+void gepard_tokenizer_free(gepard_tokenizer *tok);
+/* Encode UTF-8 text without special tokens; *ids is freed with gepard_free. */
+gepard_status gepard_tokenize(gepard_tokenizer *tok, const char *text, int32_t **ids,
+                              size_t *n_ids);
+/* The model's input layout for already tokenized text: text repetition
+ * (per gepard_config.json) with start/end-of-text markers and the final
+ * start-of-speech id. */
+gepard_status gepard_text_layout(const gepard_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                 int32_t **layout, size_t *n_layout);
+/* Decode ids back to UTF-8 text (freed with gepard_free). */
+gepard_status gepard_detokenize(const gepard_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                char **text);
+
+/* ======================================================================
+ * Model
+ * ====================================================================== */
+
+typedef struct gepard_model gepard_model;
+
+typedef enum gepard_weight_format {
+    GEPARD_WEIGHTS_DEFAULT = -1, /* bf16 */
+    GEPARD_WEIGHTS_F32 = 0,      /* the reference */
+    GEPARD_WEIGHTS_BF16 = 1,
+    GEPARD_WEIGHTS_INT8 = 2,
+    GEPARD_WEIGHTS_Q4 = 3
+} gepard_weight_format;
+
+/* Progress of long operations (download, load): `done` of `total` units
+ * (bytes or steps; total 0 = unknown). */
+typedef void (*gepard_progress_fn)(const char *what, uint64_t done, uint64_t total, void *user);
+
+typedef struct gepard_load_params {
+    gepard_weight_format weights; /* matrix format of the backbone */
+    const char *revision;         /* Hub revision (branch, tag or commit); NULL = "main" */
+    int offline;                  /* 1: never use the network (also HF_HUB_OFFLINE=1) */
+    const char *token;            /* Hub token; NULL = $HF_TOKEN or the token file */
+    gepard_progress_fn progress;
+    void *progress_user;
+} gepard_load_params;
+
+gepard_load_params gepard_load_default_params(void);
+
+/* Load a Gepard checkpoint from a directory (gepard_config.json,
+ * model.safetensors, tokenizer.json) or a Hugging Face repo id such as
+ * "nineninesix/gepard-1.0" (downloaded into the standard HF cache). */
+gepard_status gepard_model_load(const char *path_or_repo, const gepard_load_params *params,
+                                gepard_model **out);
+void gepard_model_free(gepard_model *model);
+/* The model's tokenizer (owned by the model). */
+gepard_tokenizer *gepard_model_tokenizer(gepard_model *model);
+/* Number of audio channels (codes per frame; 32 for Gepard-1.0). */
+int gepard_model_channels(const gepard_model *model);
+/* Vocabulary size of channel c. */
+int gepard_model_channel_vocab(const gepard_model *model, int channel);
+int gepard_model_supports_voices(const gepard_model *model);
+
+/* ======================================================================
+ * Synthesis parameters, voices and LoRA adapters
+ * ====================================================================== */
+
+typedef enum gepard_cfg_uncond {
+    GEPARD_CFG_EMPTY_TEXT = 0,
+    GEPARD_CFG_AUDIO_ONLY = 1
+} gepard_cfg_uncond;
+
+typedef struct gepard_voice gepard_voice;
+typedef struct gepard_lora gepard_lora;
+
+typedef struct gepard_synth_params {
+    float temperature;        /* 1.0; <= 0 means greedy */
+    int top_k;                /* 0 = off */
+    float stop_threshold;     /* 0.5 */
+    int max_frames;           /* 2000 (per sentence when text is split) */
+    float repetition_penalty; /* 1.0 = off */
+    int repetition_window;    /* 32; 0 = the whole history */
+    float cfg_scale;          /* 1.0 = off */
+    int cfg_frames;           /* -1 = guide every frame */
+    gepard_cfg_uncond cfg_uncond;
+    int force_stop_frames; /* -1 = off */
+    uint64_t seed;
+    int random_seed; /* 1 (default): draw a seed from the OS; 0: use `seed` */
+    const gepard_voice *voice; /* speaker prefix, or NULL */
+    const gepard_lora *lora;   /* run-time adapter, or NULL */
+    int split_text;            /* 1 (default): split long text into sentences */
+    size_t max_text_bytes;     /* refuse longer input; 0 = no limit (default 1 MiB) */
+} gepard_synth_params;
+
+gepard_synth_params gepard_synth_default_params(void);
+
+/* A speaker prefix from reference codes [n_frames][channels] (frame-major). */
+gepard_status gepard_voice_from_codes(gepard_model *model, const int32_t *codes, size_t n_frames,
+                                      gepard_voice **out);
+/* The model's learned "no particular speaker" prefix, if it has one. */
+gepard_status gepard_voice_null(gepard_model *model, gepard_voice **out);
+/* Save / load a computed speaker prefix (a small .safetensors file). */
+gepard_status gepard_voice_save(const gepard_voice *voice, const char *path);
+gepard_status gepard_voice_load(gepard_model *model, const char *path, gepard_voice **out);
+void gepard_voice_free(gepard_voice *voice);
+
+/* alpha <= 0: from the file's metadata, else 2 x rank. */
+gepard_status gepard_lora_load(gepard_model *model, const char *path, float alpha,
+                               gepard_lora **out);
+/* Fold an adapter into the model's weights (affects every later synthesis). */
+gepard_status gepard_lora_merge(gepard_model *model, const gepard_lora *lora);
+void gepard_lora_free(gepard_lora *lora);
+
+/* Generate codes only (no audio): *codes is [*n_frames][channels], freed
+ * with gepard_free. `threads` 0 = all CPUs. */
+gepard_status gepard_generate_codes(gepard_model *model, const char *text,
+                                    const gepard_synth_params *params, int threads,
+                                    int32_t **codes, size_t *n_frames);
+
 #ifdef __cplusplus
 }
 #endif

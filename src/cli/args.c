@@ -82,6 +82,7 @@ int cli_parse(cli_args *args, const char *command, const char *synopsis, const c
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             cli_print_help(command, synopsis, description, options, option_count);
+            cli_args_free(args);
             args->help = true;
             return CLI_EXIT_OK;
         }

@@ -3,6 +3,11 @@
 
 #include <stddef.h>
 
+int cli_tokenize(int argc, char **argv);
+int cli_codes(int argc, char **argv);
+
 const cli_command cli_commands[] = {
+    {"tokenize", "print the token ids of a text (JSON)", cli_tokenize},
+    {"codes", "generate audio codes for a text (JSON)", cli_codes},
     {NULL, NULL, NULL},
 };

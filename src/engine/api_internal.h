@@ -1,0 +1,39 @@
+/* api_internal.h — what the public handles of gepard.h hold. Only the
+ * engine/ files that implement the public API include this. */
+#ifndef GP_ENGINE_API_INTERNAL_H
+#define GP_ENGINE_API_INTERNAL_H
+
+#include "gepard.h"
+#include "model/config.h"
+#include "model/lora.h"
+#include "model/model.h"
+#include "text/layout.h"
+#include "text/tokenizer.h"
+
+struct gepard_tokenizer {
+    gp_tokenizer *tok;
+    gp_model_config cfg;
+    gp_text_repetition repetition;
+};
+
+struct gepard_model {
+    gp_model *model;
+    gepard_tokenizer tokenizer;
+    char *dir;
+};
+
+struct gepard_voice {
+    int rows;  /* K */
+    int width; /* H */
+    float *prefix;
+};
+
+struct gepard_lora {
+    gp_lora_adapter *adapter;
+};
+
+/* Fill a tokenizer handle from a model directory (tokenizer.json + config). */
+int gp_api_tokenizer_init(gepard_tokenizer *t, const char *dir, gp_error *err);
+void gp_api_tokenizer_clear(gepard_tokenizer *t);
+
+#endif

@@ -1,0 +1,31 @@
+/* synth.h — synthetic Gepard checkpoints with real shapes and file formats
+ * (random weights, seeded and reproducible) for benchmarks and memory tests:
+ * gepard_config.json, config.json, a bf16 model.safetensors and a synthetic
+ * tokenizer.json whose special tokens sit at the real ids. Never a real
+ * model: the audio it produces is noise. */
+#ifndef GP_MODEL_SYNTH_H
+#define GP_MODEL_SYNTH_H
+
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct gp_synth_model_spec {
+    int hidden, layers, heads, kv_heads, head_dim, intermediate;
+    int64_t vocab;
+    int audio_embed_dim;
+    int codec_groups;
+    int levels[4];
+    int vc_queries, vc_layers, vc_heads, vc_ffn_multiplier;
+    int tokenizer_merges;
+} gp_synth_model_spec;
+
+/* Presets: "gepard-1.0" (the real sizes) and "tiny" (for tests). Returns 0,
+ * or -1 for an unknown name. */
+int gp_synth_model_preset(const char *name, gp_synth_model_spec *spec);
+
+/* Write the checkpoint into `dir` (created if needed). */
+int gp_synth_model_write(const char *dir, const gp_synth_model_spec *spec, uint64_t seed,
+                         gp_error *err);
+
+#endif

@@ -168,13 +168,13 @@ int gp_tok_regex_compile(gp_tokenizer *tok, const char *pattern, bool literal, c
     if (!tok->split_pattern) return gp_fail_oom(err, "a regular expression", len);
     gp_buf pat;
     gp_buf_init(&pat);
-    uint32_t options = PCRE2_UTF | PCRE2_NEVER_BACKSLASH_C;
+    uint32_t options = PCRE2_UTF;
     int rc = GEPARD_OK;
     if (literal) {
         options |= PCRE2_LITERAL;
         if (gp_buf_append(&pat, pattern, len)) rc = gp_fail_oom(err, "a regular expression", len);
     } else {
-        options |= PCRE2_UCP | PCRE2_MULTILINE;
+        options |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C;
         rc = gp_tok_regex_translate(pattern, len, &pat, where, err);
     }
     pcre2_compile_context *cc = rc ? NULL : pcre2_compile_context_create(NULL);

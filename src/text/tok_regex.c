@@ -14,18 +14,26 @@
  *           letters, numbers, underscore. Rewritten to that explicit class;
  *           inside a class Oniguruma's \w lacks the Latin-1 extras, and so
  *           does the rewrite (both checked equal to Oniguruma 6.9.8 on every
- *           code point);
- *           \b \B (defined by \w) to equivalent lookarounds.
+ *           code point). \b \B (defined by \w) become equivalent
+ *           lookarounds.
  *   \h \H   Oniguruma: hexadecimal digit. PCRE2: horizontal space. Rewritten.
  *   (?m)    Oniguruma: dot matches newline (PCRE2's s). Rewritten to (?s).
  *   ^ $     always line anchors in Oniguruma: compiled with PCRE2_MULTILINE
  *           and LF as the only newline, as Oniguruma uses.
  *
  * \s, \d, \p{L}, \p{M}, \p{N} and (?i) folding (U+017F, U+212A) were checked
- * equal on every code point. POSIX classes ([:alpha:] is Letter|Mark in
- * Oniguruma, Letter in PCRE2), nested classes and class intersection
- * (Oniguruma only) and \Q...\E are refused. Matches are found like the onig crate's find_iter,
- * which HF uses: an empty match right where the previous match ended is skipped by moving one
+ * equal on every code point. POSIX classes (Oniguruma's [:alpha:] is the
+ * Alphabetic property, PCRE2's is \p{L}), nested classes and class
+ * intersection (Oniguruma only) and \Q...\E are refused.
+ *
+ * Known remaining divergence: under (?i) Oniguruma also matches characters
+ * whose case folding is several characters (ß for "ss", U+FB06 for "st");
+ * PCRE2 does not. Qwen's (?i:'s|'t|'re|'ve|'m|'ll|'d) is unaffected, which a
+ * differential run against Oniguruma 6.9.8 over random text containing all
+ * such characters confirmed.
+ *
+ * Matches are found like the onig crate's find_iter, which HF uses: an empty
+ * match right where the previous match ended is skipped by moving one
  * character on, so a pattern that can match empty never loops.
  */
 #include <stdio.h>

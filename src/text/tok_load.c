@@ -131,8 +131,8 @@ static int parse_merges(gp_tokenizer *tok, const cJSON *merges, gp_error *err) {
     int rc = GEPARD_OK;
     size_t rank = 0;
     for (const cJSON *it = merges ? merges->child : NULL; it; it = it->next, rank++) {
-        const char *a, *b;
-        size_t alen, blen;
+        const char *a = NULL, *b = NULL;
+        size_t alen = 0, blen = 0;
         rc = merge_parts(tok, it, rank, &a, &alen, &b, &blen, err);
         if (rc) break;
         int32_t ia = gp_strmap_get(&tok->vocab, a, alen);

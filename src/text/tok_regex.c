@@ -8,18 +8,33 @@
  *   \s \S   Oniguruma: Unicode White_Space. PCRE2 (UCP): \p{Z} + \h + \v,
  *           which also contains U+180E MONGOLIAN VOWEL SEPARATOR. Rewritten
  *           to \p{White_Space} / \P{White_Space}.
- *   \w \W   Oniguruma: letters, marks, decimal digits, connector punctuation.
- *           PCRE2 (10.42): letters, numbers, underscore. Rewritten to the
- *           explicit class; \b \B (defined by \w) to equivalent lookarounds.
+ *   \w \W   Oniguruma: Alphabetic, marks, decimal digits, connector
+ *           punctuation, and (from its Latin-1 table) the six No characters
+ *           of Latin-1 (superscripts 1-3, vulgar fractions). PCRE2 (10.42):
+ *           letters, numbers, underscore. Rewritten to that explicit class;
+ *           inside a class Oniguruma's \w lacks the Latin-1 extras, and so
+ *           does the rewrite (both checked equal to Oniguruma 6.9.8 on every
+ *           code point). \b \B (defined by \w) become equivalent
+ *           lookarounds.
  *   \h \H   Oniguruma: hexadecimal digit. PCRE2: horizontal space. Rewritten.
  *   (?m)    Oniguruma: dot matches newline (PCRE2's s). Rewritten to (?s).
  *   ^ $     always line anchors in Oniguruma: compiled with PCRE2_MULTILINE
  *           and LF as the only newline, as Oniguruma uses.
  *
- * Nested classes and class intersection (Oniguruma only) and \Q...\E are
- * refused. Matches are found like the onig crate's find_iter, which HF uses:
- * an empty match right where the previous match ended is skipped by moving
- * one character on, so a pattern that can match empty never loops.
+ * \s, \d, \p{L}, \p{M}, \p{N} and (?i) folding (U+017F, U+212A) were checked
+ * equal on every code point. POSIX classes (Oniguruma's [:alpha:] is the
+ * Alphabetic property, PCRE2's is \p{L}), nested classes and class
+ * intersection (Oniguruma only) and \Q...\E are refused.
+ *
+ * Known remaining divergence: under (?i) Oniguruma also matches characters
+ * whose case folding is several characters (ß for "ss", U+FB06 for "st");
+ * PCRE2 does not. Qwen's (?i:'s|'t|'re|'ve|'m|'ll|'d) is unaffected, which a
+ * differential run against Oniguruma 6.9.8 over random text containing all
+ * such characters confirmed.
+ *
+ * Matches are found like the onig crate's find_iter, which HF uses: an empty
+ * match right where the previous match ended is skipped by moving one
+ * character on, so a pattern that can match empty never loops.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +42,8 @@
 
 #include "text/tok_internal.h"
 
-#define WORD_CHARS "\\p{L}\\p{M}\\p{Nd}\\p{Pc}"
+#define WORD_IN_CLASS "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}"
+#define WORD_CHARS WORD_IN_CLASS "\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
 #define WORD_CLASS "[" WORD_CHARS "]"
 #define HEX_CHARS "0-9a-fA-F"
 /* Matches per pcre2_match call are bounded so that a pathological pattern
@@ -49,7 +65,7 @@ static int translate_escape(const char *p, size_t len, size_t i, bool in_class, 
     switch (p[i + 1]) {
     case 's': rep = "\\p{White_Space}"; break;
     case 'S': rep = "\\P{White_Space}"; break;
-    case 'w': rep = in_class ? WORD_CHARS : WORD_CLASS; break;
+    case 'w': rep = in_class ? WORD_IN_CLASS : WORD_CLASS; break;
     case 'h': rep = in_class ? HEX_CHARS : "[" HEX_CHARS "]"; break;
     case 'W':
         if (in_class) return refuse(err, where, i, "\\W inside a character class");
@@ -120,10 +136,7 @@ int gp_tok_regex_translate(const char *p, size_t len, gp_buf *out, const char *w
         size_t take = 1;
         if (in_class) {
             if (c == '[' && i + 1 < len && p[i + 1] == ':') {
-                const char *close = strstr(p + i + 2, ":]"); /* POSIX class [:alpha:] */
-                if (!close || (size_t)(close - p) >= len)
-                    return refuse(err, where, i, "an unterminated POSIX class");
-                take = (size_t)(close - p) + 2 - i;
+                return refuse(err, where, i, "a POSIX character class ([:name:])");
             } else if (c == '[') {
                 return refuse(err, where, i, "a nested character class");
             } else if (c == '&' && i + 1 < len && p[i + 1] == '&') {
@@ -163,13 +176,13 @@ int gp_tok_regex_compile(gp_tokenizer *tok, const char *pattern, bool literal, c
     if (!tok->split_pattern) return gp_fail_oom(err, "a regular expression", len);
     gp_buf pat;
     gp_buf_init(&pat);
-    uint32_t options = PCRE2_UTF | PCRE2_NEVER_BACKSLASH_C;
+    uint32_t options = PCRE2_UTF;
     int rc = GEPARD_OK;
     if (literal) {
         options |= PCRE2_LITERAL;
         if (gp_buf_append(&pat, pattern, len)) rc = gp_fail_oom(err, "a regular expression", len);
     } else {
-        options |= PCRE2_UCP | PCRE2_MULTILINE;
+        options |= PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C;
         rc = gp_tok_regex_translate(pattern, len, &pat, where, err);
     }
     pcre2_compile_context *cc = rc ? NULL : pcre2_compile_context_create(NULL);

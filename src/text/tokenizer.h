@@ -15,6 +15,19 @@
  * A loaded tokenizer is immutable except for an internal word cache guarded
  * by a mutex, so gp_tok_encode/gp_tok_decode may be called from several
  * threads at once.
+ *
+ * Deliberate differences from HF, all outside what the model sees:
+ *  - decode: an id that is not in the vocabulary is an error (HF skips it);
+ *    added tokens decode to their content as written (HF passes them through
+ *    the ByteLevel decoder, which is the same for ASCII contents); with
+ *    decoder null the text is still byte-level decoded (HF would join the
+ *    token strings with spaces).
+ *  - load: inconsistent files HF accepts with a warning (an added token whose
+ *    id disagrees with the vocabulary, two tokens sharing an id, a vocabulary
+ *    key listed twice) are refused.
+ *  - the Split regex runs on PCRE2, translated from Oniguruma syntax (see
+ *    tok_regex.c); case-insensitive matches of characters whose case folding
+ *    is several characters (ß for "ss") differ — Qwen's patterns have none.
  */
 #ifndef GP_TEXT_TOKENIZER_H
 #define GP_TEXT_TOKENIZER_H
@@ -41,7 +54,8 @@ void gp_tok_free(gp_tokenizer *tok);
 int gp_tok_encode(gp_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n_ids,
                   gp_error *err);
 
-/* Decode ids to UTF-8 text (malloc'ed, NUL-terminated; *len excludes the NUL).
+/* Decode ids to UTF-8 text (malloc'ed, NUL-terminated; *len, which may be
+ * NULL, excludes the NUL).
  * BPE tokens are mapped back from the byte-level alphabet; added tokens give
  * their content, or nothing for special ones when skip_special is true. Byte
  * sequences that do not form valid UTF-8 become U+FFFD. An id that is not in

@@ -243,3 +243,34 @@ TEST(cli_codes_bad_input) {
     cases[6].args[3] = bad_utf8;
     run_bad_cases(cases, sizeof cases / sizeof cases[0]);
 }
+
+TEST(cli_synth_tiny_checkpoint_runs) {
+    const char *args[] = {"synth", "--preset", "tiny", "--out", test_tmpdir(), "--seed", "3", NULL};
+    test_cmd_result r;
+    REQUIRE(test_run_gepard(&r, NULL, 0, 120, args) == 0);
+    CHECK_MSG(r.status == 0, "synth failed: %s", r.err);
+    test_cmd_result_free(&r);
+    const char *codes[] = {"codes",
+                           "--model",
+                           test_tmp("model"),
+                           "--max-frames",
+                           "6",
+                           "--seed",
+                           "1",
+                           "Hello there, this is a test.",
+                           NULL};
+    REQUIRE(test_run_gepard(&r, NULL, 0, 120, codes) == 0);
+    CHECK_MSG(r.status == 0, "codes failed: %s", r.err);
+    CHECK(strstr(r.out, "\"frames\":6") != NULL);
+    test_cmd_result_free(&r);
+    /* same seed, same checkpoint bytes */
+    const char *again[] = {"synth",           "--preset", "tiny", "--out",
+                           test_tmp("again"), "--seed",   "3",    NULL};
+    REQUIRE(test_run_gepard(&r, NULL, 0, 120, again) == 0);
+    test_cmd_result_free(&r);
+    const char *cmp[] = {"cmp", test_tmp("model/model.safetensors"),
+                         test_tmp("again/model/model.safetensors"), NULL};
+    REQUIRE(test_run_program(&r, NULL, 0, 30, cmp) == 0);
+    CHECK_MSG(r.status == 0, "synth is not reproducible: %s", r.out);
+    test_cmd_result_free(&r);
+}

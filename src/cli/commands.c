@@ -5,9 +5,11 @@
 
 int cli_tokenize(int argc, char **argv);
 int cli_codes(int argc, char **argv);
+int cli_synth(int argc, char **argv);
 
 const cli_command cli_commands[] = {
     {"tokenize", "print the token ids of a text (JSON)", cli_tokenize},
     {"codes", "generate audio codes for a text (JSON)", cli_codes},
+    {"synth", "write a synthetic real-size checkpoint for benchmarks", cli_synth},
     {NULL, NULL, NULL},
 };

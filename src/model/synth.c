@@ -22,12 +22,13 @@ int gp_synth_model_preset(const char *name, gp_synth_model_spec *s) {
     static const int levels[4] = {8, 7, 6, 6};
     memcpy(s->levels, levels, sizeof levels);
     if (strcmp(name, "gepard-1.0") == 0) {
-        *s = (gp_synth_model_spec){1024, 14, 8, 2, 256, 3584, 248320, 32, 8, {8, 7, 6, 6},
-                                   8,    2,  8, 4, 1500};
+        *s = (gp_synth_model_spec){1024, 14,           8, 2, 256, 3584, 248320, 32,
+                                   8,    {8, 7, 6, 6}, 8, 2, 8,   4,    4000};
         return 0;
     }
     if (strcmp(name, "tiny") == 0) {
-        *s = (gp_synth_model_spec){64, 2, 4, 2, 16, 96, 248320, 8, 8, {8, 7, 6, 6}, 4, 1, 4, 2, 200};
+        *s = (gp_synth_model_spec){64,           2, 4, 2, 16, 96,  248320, 8, 8,
+                                   {8, 7, 6, 6}, 4, 1, 4, 2,  4000};
         return 0;
     }
     return -1;
@@ -188,7 +189,8 @@ static cJSON *backbone_json(const gp_synth_model_spec *s) {
     cJSON_AddNumberToObject(rope, "partial_rotary_factor", 1.0);
     cJSON_AddNumberToObject(b, "partial_rotary_factor", 1.0);
     cJSON *types = cJSON_AddArrayToObject(b, "layer_types");
-    for (int l = 0; l < s->layers; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
+    for (int l = 0; l < s->layers; l++)
+        cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
     return b;
 }
 
@@ -233,7 +235,8 @@ static cJSON *gepard_json(const gp_synth_model_spec *s) {
     cJSON_AddNumberToObject(comp, "d_model", s->hidden);
     cJSON_AddNumberToObject(comp, "ffn_hidden_size_multiplier", s->vc_ffn_multiplier);
     cJSON_AddStringToObject(root, "model_type", "gepard");
-    cJSON_AddStringToObject(root, "synthetic", "random weights written by `gepard synth`; not a model");
+    cJSON_AddStringToObject(root, "synthetic",
+                            "random weights written by `gepard synth`; not a model");
     return root;
 }
 

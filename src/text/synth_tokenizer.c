@@ -32,7 +32,8 @@ static int byte_to_codepoint(int b) {
     if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
     int n = 0;
     for (int x = 0; x < b; x++)
-        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
+        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF)))
+            n++;
     return 256 + n;
 }
 
@@ -168,7 +169,7 @@ int gp_synth_tokenizer_json(gp_buf *out, int max_merges, gp_error *err) {
     cJSON *merges = cJSON_CreateArray();
     for (int m = 0; m < max_merges && st->n_symbols < MAX_SYMBOLS; m++) {
         int l, r;
-        if (best_pair(st, &l, &r) < 2) break;
+        if (best_pair(st, &l, &r) < 1) break;
         size_t ll = strlen(st->symbols[l]), rl = strlen(st->symbols[r]);
         char *joined = malloc(ll + rl + 1);
         memcpy(joined, st->symbols[l], ll);

@@ -18,7 +18,7 @@ endif
 
 BUILD ?= build
 PKGS := libcjson libpcre2-8 libutf8proc libarchive yaml-0.1 libcurl libmicrohttpd sndfile \
-        libopusenc soxr openblas
+        libopusenc soxr openblas flac libpulse-simple
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmp3lame
 

@@ -158,6 +158,97 @@ gepard_status gepard_lora_load(gepard_model *model, const char *path, float alph
 gepard_status gepard_lora_merge(gepard_model *model, const gepard_lora *lora);
 void gepard_lora_free(gepard_lora *lora);
 
+/* ======================================================================
+ * Engine: streaming synthesis of many requests at once
+ *
+ * The engine owns the compute threads and a paged KV cache and runs a step
+ * thread that advances every active stream by one frame per step in one
+ * batched forward pass (continuous batching). Streams can be started from
+ * any thread. Callbacks run on the engine's step thread: keep them short
+ * (copy the samples and return).
+ * ====================================================================== */
+
+typedef struct gepard_codec gepard_codec;
+typedef struct gepard_engine gepard_engine;
+typedef struct gepard_stream gepard_stream;
+
+typedef struct gepard_engine_params {
+    int threads;          /* compute threads; 0 = all CPUs */
+    int max_streams;      /* streams synthesised at once (default 16) */
+    int max_queue;        /* streams waiting for a slot before start fails with BUSY (64) */
+    int prefill_chunk;    /* prefill rows per step, so decoding streams never stall long (256) */
+    int kv_cache_mb;      /* KV cache address space; 0 = enough for max_streams worst cases */
+} gepard_engine_params;
+
+gepard_engine_params gepard_engine_default_params(void);
+
+/* `codec` may be NULL for code-only use (no audio callbacks then). The model
+ * and codec must outlive the engine. */
+gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *codec,
+                                   const gepard_engine_params *params, gepard_engine **out);
+/* Cancels unfinished streams, stops the step thread and frees the engine.
+ * Streams must still be freed by their owners. */
+void gepard_engine_free(gepard_engine *engine);
+
+/* Return non-zero from a callback to cancel the stream. */
+typedef int (*gepard_audio_fn)(const float *samples, size_t n_samples, void *user);
+typedef int (*gepard_frame_fn)(const int32_t *codes, int n_channels, void *user);
+
+typedef struct gepard_stream_callbacks {
+    gepard_audio_fn on_audio; /* mono float samples at the codec's rate, as produced */
+    gepard_frame_fn on_frame; /* each frame's codes, as sampled */
+    void *user;
+} gepard_stream_callbacks;
+
+typedef struct gepard_synth_result {
+    gepard_status status;   /* GEPARD_OK, GEPARD_ERR_CANCELLED, ... */
+    size_t frames;          /* frames generated (all segments) */
+    size_t samples;         /* samples delivered */
+    int segments;           /* text segments synthesised */
+    double audio_seconds;
+    double elapsed_seconds; /* from start to the last sample */
+    double rtf;             /* elapsed / audio seconds */
+    double ttfa_ms;         /* start to the first audio callback (or first frame) */
+    double queue_ms;        /* time spent waiting for a slot */
+} gepard_synth_result;
+
+/* Queue a synthesis. Text is cleaned (see gepard_synth_params) and, when
+ * split_text is set, cut into sentences spoken one after another as one
+ * continuous stream. voice and lora must outlive the stream. Fails with
+ * GEPARD_ERR_BUSY when the queue is full. */
+gepard_status gepard_stream_start(gepard_engine *engine, const char *text,
+                                  const gepard_synth_params *params,
+                                  const gepard_stream_callbacks *callbacks, gepard_stream **out);
+/* Block until the stream ends; fills *result (may be NULL). Returns the
+ * stream's final status (message in gepard_last_error()). */
+gepard_status gepard_stream_wait(gepard_stream *stream, gepard_synth_result *result);
+/* Ask the stream to stop at the next step (safe from any thread). */
+void gepard_stream_cancel(gepard_stream *stream);
+/* 1 when finished. */
+int gepard_stream_done(const gepard_stream *stream);
+/* Cancels if still running, waits, frees. */
+void gepard_stream_free(gepard_stream *stream);
+
+/* start + wait + free. */
+gepard_status gepard_synthesize(gepard_engine *engine, const char *text,
+                                const gepard_synth_params *params,
+                                const gepard_stream_callbacks *callbacks,
+                                gepard_synth_result *result);
+
+typedef struct gepard_engine_stats {
+    uint64_t steps;            /* batched steps run */
+    uint64_t frames;           /* frames generated */
+    uint64_t streams_started;
+    uint64_t streams_finished;
+    int active_streams;
+    int queued_streams;
+    int max_batch;             /* largest number of streams in one step so far */
+    double mean_batch;         /* streams per step, averaged */
+    size_t kv_blocks_used, kv_blocks_total;
+} gepard_engine_stats;
+
+void gepard_engine_get_stats(gepard_engine *engine, gepard_engine_stats *stats);
+
 /* Generate codes only (no audio): *codes is [*n_frames][channels], freed
  * with gepard_free. `threads` 0 = all CPUs. */
 gepard_status gepard_generate_codes(gepard_model *model, const char *text,

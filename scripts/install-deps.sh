@@ -9,7 +9,7 @@ set -eu
 PACKAGES="gcc make pkg-config libc6-dev \
 libcjson-dev libpcre2-dev libutf8proc-dev libarchive-dev libyaml-dev \
 libcurl4-openssl-dev libmicrohttpd-dev libsndfile1-dev libopusenc-dev \
-libmp3lame-dev libsoxr-dev libopenblas-dev"
+libmp3lame-dev libsoxr-dev libopenblas-dev libflac-dev libpulse-dev"
 
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     # Tools the test suite drives: a WAV-producing second opinion and a browser.

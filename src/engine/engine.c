@@ -1,0 +1,328 @@
+/* engine.c — the engine's step thread: admission from a FIFO queue into a
+ * fixed number of stream slots (each admitted segment reserves its worst-case
+ * KV blocks), one batched generation step over every active stream, audio
+ * delivery, segment hand-over and completion. See gepard.h for the contract. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/log.h"
+#include "base/timing.h"
+#include "engine/api_error.h"
+#include "engine/engine_internal.h"
+
+#define ENGINE_KV_BLOCK 16
+
+gepard_engine_params gepard_engine_default_params(void) {
+    gepard_engine_params p = {.threads = 0,
+                              .max_streams = 16,
+                              .max_queue = 64,
+                              .prefill_chunk = 256,
+                              .kv_cache_mb = 0};
+    return p;
+}
+
+/* Mark a stream finished and wake its waiter; called with the lock held.
+ * The owner frees the struct (or we do, if the owner already let go). */
+static void finish_locked(gepard_engine *e, gepard_stream *s, gepard_status status,
+                          const char *message) {
+    gp_stream_release_resources(e, s);
+    s->status = status;
+    snprintf(s->message, sizeof s->message, "%s", message ? message : "");
+    s->result.status = status;
+    s->state = STREAM_DONE;
+    e->stats.streams_finished++;
+    if (s->owner_released) {
+        pthread_cond_destroy(&s->finished);
+        free(s);
+        return;
+    }
+    pthread_cond_broadcast(&s->finished);
+}
+
+static void active_remove(gepard_engine *e, gepard_stream *s) {
+    gepard_stream **link = &e->active;
+    while (*link && *link != s) link = &(*link)->next;
+    if (*link) {
+        *link = s->next;
+        e->active_count--;
+    }
+    s->next = NULL;
+}
+
+/* Move queued streams into slots while slots and KV blocks allow. Lock held. */
+static void admit_locked(gepard_engine *e) {
+    while (e->queue_head && e->active_count < e->params.max_streams) {
+        gepard_stream *s = e->queue_head;
+        if (atomic_load(&s->cancel_requested)) {
+            e->queue_head = s->next;
+            if (!e->queue_head) e->queue_tail = NULL;
+            e->queued--;
+            finish_locked(e, s, GEPARD_ERR_CANCELLED, "cancelled before it started");
+            continue;
+        }
+        gp_error err;
+        gp_error_clear(&err);
+        bool no_more = false;
+        int rc = gp_stream_begin_segment(e, s, &no_more, &err);
+        if (rc == GEPARD_ERR_BUSY && e->active_count > 0) break; /* wait for blocks */
+        e->queue_head = s->next;
+        if (!e->queue_head) e->queue_tail = NULL;
+        e->queued--;
+        s->next = NULL;
+        if (rc || no_more) {
+            finish_locked(e, s, rc ? (gepard_status)rc : GEPARD_OK, rc ? err.message : NULL);
+            continue;
+        }
+        s->state = STREAM_RUNNING;
+        s->admitted_time = gp_now_s();
+        s->result.queue_ms = (s->admitted_time - s->start_time) * 1e3;
+        s->next = e->active;
+        e->active = s;
+        e->active_count++;
+    }
+}
+
+/* After a step: deliver audio, hand finished segments over to the next one,
+ * finish streams. Runs without the lock except for finishing. */
+static void advance_streams(gepard_engine *e) {
+    gepard_stream *s = e->active;
+    while (s) {
+        gepard_stream *next = s->next;
+        if (!s->gen) { /* between segments, waiting for KV blocks */
+            if (atomic_load(&s->cancel_requested)) {
+                pthread_mutex_lock(&e->lock);
+                active_remove(e, s);
+                finish_locked(e, s, GEPARD_ERR_CANCELLED, "cancelled");
+                pthread_mutex_unlock(&e->lock);
+            }
+            s = next;
+            continue;
+        }
+        int stop = gp_stream_deliver(e, s);
+        bool cancel = atomic_load(&s->cancel_requested) != 0;
+        if (!stop && !cancel && s->gen->phase == GP_GEN_DONE) {
+            gp_error err;
+            gp_error_clear(&err);
+            bool no_more = false;
+            s->result.segments++;
+            gp_gen_free(s->gen, e->kv);
+            s->gen = NULL;
+            int rc = gp_stream_begin_segment(e, s, &no_more, &err);
+            if (rc == GEPARD_ERR_BUSY && e->active_count > 1) {
+                /* Blocks are held by other streams: retry before each step. */
+            } else if (rc || no_more) {
+                pthread_mutex_lock(&e->lock);
+                active_remove(e, s);
+                finish_locked(e, s, rc ? (gepard_status)rc : GEPARD_OK, rc ? err.message : NULL);
+                pthread_mutex_unlock(&e->lock);
+            }
+        } else if (stop || cancel) {
+            pthread_mutex_lock(&e->lock);
+            active_remove(e, s);
+            if (stop)
+                finish_locked(e, s, s->status, s->message);
+            else
+                finish_locked(e, s, GEPARD_ERR_CANCELLED, "cancelled");
+            pthread_mutex_unlock(&e->lock);
+        }
+        s = next;
+    }
+}
+
+static void fail_all_active_locked(gepard_engine *e, const char *message) {
+    while (e->active) {
+        gepard_stream *s = e->active;
+        active_remove(e, s);
+        finish_locked(e, s, GEPARD_ERR_INTERNAL, message);
+    }
+}
+
+static void fail_all_active(gepard_engine *e, const char *message) {
+    pthread_mutex_lock(&e->lock);
+    fail_all_active_locked(e, message);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Active streams between two segments (their next segment did not fit in
+ * the KV cache yet) go before new admissions. Lock held. */
+static void resume_waiting_segments_locked(gepard_engine *e) {
+    gepard_stream *s = e->active;
+    while (s) {
+        gepard_stream *next = s->next;
+        if (!s->gen) {
+            gp_error err;
+            gp_error_clear(&err);
+            bool no_more = false;
+            int rc = gp_stream_begin_segment(e, s, &no_more, &err);
+            if (rc == GEPARD_ERR_BUSY && e->active_count > 1) return; /* keep order: wait */
+            if (rc || no_more) {
+                active_remove(e, s);
+                finish_locked(e, s, rc ? (gepard_status)rc : GEPARD_OK, rc ? err.message : NULL);
+            }
+        }
+        s = next;
+    }
+}
+
+static bool any_waiting_segment(const gepard_engine *e) {
+    for (const gepard_stream *s = e->active; s; s = s->next)
+        if (!s->gen) return true;
+    return false;
+}
+
+static void *engine_thread_main(void *arg) {
+    gepard_engine *e = arg;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        resume_waiting_segments_locked(e);
+        if (!any_waiting_segment(e)) admit_locked(e);
+        if (e->stopping && !e->active && !e->queue_head) break;
+        if (!e->active) {
+            pthread_cond_wait(&e->wake, &e->lock);
+            continue;
+        }
+        int n = 0;
+        for (gepard_stream *s = e->active; s; s = s->next)
+            if (s->gen) e->step_streams[n++] = s->gen;
+        if (n == 0) { /* every active stream waits for KV blocks nobody holds */
+            fail_all_active_locked(e, "the KV cache is too small for the next sentence");
+            continue;
+        }
+        pthread_mutex_unlock(&e->lock);
+        gp_error err;
+        gp_error_clear(&err);
+        int worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, e->params.prefill_chunk,
+                                 e->pool, &err);
+        if (worked < 0) {
+            GP_ERROR("engine step failed: %s", err.message);
+            fail_all_active(e, err.message);
+        } else {
+            e->stats.steps++;
+            e->batch_sum += n;
+            if (n > e->stats.max_batch) e->stats.max_batch = n;
+            advance_streams(e);
+        }
+        pthread_mutex_lock(&e->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+static int kv_blocks_for_engine(const gepard_engine *e) {
+    const gp_backbone_config *bb = &e->model->model->cfg.backbone;
+    size_t block_bytes = (size_t)bb->num_layers * 2 * bb->num_kv_heads * ENGINE_KV_BLOCK *
+                         bb->head_dim * sizeof(float);
+    size_t blocks;
+    if (e->params.kv_cache_mb > 0) {
+        blocks = (size_t)e->params.kv_cache_mb * 1024 * 1024 / block_bytes;
+    } else {
+        /* Each stream may need 2 branches (CFG) of up to 4096 positions. */
+        blocks = (size_t)e->params.max_streams * 2 * (4096 / ENGINE_KV_BLOCK + 2);
+    }
+    if (blocks < 64) blocks = 64;
+    if (blocks > (1u << 24)) blocks = 1u << 24;
+    return (int)blocks;
+}
+
+gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *codec,
+                                   const gepard_engine_params *params, gepard_engine **out) {
+    *out = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    gepard_engine *e = calloc(1, sizeof *e);
+    if (!e) return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
+    e->model = model;
+    e->codec = codec;
+    e->params = params ? *params : gepard_engine_default_params();
+    if (e->params.max_streams < 1) e->params.max_streams = 1;
+    if (e->params.max_streams > 4096) e->params.max_streams = 4096;
+    if (e->params.max_queue < 0) e->params.max_queue = 0;
+    if (e->params.prefill_chunk < 16) e->params.prefill_chunk = 16;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    gp_gen_workspace_init(&e->work);
+    const gp_backbone_config *bb = &model->model->cfg.backbone;
+    int rc = gp_pool_create(e->params.threads, &e->pool, &err);
+    if (!rc)
+        rc = gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, ENGINE_KV_BLOCK,
+                               kv_blocks_for_engine(e), &e->kv, &err);
+    if (!rc) {
+        e->step_streams = calloc((size_t)e->params.max_streams, sizeof *e->step_streams);
+        if (!e->step_streams) rc = gp_fail_oom(&err, "engine", 0);
+    }
+    if (!rc) {
+        if (pthread_create(&e->thread, NULL, engine_thread_main, e) != 0)
+            rc = gp_fail(&err, GEPARD_ERR_INTERNAL, "cannot start the engine thread");
+        else
+            e->thread_started = true;
+    }
+    if (rc) {
+        gepard_engine_free(e);
+        return gp_api_fail(&err);
+    }
+    e->stats.kv_blocks_total = (size_t)e->kv->num_blocks;
+    *out = e;
+    return gp_api_ok();
+}
+
+void gepard_engine_free(gepard_engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->lock);
+        e->stopping = true;
+        for (gepard_stream *s = e->queue_head; s; s = s->next) atomic_store(&s->cancel_requested, 1);
+        for (gepard_stream *s = e->active; s; s = s->next) atomic_store(&s->cancel_requested, 1);
+        pthread_cond_broadcast(&e->wake);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(e->thread, NULL);
+    }
+    gp_gen_workspace_free(&e->work);
+    gp_kv_pool_free(e->kv);
+    gp_pool_free(e->pool);
+    free(e->step_streams);
+    pthread_cond_destroy(&e->wake);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+void gepard_engine_get_stats(gepard_engine *e, gepard_engine_stats *stats) {
+    pthread_mutex_lock(&e->lock);
+    *stats = e->stats;
+    stats->active_streams = e->active_count;
+    stats->queued_streams = e->queued;
+    stats->mean_batch = e->stats.steps ? e->batch_sum / (double)e->stats.steps : 0;
+    stats->kv_blocks_total = (size_t)e->kv->num_blocks;
+    stats->kv_blocks_used = (size_t)(e->kv->num_blocks - e->kv->free_count);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- stream lifecycle (public) ---- */
+
+gepard_status gp_engine_enqueue(gepard_engine *e, gepard_stream *s) {
+    pthread_mutex_lock(&e->lock);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->lock);
+        return gp_api_failf(GEPARD_ERR_BUSY, "the engine is shutting down");
+    }
+    if (e->queued >= e->params.max_queue && e->active_count >= e->params.max_streams) {
+        pthread_mutex_unlock(&e->lock);
+        return gp_api_failf(GEPARD_ERR_BUSY,
+                            "all %d stream slots are busy and %d requests are waiting — try again "
+                            "shortly",
+                            e->params.max_streams, e->queued);
+    }
+    s->state = STREAM_QUEUED;
+    s->next = NULL;
+    if (e->queue_tail)
+        e->queue_tail->next = s;
+    else
+        e->queue_head = s;
+    e->queue_tail = s;
+    e->queued++;
+    e->stats.streams_started++;
+    pthread_cond_broadcast(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+    return GEPARD_OK;
+}

@@ -1,0 +1,88 @@
+/* engine_internal.h — the engine and stream structures behind gepard.h's
+ * gepard_engine / gepard_stream, shared by engine.c (the step thread and
+ * scheduler) and stream.c (request setup, segments, audio delivery). */
+#ifndef GP_ENGINE_ENGINE_INTERNAL_H
+#define GP_ENGINE_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "base/pool.h"
+#include "compute/kv_cache.h"
+#include "engine/api_internal.h"
+#include "model/generate.h"
+#include "text/segment.h"
+
+typedef enum stream_state {
+    STREAM_QUEUED = 0,
+    STREAM_RUNNING = 1,
+    STREAM_DONE = 2,
+} stream_state;
+
+struct gepard_stream {
+    gepard_engine *engine;
+    gepard_stream_callbacks callbacks;
+    gepard_synth_params params;
+    gp_gen_params gen_params;
+    /* the request */
+    char *text; /* cleaned */
+    size_t text_len;
+    size_t text_pos; /* next segment starts here */
+    bool split;
+    float *prefix; /* copied speaker prefix [prefix_rows][H] */
+    int prefix_rows;
+    const gp_lora_adapter *lora;
+    /* progress (engine thread only) */
+    gp_gen_stream *gen; /* current segment */
+    int frames_delivered; /* frames of `gen` already sent to the codec */
+    gepard_codec_stream *codec_stream;
+    float *pcm; /* one frame of samples */
+    /* shared state (engine->lock) */
+    stream_state state;
+    gepard_status status;
+    char message[GP_ERROR_MESSAGE_MAX];
+    pthread_cond_t finished;
+    bool owner_released; /* gepard_stream_free was called while running */
+    atomic_int cancel_requested;
+    /* results */
+    gepard_synth_result result;
+    double start_time, first_audio_time, admitted_time;
+    gepard_stream *next; /* queue / active list link */
+};
+
+struct gepard_engine {
+    gepard_model *model;
+    const gepard_codec *codec;
+    gepard_engine_params params;
+    gp_pool *pool;
+    gp_kv_pool *kv;
+    gp_gen_workspace work;
+    gp_gen_stream **step_streams; /* [max_streams] scratch for gp_gen_step */
+    gepard_stream **step_owners;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stopping;
+    gepard_stream *queue_head, *queue_tail;
+    int queued;
+    gepard_stream *active;
+    int active_count;
+    gepard_engine_stats stats;
+    double batch_sum;
+};
+
+/* stream.c: start a stream's next text segment (tokenize, layout, create
+ * its gen stream, reserve KV). Returns 0, GEPARD_ERR_BUSY when the KV cache
+ * is full for now, or another error. Sets *no_more_segments at the end. */
+int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more_segments,
+                            gp_error *err);
+/* Deliver frames the current segment produced since the last call (codec
+ * decode + callbacks). Returns non-zero when the stream must stop (the
+ * callback asked to cancel, or decoding failed; s->status says which). */
+int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
+/* Free a stream's per-request memory (not the struct). */
+void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
+
+#endif

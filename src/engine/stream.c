@@ -1,0 +1,253 @@
+/* stream.c — one synthesis request: validation and text cleaning at start,
+ * segment by segment generation (the codec decoder carries on across
+ * segments, so joins are seamless), audio delivery through the streaming
+ * codec as frames arrive, and the public wait / cancel / free functions. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/timing.h"
+#include "engine/api_error.h"
+#include "engine/engine_internal.h"
+#include "engine/synth_prep.h"
+#include "text/clean.h"
+
+gepard_status gp_engine_enqueue(gepard_engine *e, gepard_stream *s);
+
+static gepard_status stream_setup(gepard_engine *e, gepard_stream *s, const char *text,
+                                  const gepard_synth_params *p, gp_error *err) {
+    const gp_model *m = e->model->model;
+    s->params = *p;
+    s->split = p->split_text != 0;
+    if (gp_synth_params_convert(p, &s->gen_params, err)) return (gepard_status)err->code;
+    if (!text)
+        return (gepard_status)gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "no text given");
+    int rc = gp_text_clean(text, strlen(text), p->max_text_bytes, &s->text, &s->text_len, err);
+    if (rc) return (gepard_status)rc;
+    if (p->voice) {
+        if (p->voice->width != m->cfg.backbone.hidden_size)
+            return (gepard_status)gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                                          "the voice was made for a model of width %d, this one "
+                                          "is %d",
+                                          p->voice->width, m->cfg.backbone.hidden_size);
+        s->prefix_rows = p->voice->rows;
+        size_t n = (size_t)p->voice->rows * p->voice->width;
+        s->prefix = malloc(n * sizeof(float));
+        if (!s->prefix) return (gepard_status)gp_fail_oom(err, "voice", n * 4);
+        memcpy(s->prefix, p->voice->prefix, n * sizeof(float));
+    }
+    s->lora = p->lora ? p->lora->adapter : NULL;
+    if (e->codec) {
+        if (gepard_codec_num_codebooks(e->codec) != m->cfg.num_channels)
+            return (gepard_status)gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                                          "the codec has %d codebooks but the model produces %d "
+                                          "channels — wrong codec for this model?",
+                                          gepard_codec_num_codebooks(e->codec),
+                                          m->cfg.num_channels);
+        for (int c = 0; c < m->cfg.num_channels; c++)
+            if (gepard_codec_codebook_size(e->codec, c) != m->cfg.channel_vocab[c])
+                return (gepard_status)gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                                              "codec codebook %d has %d levels but the model "
+                                              "predicts %d — wrong codec for this model?",
+                                              c, gepard_codec_codebook_size(e->codec, c),
+                                              m->cfg.channel_vocab[c]);
+        if (gepard_codec_stream_create(e->codec, &s->codec_stream) != GEPARD_OK)
+            return (gepard_status)gp_fail(err, GEPARD_ERR_NOMEM, "%s", gepard_last_error());
+        s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * sizeof(float));
+        if (!s->pcm) return (gepard_status)gp_fail_oom(err, "audio buffer", 0);
+    }
+    return GEPARD_OK;
+}
+
+void gp_stream_release_resources(gepard_engine *e, gepard_stream *s) {
+    if (s->gen) gp_gen_free(s->gen, e->kv);
+    s->gen = NULL;
+    gepard_codec_stream_free(s->codec_stream);
+    s->codec_stream = NULL;
+    free(s->pcm);
+    s->pcm = NULL;
+    free(s->text);
+    s->text = NULL;
+    free(s->prefix);
+    s->prefix = NULL;
+}
+
+int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more, gp_error *err) {
+    *no_more = false;
+    size_t begin = s->text_pos, end = s->text_len;
+    if (begin >= s->text_len) {
+        *no_more = true;
+        return GEPARD_OK;
+    }
+    size_t pos = s->text_pos;
+    if (s->split) {
+        if (!gp_segment_next(s->text, s->text_len, &pos, NULL, &begin, &end)) {
+            *no_more = true;
+            return GEPARD_OK;
+        }
+    } else {
+        pos = s->text_len;
+    }
+    int32_t *ids;
+    int n_ids;
+    int rc = gp_synth_layout(e->model, s->text + begin, end - begin, s->prefix_rows,
+                             s->gen_params.max_frames, &ids, &n_ids, err);
+    if (rc) return rc;
+    gp_gen_params gp = s->gen_params;
+    gp.seed = s->gen_params.seed + (uint64_t)s->result.segments; /* a fresh draw per segment */
+    gp_gen_stream *gen;
+    rc = gp_gen_create(e->model->model, &gp, ids, n_ids, s->prefix, s->prefix_rows, s->lora, &gen,
+                       err);
+    free(ids);
+    if (rc) return rc;
+    rc = gp_gen_reserve(gen, e->kv, err);
+    if (rc) {
+        gp_gen_free(gen, e->kv);
+        return rc;
+    }
+    s->gen = gen;
+    s->frames_delivered = 0;
+    s->text_pos = pos;
+    return GEPARD_OK;
+}
+
+static void stream_fail(gepard_stream *s, gepard_status status, const char *message) {
+    s->status = status;
+    snprintf(s->message, sizeof s->message, "%s", message);
+}
+
+int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
+    const int C = e->model->model->cfg.num_channels;
+    gp_gen_stream *g = s->gen;
+    while (s->frames_delivered < g->n_frames) {
+        const int32_t *codes = g->frames + (size_t)s->frames_delivered * C;
+        s->frames_delivered++;
+        s->result.frames++;
+        if (s->callbacks.on_frame && s->callbacks.on_frame(codes, C, s->callbacks.user)) {
+            stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the frame callback");
+            return 1;
+        }
+        if (!s->first_audio_time && !e->codec) s->first_audio_time = gp_now_s();
+        if (!e->codec) continue;
+        if (gepard_codec_stream_push(s->codec_stream, codes, 1, s->pcm) != GEPARD_OK) {
+            stream_fail(s, GEPARD_ERR_INTERNAL, gepard_last_error());
+            return 1;
+        }
+        size_t n = (size_t)gepard_codec_samples_per_frame(e->codec);
+        if (!s->first_audio_time) s->first_audio_time = gp_now_s();
+        s->result.samples += n;
+        if (s->callbacks.on_audio && s->callbacks.on_audio(s->pcm, n, s->callbacks.user)) {
+            stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the audio callback");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+gepard_status gepard_stream_start(gepard_engine *e, const char *text,
+                                  const gepard_synth_params *params,
+                                  const gepard_stream_callbacks *callbacks, gepard_stream **out) {
+    *out = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    gepard_synth_params defaults = gepard_synth_default_params();
+    if (!params) params = &defaults;
+    gepard_stream *s = calloc(1, sizeof *s);
+    if (!s) return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
+    s->engine = e;
+    if (callbacks) s->callbacks = *callbacks;
+    pthread_cond_init(&s->finished, NULL);
+    atomic_init(&s->cancel_requested, 0);
+    s->start_time = gp_now_s();
+    gepard_status st = stream_setup(e, s, text, params, &err);
+    if (st == GEPARD_OK) st = gp_engine_enqueue(e, s);
+    else gp_api_fail(&err);
+    if (st != GEPARD_OK) {
+        gp_stream_release_resources(e, s);
+        pthread_cond_destroy(&s->finished);
+        free(s);
+        return st;
+    }
+    *out = s;
+    return gp_api_ok();
+}
+
+static void fill_result(gepard_stream *s, gepard_synth_result *r) {
+    *r = s->result;
+    double rate = s->engine->codec ? gepard_codec_sample_rate(s->engine->codec) : 0;
+    r->audio_seconds = rate > 0 ? (double)s->result.samples / rate : 0;
+    double now = gp_now_s();
+    r->elapsed_seconds = now - s->start_time;
+    r->rtf = r->audio_seconds > 0 ? r->elapsed_seconds / r->audio_seconds : 0;
+    r->ttfa_ms = s->first_audio_time ? (s->first_audio_time - s->start_time) * 1e3 : 0;
+    r->status = s->status;
+}
+
+gepard_status gepard_stream_wait(gepard_stream *s, gepard_synth_result *result) {
+    gepard_engine *e = s->engine;
+    pthread_mutex_lock(&e->lock);
+    while (s->state != STREAM_DONE) pthread_cond_wait(&s->finished, &e->lock);
+    gepard_synth_result r;
+    fill_result(s, &r);
+    gepard_status status = s->status;
+    char message[GP_ERROR_MESSAGE_MAX];
+    snprintf(message, sizeof message, "%s", s->message);
+    pthread_mutex_unlock(&e->lock);
+    if (result) *result = r;
+    if (status != GEPARD_OK) return gp_api_failf(status, "%s", message);
+    return gp_api_ok();
+}
+
+void gepard_stream_cancel(gepard_stream *s) {
+    if (!s) return;
+    atomic_store(&s->cancel_requested, 1);
+    gepard_engine *e = s->engine;
+    pthread_mutex_lock(&e->lock);
+    pthread_cond_broadcast(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+}
+
+int gepard_stream_done(const gepard_stream *s) {
+    gepard_engine *e = s->engine;
+    pthread_mutex_lock(&e->lock);
+    int done = s->state == STREAM_DONE;
+    pthread_mutex_unlock(&e->lock);
+    return done;
+}
+
+void gepard_stream_free(gepard_stream *s) {
+    if (!s) return;
+    gepard_engine *e = s->engine;
+    atomic_store(&s->cancel_requested, 1);
+    pthread_mutex_lock(&e->lock);
+    if (s->state != STREAM_DONE) {
+        /* The engine frees it when it finishes. */
+        s->owner_released = true;
+        pthread_cond_broadcast(&e->wake);
+        pthread_mutex_unlock(&e->lock);
+        return;
+    }
+    pthread_mutex_unlock(&e->lock);
+    pthread_cond_destroy(&s->finished);
+    free(s);
+}
+
+gepard_status gepard_synthesize(gepard_engine *e, const char *text,
+                                const gepard_synth_params *params,
+                                const gepard_stream_callbacks *callbacks,
+                                gepard_synth_result *result) {
+    gepard_stream *s;
+    gepard_status st = gepard_stream_start(e, text, params, callbacks, &s);
+    if (st != GEPARD_OK) {
+        if (result) {
+            memset(result, 0, sizeof *result);
+            result->status = st;
+        }
+        return st;
+    }
+    st = gepard_stream_wait(s, result);
+    gepard_stream_free(s);
+    return st;
+}

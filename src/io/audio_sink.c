@@ -1,0 +1,341 @@
+/* audio_sink.c — streaming WAV/PCM/F32/FLAC/Opus/MP3 encoders behind one
+ * interface (see audio_sink.h). FLAC uses libFLAC's stream encoder without a
+ * seek callback so it works on pipes; Opus uses libopusenc's callbacks; MP3
+ * uses LAME in constant bit rate without a Xing tag, so a stream needs no
+ * patching at the end. */
+#include "io/audio_sink.h"
+
+#include <FLAC/stream_encoder.h>
+#include <lame/lame.h>
+#include <math.h>
+#include <opus/opusenc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "io/file.h"
+
+#define SINK_CHUNK 4096
+
+struct gp_audio_sink {
+    gp_audio_format format;
+    int rate;
+    bool is_file;
+    gp_atomic_file file;
+    gp_audio_write_fn write;
+    void *user;
+    int write_failed;
+    uint64_t data_bytes; /* WAV payload written */
+    FLAC__StreamEncoder *flac;
+    OggOpusEnc *opus;
+    OggOpusComments *opus_comments;
+    lame_global_flags *lame;
+    unsigned char *mp3;
+    size_t mp3_cap;
+    int16_t s16[SINK_CHUNK];
+    FLAC__int32 i32[SINK_CHUNK];
+};
+
+int gp_audio_format_parse(const char *name, const char **unsupported_reason) {
+    if (unsupported_reason) *unsupported_reason = NULL;
+    if (!name) return -1;
+    if (!strcasecmp(name, "wav")) return GP_AUDIO_WAV16;
+    if (!strcasecmp(name, "wav-float") || !strcasecmp(name, "wav32")) return GP_AUDIO_WAV_FLOAT;
+    if (!strcasecmp(name, "pcm") || !strcasecmp(name, "s16") || !strcasecmp(name, "raw"))
+        return GP_AUDIO_PCM16;
+    if (!strcasecmp(name, "f32") || !strcasecmp(name, "float")) return GP_AUDIO_F32;
+    if (!strcasecmp(name, "flac")) return GP_AUDIO_FLAC;
+    if (!strcasecmp(name, "opus") || !strcasecmp(name, "ogg")) return GP_AUDIO_OPUS;
+    if (!strcasecmp(name, "mp3")) return GP_AUDIO_MP3;
+    if (!strcasecmp(name, "aac") && unsupported_reason)
+        *unsupported_reason = "AAC is not supported: no AAC encoder library is available in "
+                              "this build — use mp3, opus, flac, wav or pcm";
+    return -1;
+}
+
+int gp_audio_format_from_path(const char *path) {
+    static const struct {
+        const char *ext;
+        gp_audio_format format;
+    } exts[] = {{".wav", GP_AUDIO_WAV16}, {".pcm", GP_AUDIO_PCM16}, {".raw", GP_AUDIO_PCM16},
+                {".s16", GP_AUDIO_PCM16}, {".f32", GP_AUDIO_F32},   {".flac", GP_AUDIO_FLAC},
+                {".opus", GP_AUDIO_OPUS}, {".ogg", GP_AUDIO_OPUS},  {".mp3", GP_AUDIO_MP3}};
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (gp_path_has_suffix(path, exts[i].ext)) return exts[i].format;
+    return -1;
+}
+
+const char *gp_audio_format_name(gp_audio_format f) {
+    static const char *names[] = {"wav", "wav-float", "pcm", "f32", "flac", "opus", "mp3"};
+    return (unsigned)f < 7 ? names[f] : "?";
+}
+
+const char *gp_audio_format_mime(gp_audio_format f) {
+    switch (f) {
+    case GP_AUDIO_WAV16:
+    case GP_AUDIO_WAV_FLOAT: return "audio/wav";
+    case GP_AUDIO_PCM16: return "audio/pcm";
+    case GP_AUDIO_F32: return "application/octet-stream";
+    case GP_AUDIO_FLAC: return "audio/flac";
+    case GP_AUDIO_OPUS: return "audio/ogg";
+    case GP_AUDIO_MP3: return "audio/mpeg";
+    }
+    return "application/octet-stream";
+}
+
+static int sink_out(gp_audio_sink *s, const void *data, size_t len) {
+    if (s->write_failed || len == 0) return s->write_failed;
+    if (s->is_file) {
+        if (fwrite(data, 1, len, s->file.fp) != len) s->write_failed = 1;
+    } else if (s->write(data, len, s->user) != 0) {
+        s->write_failed = 1;
+    }
+    return s->write_failed;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u16(unsigned char *p, uint16_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+/* 44-byte canonical header; data_bytes = UINT32_MAX means "unknown". */
+static void wav_header(unsigned char h[44], int rate, bool is_float, uint64_t data_bytes) {
+    int bits = is_float ? 32 : 16;
+    uint32_t data = data_bytes > 0xFFFFFFFFull - 36 ? 0xFFFFFFFFu : (uint32_t)data_bytes;
+    memcpy(h, "RIFF", 4);
+    put_u32(h + 4, data == 0xFFFFFFFFu ? 0xFFFFFFFFu : data + 36);
+    memcpy(h + 8, "WAVEfmt ", 8);
+    put_u32(h + 16, 16);
+    put_u16(h + 20, is_float ? 3 : 1);
+    put_u16(h + 22, 1);
+    put_u32(h + 24, (uint32_t)rate);
+    put_u32(h + 28, (uint32_t)rate * (uint32_t)bits / 8);
+    put_u16(h + 32, (uint16_t)(bits / 8));
+    put_u16(h + 34, (uint16_t)bits);
+    memcpy(h + 36, "data", 4);
+    put_u32(h + 40, data);
+}
+
+static FLAC__StreamEncoderWriteStatus flac_write_cb(const FLAC__StreamEncoder *enc,
+                                                    const FLAC__byte buffer[], size_t bytes,
+                                                    uint32_t samples, uint32_t frame, void *user) {
+    (void)enc;
+    (void)samples;
+    (void)frame;
+    return sink_out(user, buffer, bytes) ? FLAC__STREAM_ENCODER_WRITE_STATUS_FATAL_ERROR
+                                         : FLAC__STREAM_ENCODER_WRITE_STATUS_OK;
+}
+
+static int opus_write_cb(void *user, const unsigned char *ptr, opus_int32 len) {
+    return sink_out(user, ptr, (size_t)len);
+}
+
+static int opus_close_cb(void *user) {
+    (void)user;
+    return 0;
+}
+
+static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
+    switch (s->format) {
+    case GP_AUDIO_WAV16:
+    case GP_AUDIO_WAV_FLOAT: {
+        unsigned char h[44];
+        wav_header(h, s->rate, s->format == GP_AUDIO_WAV_FLOAT, s->is_file ? 0 : UINT64_MAX);
+        return sink_out(s, h, 44) ? gp_fail(err, GEPARD_ERR_IO, "cannot write the WAV header") : 0;
+    }
+    case GP_AUDIO_FLAC: {
+        s->flac = FLAC__stream_encoder_new();
+        if (!s->flac) return gp_fail_oom(err, "FLAC encoder", 0);
+        FLAC__stream_encoder_set_channels(s->flac, 1);
+        FLAC__stream_encoder_set_bits_per_sample(s->flac, 16);
+        FLAC__stream_encoder_set_sample_rate(s->flac, (uint32_t)s->rate);
+        FLAC__stream_encoder_set_compression_level(s->flac, 5);
+        if (FLAC__stream_encoder_init_stream(s->flac, flac_write_cb, NULL, NULL, NULL, s) !=
+            FLAC__STREAM_ENCODER_INIT_STATUS_OK)
+            return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the FLAC encoder");
+        return 0;
+    }
+    case GP_AUDIO_OPUS: {
+        OpusEncCallbacks cb = {opus_write_cb, opus_close_cb};
+        s->opus_comments = ope_comments_create();
+        if (!s->opus_comments) return gp_fail_oom(err, "Opus comments", 0);
+        ope_comments_add(s->opus_comments, "ENCODER", "gepard.c");
+        int error = 0;
+        s->opus = ope_encoder_create_callbacks(&cb, s, s->opus_comments, s->rate, 1, 0, &error);
+        if (!s->opus)
+            return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the Opus encoder: %s",
+                           ope_strerror(error));
+        ope_encoder_ctl(s->opus, OPUS_SET_BITRATE(32000));
+        ope_encoder_ctl(s->opus, OPUS_SET_SIGNAL(OPUS_SIGNAL_VOICE));
+        return 0;
+    }
+    case GP_AUDIO_MP3: {
+        s->lame = lame_init();
+        if (!s->lame) return gp_fail_oom(err, "MP3 encoder", 0);
+        lame_set_in_samplerate(s->lame, s->rate);
+        lame_set_out_samplerate(s->lame, s->rate);
+        lame_set_num_channels(s->lame, 1);
+        lame_set_mode(s->lame, MONO);
+        lame_set_brate(s->lame, 64);
+        lame_set_bWriteVbrTag(s->lame, 0);
+        lame_set_quality(s->lame, 5);
+        if (lame_init_params(s->lame) < 0)
+            return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the MP3 encoder at %d Hz",
+                           s->rate);
+        s->mp3_cap = SINK_CHUNK * 5 / 4 + 7200;
+        s->mp3 = malloc(s->mp3_cap);
+        return s->mp3 ? 0 : gp_fail_oom(err, "MP3 buffer", s->mp3_cap);
+    }
+    default: return 0;
+    }
+}
+
+static void sink_free(gp_audio_sink *s) {
+    if (s->flac) FLAC__stream_encoder_delete(s->flac);
+    if (s->opus) ope_encoder_destroy(s->opus);
+    if (s->opus_comments) ope_comments_destroy(s->opus_comments);
+    if (s->lame) lame_close(s->lame);
+    free(s->mp3);
+    free(s);
+}
+
+static int sink_open(gp_audio_sink *s, gp_audio_format format, int rate, gp_audio_sink **out,
+                     gp_error *err) {
+    s->format = format;
+    s->rate = rate;
+    if (rate < 1000 || rate > 384000) {
+        if (s->is_file) gp_atomic_file_abort(&s->file);
+        sink_free(s);
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "unsupported sample rate %d", rate);
+    }
+    int rc = sink_init_encoder(s, err);
+    if (rc) {
+        if (s->is_file) gp_atomic_file_abort(&s->file);
+        sink_free(s);
+        return rc;
+    }
+    *out = s;
+    return GEPARD_OK;
+}
+
+int gp_audio_sink_open_file(const char *path, gp_audio_format format, int sample_rate,
+                            gp_audio_sink **out, gp_error *err) {
+    *out = NULL;
+    gp_audio_sink *s = calloc(1, sizeof *s);
+    if (!s) return gp_fail_oom(err, "audio sink", sizeof *s);
+    s->is_file = true;
+    int rc = gp_atomic_file_open(&s->file, path, err);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    return sink_open(s, format, sample_rate, out, err);
+}
+
+int gp_audio_sink_open_stream(gp_audio_write_fn write, void *user, gp_audio_format format,
+                              int sample_rate, gp_audio_sink **out, gp_error *err) {
+    *out = NULL;
+    gp_audio_sink *s = calloc(1, sizeof *s);
+    if (!s) return gp_fail_oom(err, "audio sink", sizeof *s);
+    s->write = write;
+    s->user = user;
+    return sink_open(s, format, sample_rate, out, err);
+}
+
+static int16_t to_s16(float x) {
+    if (!(x == x)) x = 0; /* NaN */
+    if (x > 1) x = 1;
+    if (x < -1) x = -1;
+    return (int16_t)lrintf(x * 32767.0f);
+}
+
+static int sink_encode_chunk(gp_audio_sink *s, const float *x, size_t n) {
+    switch (s->format) {
+    case GP_AUDIO_WAV16:
+    case GP_AUDIO_PCM16: {
+        unsigned char bytes[SINK_CHUNK * 2];
+        for (size_t i = 0; i < n; i++) put_u16(bytes + 2 * i, (uint16_t)to_s16(x[i]));
+        s->data_bytes += 2 * n;
+        return sink_out(s, bytes, 2 * n);
+    }
+    case GP_AUDIO_WAV_FLOAT:
+    case GP_AUDIO_F32: {
+        unsigned char bytes[SINK_CHUNK * 4];
+        for (size_t i = 0; i < n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &x[i], 4);
+            put_u32(bytes + 4 * i, bits);
+        }
+        s->data_bytes += 4 * n;
+        return sink_out(s, bytes, 4 * n);
+    }
+    case GP_AUDIO_FLAC:
+        for (size_t i = 0; i < n; i++) s->i32[i] = to_s16(x[i]);
+        return FLAC__stream_encoder_process_interleaved(s->flac, s->i32, (uint32_t)n) ? s->write_failed
+                                                                                      : 1;
+    case GP_AUDIO_OPUS:
+        return ope_encoder_write_float(s->opus, x, (int)n) != OPE_OK || s->write_failed;
+    case GP_AUDIO_MP3: {
+        for (size_t i = 0; i < n; i++) s->s16[i] = to_s16(x[i]);
+        int bytes = lame_encode_buffer(s->lame, s->s16, s->s16, (int)n, s->mp3, (int)s->mp3_cap);
+        return bytes < 0 || sink_out(s, s->mp3, (size_t)bytes);
+    }
+    }
+    return 1;
+}
+
+int gp_audio_sink_write(gp_audio_sink *s, const float *samples, size_t n, gp_error *err) {
+    for (size_t i = 0; i < n; i += SINK_CHUNK) {
+        size_t m = n - i < SINK_CHUNK ? n - i : SINK_CHUNK;
+        if (sink_encode_chunk(s, samples + i, m))
+            return gp_fail(err, GEPARD_ERR_IO,
+                           s->write_failed ? "cannot write the audio output (disk full, or the "
+                                             "reader went away)"
+                                           : "the %s encoder failed",
+                           gp_audio_format_name(s->format));
+    }
+    return GEPARD_OK;
+}
+
+static int sink_finish_encoder(gp_audio_sink *s) {
+    switch (s->format) {
+    case GP_AUDIO_FLAC: return !FLAC__stream_encoder_finish(s->flac) || s->write_failed;
+    case GP_AUDIO_OPUS: return ope_encoder_drain(s->opus) != OPE_OK || s->write_failed;
+    case GP_AUDIO_MP3: {
+        int bytes = lame_encode_flush(s->lame, s->mp3, (int)s->mp3_cap);
+        return bytes < 0 || sink_out(s, s->mp3, (size_t)bytes);
+    }
+    case GP_AUDIO_WAV16:
+    case GP_AUDIO_WAV_FLOAT:
+        if (s->is_file && !s->write_failed) {
+            unsigned char h[44];
+            wav_header(h, s->rate, s->format == GP_AUDIO_WAV_FLOAT, s->data_bytes);
+            if (fseek(s->file.fp, 0, SEEK_SET) != 0 || fwrite(h, 1, 44, s->file.fp) != 44)
+                s->write_failed = 1;
+        }
+        return s->write_failed;
+    default: return s->write_failed;
+    }
+}
+
+int gp_audio_sink_close(gp_audio_sink *s, bool commit, gp_error *err) {
+    if (!s) return GEPARD_OK;
+    int rc = GEPARD_OK;
+    if (commit && sink_finish_encoder(s))
+        rc = gp_fail(err, GEPARD_ERR_IO, "cannot finish the %s output (disk full, or the reader "
+                     "went away)",
+                     gp_audio_format_name(s->format));
+    if (s->is_file) {
+        if (commit && rc == GEPARD_OK)
+            rc = gp_atomic_file_commit(&s->file, err);
+        else
+            gp_atomic_file_abort(&s->file);
+    }
+    sink_free(s);
+    return rc;
+}

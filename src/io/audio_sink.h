@@ -1,0 +1,55 @@
+/* audio_sink.h — streaming audio encoders: samples go in as they are
+ * produced, encoded bytes come out to a file or a write callback (stdout, an
+ * HTTP response).
+ *
+ * Formats: WAV (16-bit PCM or 32-bit float), raw 16-bit little-endian PCM,
+ * raw float32, FLAC (libsndfile), Ogg Opus (libopusenc, which resamples to
+ * Opus's 48 kHz internally) and MP3 (LAME). A WAV sent to a stream cannot be
+ * patched afterwards, so its header carries the 0xFFFFFFFF "unknown length"
+ * sizes OpenAI's API also uses; a WAV written to a file gets exact sizes.
+ * Files are written to a temporary and renamed on success, so a failed or
+ * cancelled synthesis never leaves a file that looks complete.
+ */
+#ifndef GP_IO_AUDIO_SINK_H
+#define GP_IO_AUDIO_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+
+typedef enum gp_audio_format {
+    GP_AUDIO_WAV16 = 0,
+    GP_AUDIO_WAV_FLOAT,
+    GP_AUDIO_PCM16, /* raw s16le */
+    GP_AUDIO_F32,   /* raw float32 le */
+    GP_AUDIO_FLAC,
+    GP_AUDIO_OPUS, /* Ogg Opus */
+    GP_AUDIO_MP3,
+} gp_audio_format;
+
+/* "wav", "pcm", "f32", "flac", "opus"/"ogg", "mp3" (and "wav-float"); returns
+ * -1 for unknown names and sets *unsupported_reason for known-but-missing
+ * ones ("aac"). */
+int gp_audio_format_parse(const char *name, const char **unsupported_reason);
+/* From a file name's extension; -1 if none matches. */
+int gp_audio_format_from_path(const char *path);
+const char *gp_audio_format_name(gp_audio_format format);
+const char *gp_audio_format_mime(gp_audio_format format);
+
+/* Receives encoded bytes; returns 0, or non-zero to abort (client gone). */
+typedef int (*gp_audio_write_fn)(const void *data, size_t len, void *user);
+
+typedef struct gp_audio_sink gp_audio_sink;
+
+int gp_audio_sink_open_file(const char *path, gp_audio_format format, int sample_rate,
+                            gp_audio_sink **out, gp_error *err);
+int gp_audio_sink_open_stream(gp_audio_write_fn write, void *user, gp_audio_format format,
+                              int sample_rate, gp_audio_sink **out, gp_error *err);
+/* Encode mono samples in [-1, 1] (values outside are clipped). */
+int gp_audio_sink_write(gp_audio_sink *sink, const float *samples, size_t n, gp_error *err);
+/* Flush the encoder; for files, commit (rename into place) when `commit` is
+ * true, otherwise delete the partial file. Frees the sink. */
+int gp_audio_sink_close(gp_audio_sink *sink, bool commit, gp_error *err);
+
+#endif

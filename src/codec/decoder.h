@@ -33,6 +33,7 @@ typedef struct gp_codec_causal {
     bool transposed;
     int hist;         /* input samples of left context per input channel */
     size_t state_off; /* floats into the stream state */
+    size_t frame_cols; /* samples per codec frame at this layer: the fast conv's block */
 } gp_codec_causal;
 
 typedef struct gp_codec_dec_block { /* ResidualBlock */

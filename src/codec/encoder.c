@@ -146,7 +146,7 @@ static int enc_layer(enc_run *r, const gp_conv1d *conv, const gp_act *act, const
     if (enc->reference)
         gp_conv1d_ref(conv, r->in, W, out, *n_out, *n_out);
     else
-        gp_conv1d_fast(conv, r->in, W, out, *n_out, *n_out, &r->scratch, enc->pool);
+        gp_conv1d_fast(conv, r->in, W, out, *n_out, *n_out, 0, &r->scratch, enc->pool);
     return GEPARD_OK;
 }
 
@@ -177,8 +177,8 @@ static int enc_res_layer(enc_run *r, const gp_codec_enc_stage *st, size_t n) {
 /* The largest buffer any layer needs for an input of n samples, and the fast scratch. */
 static void enc_sizes(const gp_codec_encoder *enc, size_t n, size_t *buf, size_t *scratch) {
     size_t pad_max = 0, c_max = (size_t)enc->cfg.encoded_dim;
-    *scratch = gp_conv1d_fast_scratch(&enc->pre);
-    size_t s = gp_conv1d_fast_scratch(&enc->post);
+    *scratch = gp_conv1d_fast_scratch(&enc->pre, 0);
+    size_t s = gp_conv1d_fast_scratch(&enc->post, 0);
     if (s > *scratch) *scratch = s;
     for (int i = 0; i < enc->cfg.n_stages; i++) {
         const gp_codec_enc_stage *st = &enc->stages[i];
@@ -186,11 +186,11 @@ static void enc_sizes(const gp_codec_encoder *enc, size_t n, size_t *buf, size_t
         for (int b = 0; b < enc->cfg.res.n_kernels * enc->cfg.res.n_dilations; b++) {
             size_t p = (size_t)st->blocks[b].in_conv.dilation * (size_t)st->blocks[b].in_conv.kernel;
             if (p > pad_max) pad_max = p;
-            s = gp_conv1d_fast_scratch(&st->blocks[b].in_conv);
+            s = gp_conv1d_fast_scratch(&st->blocks[b].in_conv, 0);
             if (s > *scratch) *scratch = s;
         }
         if ((size_t)st->down.kernel > pad_max) pad_max = (size_t)st->down.kernel;
-        s = gp_conv1d_fast_scratch(&st->down);
+        s = gp_conv1d_fast_scratch(&st->down, 0);
         if (s > *scratch) *scratch = s;
     }
     if ((size_t)enc->pre.kernel > pad_max) pad_max = (size_t)enc->pre.kernel;

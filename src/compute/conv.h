@@ -12,8 +12,8 @@
  *   gp_*_fast  convolution as im2col + OpenBLAS sgemm over blocks of output
  *              columns (optionally split over output channels on a gp_pool),
  *              and Snake with a vectorised polynomial sine.
- * The fast conv computes each output as one dot product in a fixed order
- * whatever the number of columns, so streaming stays chunk-size invariant.
+ * The fast conv can be asked for a fixed column block per BLAS call, which
+ * keeps streaming results independent of the chunking.
  */
 #ifndef GP_COMPUTE_CONV_H
 #define GP_COMPUTE_CONV_H
@@ -89,14 +89,17 @@ typedef struct gp_conv_scratch {
     size_t cap; /* floats */
 } gp_conv_scratch;
 
-/* Floats of scratch gp_conv1d_fast needs for `conv`. */
-size_t gp_conv1d_fast_scratch(const gp_conv1d *conv);
+/* Floats of scratch gp_conv1d_fast needs for `conv` with column block `block` (0 = auto). */
+size_t gp_conv1d_fast_scratch(const gp_conv1d *conv, size_t block);
 int gp_conv_scratch_reserve(gp_conv_scratch *s, size_t floats, gp_error *err);
 void gp_conv_scratch_free(gp_conv_scratch *s);
-/* Same contract as gp_conv1d_ref; scratch must hold gp_conv1d_fast_scratch(conv) floats.
- * `pool` (may be NULL) splits output channels over threads. */
+/* Same contract as gp_conv1d_ref, computed `block` output columns per sgemm call (0 = a
+ * cache-friendly automatic size). With a fixed block and n_out a multiple of it, each
+ * block's results depend only on its own inputs — bit-identical however a signal is cut
+ * into calls. Scratch must hold gp_conv1d_fast_scratch(conv, block) floats. `pool` (may
+ * be NULL) splits output channels over threads. */
 void gp_conv1d_fast(const gp_conv1d *conv, const float *x, size_t xs, float *y, size_t ys,
-                    size_t n_out, gp_conv_scratch *scratch, gp_pool *pool);
+                    size_t n_out, size_t block, gp_conv_scratch *scratch, gp_pool *pool);
 void gp_act_fast(const gp_act *act, const float *x, size_t xs, float *y, size_t ys, size_t n);
 /* sin(x)^2 for n values with a vectorised polynomial (max abs error ~2e-7 vs sinf^2). */
 void gp_sin2_fast(const float *x, float *y, size_t n);

@@ -6,9 +6,11 @@
  * weight layout [Co][Ci][k] is already the row-major matrix W[Co][Ci*k], the block is
  * one sgemm Y[:, block] = bias + W * B. Blocks keep B around 1 MB. OpenBLAS is pinned to
  * one thread (its own threads would fight the engine's); parallelism, when wanted, comes
- * from splitting the output channels over a gp_pool. The sgemm micro-kernels accumulate
- * each output over K in a fixed order, independent of the number of columns, so results
- * do not depend on how a signal is chunked.
+ * from splitting the output channels over a gp_pool. OpenBLAS picks different kernels
+ * (and so summation orders) for different matrix shapes; a caller that needs results
+ * independent of how a signal is chunked (the streaming decoder) passes a fixed block —
+ * one codec frame's worth of columns — so every sgemm call has the same shape and the
+ * same inputs for the same frame, whatever the chunking.
  *
  * Snake: sin(a*x)^2 = sin(r)^2 with r = a*x - k*pi reduced into [-pi/2, pi/2] (Cody-Waite,
  * three-part pi) and a degree-11 odd polynomial; written with GCC vector extensions so it
@@ -37,8 +39,8 @@ static size_t fast_block_cols(const gp_conv1d *conv) {
     return cols / 16 * 16;
 }
 
-size_t gp_conv1d_fast_scratch(const gp_conv1d *conv) {
-    return (size_t)conv->c_in * (size_t)conv->kernel * fast_block_cols(conv);
+size_t gp_conv1d_fast_scratch(const gp_conv1d *conv, size_t block) {
+    return (size_t)conv->c_in * (size_t)conv->kernel * (block ? block : fast_block_cols(conv));
 }
 
 int gp_conv_scratch_reserve(gp_conv_scratch *s, size_t floats, gp_error *err) {
@@ -88,11 +90,11 @@ static void fast_gemm_task(void *ctx, int task, int worker) {
 }
 
 void gp_conv1d_fast(const gp_conv1d *conv, const float *x, size_t xs, float *y, size_t ys,
-                    size_t n_out, gp_conv_scratch *scratch, gp_pool *pool) {
+                    size_t n_out, size_t block, gp_conv_scratch *scratch, gp_pool *pool) {
     pthread_once(&blas_once, blas_single_thread);
     const int ci = conv->c_in, k = conv->kernel;
     const size_t d = (size_t)conv->dilation, s = (size_t)conv->stride;
-    const size_t block = fast_block_cols(conv);
+    if (block == 0) block = fast_block_cols(conv);
     int parts = gp_pool_size(pool);
     if (parts > 1 && conv->c_out < 16 * parts) parts = 1; /* too few rows to be worth it */
     for (size_t n0 = 0; n0 < n_out; n0 += block) {
@@ -125,7 +127,11 @@ typedef int v8i __attribute__((vector_size(32)));
 
 #define SIN2_MAX_ARG 25735.93f /* 2^13 * pi: k * PI_A stays exact below this */
 
-void gp_sin2_fast(const float *x, float *y, size_t n) {
+/* sin(x)^2 for 8 lanes; lanes beyond the polynomial's range fall back to sinf one by one,
+ * so every element's result depends on its own value only (not on its neighbours). */
+static void sin2_lanes(const float *in, float *result) {
+    v8f v;
+    memcpy(&v, in, sizeof v);
     const float inv_pi = 0.318309886183790671538f;
     const float pi_a = 3.140625f, pi_b = 9.67502593994140625e-4f,
                 pi_c = 1.509957990978376432e-7f;
@@ -133,33 +139,31 @@ void gp_sin2_fast(const float *x, float *y, size_t n) {
     const float c3 = -1.0f / 6, c5 = 1.0f / 120, c7 = -1.0f / 5040, c9 = 1.0f / 362880,
                 c11 = -1.0f / 39916800;
     const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v8f v;
-        memcpy(&v, x + i, sizeof v);
-        v8f a = (v8f)((v8i)v & 0x7fffffff); /* |x| */
-        v8i big = a > SIN2_MAX_ARG;
-        v8i nan = v != v;
-        int any = 0;
-        for (int l = 0; l < 8; l++) any |= big[l] | nan[l];
-        if (any) {
-            for (int l = 0; l < 8; l++) {
-                float sv = sinf(x[i + l]);
-                y[i + l] = sv * sv;
-            }
-            continue;
+    v8f kf = (v * inv_pi + round_magic) - round_magic;
+    v8f r = ((v - kf * pi_a) - kf * pi_b) - kf * pi_c;
+    v8f r2 = r * r;
+    v8f p = ((((c11 * r2 + c9) * r2 + c7) * r2 + c5) * r2 + c3) * r2;
+    v8f sr = r + r * p;
+    v8f out = sr * sr;
+    v8f a = (v8f)((v8i)v & 0x7fffffff); /* |x| */
+    v8i outside = (a > SIN2_MAX_ARG) | (v != v);
+    for (int l = 0; l < 8; l++) {
+        if (outside[l]) {
+            float sv = sinf(v[l]);
+            out[l] = sv * sv;
         }
-        v8f kf = (v * inv_pi + round_magic) - round_magic;
-        v8f r = ((v - kf * pi_a) - kf * pi_b) - kf * pi_c;
-        v8f r2 = r * r;
-        v8f p = ((((c11 * r2 + c9) * r2 + c7) * r2 + c5) * r2 + c3) * r2;
-        v8f sr = r + r * p;
-        v8f out = sr * sr;
-        memcpy(y + i, &out, sizeof out);
     }
-    for (; i < n; i++) {
-        float sv = sinf(x[i]);
-        y[i] = sv * sv;
+    memcpy(result, &out, sizeof out);
+}
+
+void gp_sin2_fast(const float *x, float *y, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) sin2_lanes(x + i, y + i);
+    if (i < n) { /* the tail goes through the same polynomial */
+        float in[8] = {0}, out[8];
+        memcpy(in, x + i, (n - i) * sizeof(float));
+        sin2_lanes(in, out);
+        memcpy(y + i, out, (n - i) * sizeof(float));
     }
 }
 

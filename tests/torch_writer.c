@@ -5,6 +5,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void put16(gp_buf *b, unsigned v) {
@@ -18,8 +19,8 @@ static void put32(gp_buf *b, uint32_t v) {
 }
 
 void tw_zip(const tw_record *r, int n, gp_buf *out) {
-    size_t offsets[256];
-    for (int i = 0; i < n && i < 256; i++) {
+    size_t *offsets = malloc((size_t)(n ? n : 1) * sizeof *offsets);
+    for (int i = 0; i < n; i++) {
         offsets[i] = out->len;
         put32(out, 0x04034b50);
         put16(out, 20);
@@ -71,6 +72,7 @@ void tw_zip(const tw_record *r, int n, gp_buf *out) {
     put32(out, (uint32_t)cd_size);
     put32(out, (uint32_t)cd);
     put16(out, 0);
+    free(offsets);
 }
 
 static void pk_str(gp_buf *b, const char *s) {

@@ -82,8 +82,9 @@ int gp_tar_read_members(const char *path, gp_tar_member *members, int count, siz
     archive_read_support_format_tar(a);
     int rc = GEPARD_OK, remaining = count;
     if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
-        rc = gp_fail(err, GEPARD_ERR_IO, "%s: cannot open archive: %s", path,
-                     archive_error_string(a) ? archive_error_string(a) : "unknown error");
+        rc = gp_fail(err, GEPARD_ERR_FORMAT,
+                     "%s: not a tar archive (.nemo files are tar, optionally gzip-compressed): %s",
+                     path, archive_error_string(a) ? archive_error_string(a) : "unknown error");
     }
     bool any_entry = false;
     while (rc == GEPARD_OK && remaining > 0) {

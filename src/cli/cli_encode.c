@@ -53,10 +53,11 @@ static int encode_read_input(const char *in, int rate, gp_audio *audio) {
     if (rc) return cli_runtime_error("%s", err.message);
     if (gp_path_has_suffix(in, ".f32")) audio->sample_rate = rate;
     if (audio->channels != 1) {
+        int channels = audio->channels;
         gp_audio_free(audio);
         return cli_runtime_error("%s: has %d channels; the codec encodes mono audio — mix it "
                                  "down first",
-                                 in, audio->channels ? audio->channels : 0);
+                                 in, channels);
     }
     if (audio->sample_rate != rate) {
         int got = audio->sample_rate;

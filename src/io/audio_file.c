@@ -12,6 +12,24 @@
 
 #define AUDIO_MAX_SAMPLES ((size_t)1 << 31) /* ~13 hours of 44.1 kHz stereo */
 
+/* libsndfile accepts a WAV/AIFF whose data chunk is cut short and only notes it in its
+ * log ("data : 112000 (should be 55978)"); treat that as the truncation it is. */
+static bool audio_data_truncated(SNDFILE *sf) {
+    char log[8192];
+    log[0] = '\0';
+    sf_command(sf, SFC_GET_LOG_INFO, log, sizeof log);
+    log[sizeof log - 1] = '\0';
+    for (const char *line = log; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if ((strncmp(line, "data", 4) == 0 || strncmp(line, "SSND", 4) == 0) &&
+            memmem(line, n, "should be", 9))
+            return true;
+        line = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
 int gp_audio_read(const char *path, gp_audio *out, gp_error *err) {
     memset(out, 0, sizeof *out);
     if (!gp_path_exists(path))
@@ -26,6 +44,13 @@ int gp_audio_read(const char *path, gp_audio *out, gp_error *err) {
                        path, sf_strerror(NULL));
     int rc = GEPARD_OK;
     size_t total;
+    if (audio_data_truncated(sf)) {
+        sf_close(sf);
+        return gp_fail(err, GEPARD_ERR_FORMAT,
+                       "%s: the audio data is shorter than the header says — the file is "
+                       "truncated",
+                       path);
+    }
     if (info.channels < 1 || info.samplerate < 1 || info.frames < 0 ||
         gp_mul_size((size_t)info.frames, (size_t)info.channels, &total) != 0 ||
         total > AUDIO_MAX_SAMPLES) {

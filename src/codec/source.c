@@ -171,6 +171,11 @@ int gp_codec_source_open(const char *path, gp_codec_source **out, gp_error *err)
 void gp_codec_source_free(gp_codec_source *s) {
     if (!s) return;
     free(s->tensors);
+    for (gp_codec_block *b = s->blocks; b;) {
+        gp_codec_block *next = b->next;
+        free(b);
+        b = next;
+    }
     gp_yaml_free(s->yaml);
     gp_torch_close(s->torch);
     gp_st_close(s->st);

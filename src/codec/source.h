@@ -47,7 +47,13 @@ typedef struct gp_codec_source {
     gp_nemo nemo;
     gp_torch_file *torch;
     gp_st_file *st;
+    struct gp_codec_block *blocks; /* memory of in-memory (synthetic) sources */
 } gp_codec_source;
+
+/* A singly linked list of heap blocks owned by a source. */
+typedef struct gp_codec_block {
+    struct gp_codec_block *next;
+} gp_codec_block;
 
 int gp_codec_source_open(const char *path, gp_codec_source **out, gp_error *err);
 void gp_codec_source_free(gp_codec_source *src);

@@ -62,7 +62,7 @@ typedef struct gepard_codec gepard_codec;
 typedef struct gepard_codec_stream gepard_codec_stream;
 
 typedef struct gepard_codec_params {
-    int n_threads;       /* threads for the convolution kernels; <= 1: the calling thread */
+    int n_threads;         /* threads for the convolution kernels; <= 1: the calling thread */
     int reference_kernels; /* 1: plain reference kernels (slow; for checking) */
 } gepard_codec_params;
 
@@ -82,8 +82,8 @@ int gepard_codec_num_groups(const gepard_codec *codec); /* packed indices per fr
 /* Decode n_frames frames of codes [n_frames][num_codebooks]; *pcm receives
  * n_frames * samples_per_frame samples (free with gepard_free). Out-of-range codes are an
  * error naming the frame, codebook, value and range. */
-gepard_status gepard_codec_decode(const gepard_codec *codec, const int32_t *codes,
-                                  size_t n_frames, float **pcm, size_t *n_samples);
+gepard_status gepard_codec_decode(const gepard_codec *codec, const int32_t *codes, size_t n_frames,
+                                  float **pcm, size_t *n_samples);
 
 /* Streaming decoder: push frames as they are produced, in chunks of any size; the
  * samples are identical to a one-shot decode of all frames. One stream per utterance

@@ -167,8 +167,7 @@ static int32_t *random_codes(const gp_codec *codec, size_t T, uint64_t seed) {
     int32_t *codes = malloc(T * C * sizeof(int32_t));
     for (size_t t = 0; t < T; t++)
         for (size_t c = 0; c < C; c++)
-            codes[t * C + c] =
-                (int32_t)(gp_rng_uniform(&rng) * gp_fsq_levels(&codec->fsq, (int)c));
+            codes[t * C + c] = (int32_t)(gp_rng_uniform(&rng) * gp_fsq_levels(&codec->fsq, (int)c));
     return codes;
 }
 
@@ -201,8 +200,8 @@ static void run_streaming(bool reference) {
             }
             double e = test_max_abs_diff(part, whole, T * spf);
             bool identical = memcmp(part, whole, T * spf * sizeof(float)) == 0;
-            test_note("%s T=%zu chunk=%zu: max diff %.3g (%s)", reference ? "reference" : "fast",
-                      T, chunks[ci], e, identical ? "bit-identical" : "not bit-identical");
+            test_note("%s T=%zu chunk=%zu: max diff %.3g (%s)", reference ? "reference" : "fast", T,
+                      chunks[ci], e, identical ? "bit-identical" : "not bit-identical");
             CHECK(e <= 1e-6);
             CHECK(identical); /* fixed accumulation order per sample, fixed BLAS shapes */
         }
@@ -265,7 +264,8 @@ TEST(codec_fsq_tables) {
         float lat[32];
         for (int c = 0; c < 32; c++) codes[c] = k % gp_fsq_levels(&fsq, c);
         gp_fsq_dequantize(&fsq, codes, 1, lat, 1);
-        for (int c = 0; c < 32; c++) lat[c] = atanhf(lat[c] * 0.999f) ; /* an input mapping near it */
+        for (int c = 0; c < 32; c++)
+            lat[c] = atanhf(lat[c] * 0.999f); /* an input mapping near it */
         gp_fsq_quantize(&fsq, lat, 1, 1, back);
         (void)back;
     }

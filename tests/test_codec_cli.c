@@ -88,10 +88,11 @@ TEST(codec_public_api) {
     int32_t *k = NULL, *packed = NULL;
     float *latent = NULL;
     size_t frames;
-    REQUIRE(gepard_codec_encode(codec, audio->data, audio->numel, &k, &frames, &packed,
-                                &latent) == GEPARD_OK);
+    REQUIRE(gepard_codec_encode(codec, audio->data, audio->numel, &k, &frames, &packed, &latent) ==
+            GEPARD_OK);
     size_t T2;
-    int32_t *ref = golden_codes(g, "enc28000.codes", &T2), *refp = golden_codes(g, "enc28000.packed", &T2);
+    int32_t *ref = golden_codes(g, "enc28000.codes", &T2),
+            *refp = golden_codes(g, "enc28000.packed", &T2);
     REQUIRE(frames == T2);
     int diff = 0, pdiff = 0;
     for (size_t i = 0; i < frames * 32; i++) diff += k[i] != ref[i];
@@ -129,8 +130,9 @@ TEST(codec_cli_decode) {
                *wav = test_tmp("out.wav");
     write_codes_json(json, codes, T, 32);
     test_cmd_result r;
-    const char *a1[] = {"decode", "--codec", test_fixture(CODEC_FIXTURE), "--codes", json, "-o",
-                        f32, "--threads", "2", NULL};
+    const char *a1[] = {
+        "decode", "--codec", test_fixture(CODEC_FIXTURE), "--codes", json, "-o", f32, "--threads",
+        "2",      NULL};
     REQUIRE(run(&r, a1) == 0);
     CHECK_MSG(r.status == 0, "decode failed: %s", r.err);
     test_cmd_result_free(&r);
@@ -142,14 +144,15 @@ TEST(codec_cli_decode) {
     test_note("CLI dec5 .f32: max abs error %.3g (tolerance 1e-4)", e);
     CHECK(e <= 1e-4);
     /* stdout gives the same bytes */
-    const char *a2[] = {"decode", "-c", test_fixture(CODEC_FIXTURE), "--codes", json, "-o", "-",
-                        "--threads", "2", NULL};
+    const char *a2[] = {
+        "decode", "-c", test_fixture(CODEC_FIXTURE), "--codes", json, "-o", "-", "--threads",
+        "2",      NULL};
     REQUIRE(run(&r, a2) == 0);
     CHECK(r.status == 0 && r.out_len == len && memcmp(r.out, data, len) == 0);
     test_cmd_result_free(&r);
     /* 16-bit and float WAV */
-    const char *a3[] = {"decode", "-c", test_fixture(CODEC_FIXTURE), "--codes", json, "-o", wav,
-                        NULL};
+    const char *a3[] = {"decode", "-c", test_fixture(CODEC_FIXTURE), "--codes", json, "-o",
+                        wav,      NULL};
     REQUIRE(run(&r, a3) == 0);
     CHECK(r.status == 0);
     test_cmd_result_free(&r);
@@ -158,7 +161,7 @@ TEST(codec_cli_decode) {
     CHECK(audio.sample_rate == 22050 && audio.channels == 1 && audio.frames == T * 1024);
     CHECK(test_max_abs_diff(audio.samples, golden, T * 1024) <= 1.0 / 32768 + 1e-4);
     gp_audio_free(&audio);
-    const char *a4[] = {"decode", "-c", test_fixture(CODEC_FIXTURE), "--codes", json, "-o", wav,
+    const char *a4[] = {"decode",  "-c", test_fixture(CODEC_FIXTURE), "--codes", json, "-o", wav,
                         "--float", NULL};
     REQUIRE(run(&r, a4) == 0);
     test_cmd_result_free(&r);
@@ -171,7 +174,7 @@ TEST(codec_cli_decode) {
     write_codes_json(json, codes, T, 32);
     const char *bad_out = test_tmp("bad.wav");
     const char *a5[] = {"decode", "-c", test_fixture(CODEC_FIXTURE), "--codes", json, "-o",
-                        bad_out, NULL};
+                        bad_out,  NULL};
     REQUIRE(run(&r, a5) == 0);
     CHECK_EQ_INT(r.status, 1);
     CHECK_MSG(strstr(r.err, "gepard: error:") && strstr(r.err, "code 8 at frame 2, channel 4"),
@@ -213,8 +216,7 @@ TEST(codec_cli_encode) {
     const char *inputs[] = {f32, wav};
     for (int i = 0; i < 2; i++) {
         test_cmd_result r;
-        const char *a[] = {"encode", "--codec", test_fixture(CODEC_FIXTURE), "-i", inputs[i],
-                           NULL};
+        const char *a[] = {"encode", "--codec", test_fixture(CODEC_FIXTURE), "-i", inputs[i], NULL};
         REQUIRE(run(&r, a) == 0);
         CHECK_MSG(r.status == 0, "encode failed: %s", r.err);
         cJSON *root = cJSON_Parse(r.out);

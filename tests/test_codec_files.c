@@ -25,8 +25,7 @@ static int load_parts(fixture_parts *p, gp_error *err) {
     memset(p, 0, sizeof *p);
     int rc = gp_nemo_read(test_fixture(CODEC_FIXTURE), &p->nemo, err);
     if (rc == 0)
-        rc = gp_torch_open_memory(p->nemo.weights, p->nemo.weights_size, "fixture", &p->torch,
-                                  err);
+        rc = gp_torch_open_memory(p->nemo.weights, p->nemo.weights_size, "fixture", &p->torch, err);
     return rc;
 }
 
@@ -69,12 +68,15 @@ static void build_old_style_ckpt(const gp_torch_file *t, gp_buf *out) {
     char(*keys)[16] = calloc(t->count, sizeof *keys);
     for (size_t i = 0; i < t->count; i++) {
         const gp_torch_tensor *x = &t->tensors[i];
-        if (!rename_suffix(x->name, "parametrizations.weight.original0", "weight_g", names[i], 256) &&
+        if (!rename_suffix(x->name, "parametrizations.weight.original0", "weight_g", names[i],
+                           256) &&
             !rename_suffix(x->name, "parametrizations.weight.original1", "weight_v", names[i], 256))
             snprintf(names[i], 256, "%s", x->name);
         snprintf(keys[i], 16, "%zu", i);
-        tt[i] = (tw_tensor){names[i], x->dtype == GP_I32 ? "IntStorage" : "FloatStorage", keys[i],
-                            (int64_t)x->numel, 0, x->ndim, {0}, {0}};
+        tt[i] = (tw_tensor){names[i], x->dtype == GP_I32 ? "IntStorage" : "FloatStorage",
+                            keys[i],  (int64_t)x->numel,
+                            0,        x->ndim,
+                            {0},      {0}};
         int64_t stride = 1;
         for (int d = x->ndim - 1; d >= 0; d--) {
             tt[i].shape[d] = x->shape[d];
@@ -275,7 +277,8 @@ TEST(codec_refuses_broken_files) {
     CHECK_ERR_CONTAINS(gp_codec_load(path, NULL, &c, &err), &err,
                        "audio_decoder.base_channels: expected an integer");
     free(yaml);
-    yaml = config_edit(&p, "num_levels_per_group: [8, 7, 6, 6]", "num_levels_per_group: [8, 7, 6, 5]");
+    yaml =
+        config_edit(&p, "num_levels_per_group: [8, 7, 6, 6]", "num_levels_per_group: [8, 7, 6, 5]");
     path = nemo_with_config(&p, yaml, "bad-levels.nemo");
     CHECK_ERR_CONTAINS(gp_codec_load(path, NULL, &c, &err), &err, "num_levels");
     free(yaml);

@@ -25,7 +25,7 @@ TEST(conv_fast_matches_reference) {
     const struct {
         int ci, co, k, d, s;
         size_t n;
-    } cases[] = {{32, 96, 7, 1, 1, 40}, {48, 48, 11, 5, 1, 300}, {27, 27, 3, 3, 1, 1024},
+    } cases[] = {{32, 96, 7, 1, 1, 40},  {48, 48, 11, 5, 1, 300}, {27, 27, 3, 3, 1, 1024},
                  {24, 48, 4, 1, 2, 512}, {64, 128, 16, 1, 8, 64}, {1, 8, 7, 1, 1, 777}};
     double worst = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -35,7 +35,8 @@ TEST(conv_fast_matches_reference) {
         conv.bias = gp_aligned_alloc((size_t)conv.c_out * 4);
         fill(&rng, conv.weight, wn, 1.0f / sqrtf((float)(conv.c_in * conv.kernel)));
         fill(&rng, conv.bias, (size_t)conv.c_out, 0.1f);
-        size_t n = cases[i].n, xs = (n - 1) * conv.stride + (size_t)(conv.kernel - 1) * conv.dilation + 1;
+        size_t n = cases[i].n,
+               xs = (n - 1) * conv.stride + (size_t)(conv.kernel - 1) * conv.dilation + 1;
         float *x = malloc((size_t)conv.c_in * xs * 4), *y1 = malloc((size_t)conv.c_out * n * 4),
               *y2 = malloc((size_t)conv.c_out * n * 4);
         fill(&rng, x, (size_t)conv.c_in * xs, 1.0f);
@@ -121,7 +122,8 @@ TEST(codec_other_shapes_stream_and_fast_path) {
     CHECK_EQ_INT(ref->fsq.channels, 12);
     const size_t T = 11, spf = 64, C = 12;
     int32_t codes[11 * 12];
-    for (size_t i = 0; i < T * C; i++) codes[i] = (int32_t)((i * 5 + 1) % (size_t)gp_fsq_levels(&ref->fsq, (int)(i % C)));
+    for (size_t i = 0; i < T * C; i++)
+        codes[i] = (int32_t)((i * 5 + 1) % (size_t)gp_fsq_levels(&ref->fsq, (int)(i % C)));
     float a[11 * 64], b[11 * 64], s[11 * 64];
     REQUIRE_OK(gp_codec_decode(ref, codes, T, a, &err), &err);
     REQUIRE_OK(gp_codec_decode(fast, codes, T, b, &err), &err);

@@ -111,9 +111,13 @@ static int open_with_pickle(const void *pickle, size_t len, gp_error *err) {
 
 TEST(torch_refuses_foreign_globals_and_opcodes) {
     gp_error err;
-    const char evil[] = "\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00ls\x85R.";
+    const char evil[] = "\x80\x02"
+                        "cos\nsystem\n"
+                        "X\x02\x00\x00\x00ls\x85R.";
     CHECK_ERR_CONTAINS(open_with_pickle(evil, sizeof evil - 1, &err), &err, "os.system");
-    const char builtins[] = "\x80\x02\x8c\x08" "builtins\x8c\x04" "eval\x93.";
+    const char builtins[] = "\x80\x02\x8c\x08"
+                            "builtins\x8c\x04"
+                            "eval\x93.";
     CHECK_ERR_CONTAINS(open_with_pickle(builtins, sizeof builtins - 1, &err), &err,
                        "builtins.eval");
     const char inst[] = "\x80\x02(ios\nsystem\n.";
@@ -129,7 +133,8 @@ TEST(torch_refuses_foreign_globals_and_opcodes) {
     const char memo[] = "\x80\x02h\x07.";
     CHECK_ERR_CONTAINS(open_with_pickle(memo, sizeof memo - 1, &err), &err, "memo");
     /* A storage type called like a function. */
-    const char callstorage[] = "\x80\x02" "ctorch\nFloatStorage\n)R.";
+    const char callstorage[] = "\x80\x02"
+                               "ctorch\nFloatStorage\n)R.";
     CHECK_ERR_CONTAINS(open_with_pickle(callstorage, sizeof callstorage - 1, &err), &err,
                        "storage type");
     /* Deep nesting of MARKs and tuples stays bounded (no recursion to blow up). */

@@ -101,7 +101,8 @@ void tw_pickle_state_dict(const tw_tensor *t, int n, gp_buf *out) {
         for (int d = 0; d < t[i].ndim; d++) pk_int(out, t[i].shape[d]);
         gp_buf_append(out, "t(", 2);
         for (int d = 0; d < t[i].ndim; d++) pk_int(out, t[i].stride[d]);
-        gp_buf_append_str(out, "t\x89" "ccollections\nOrderedDict\n)RtR");
+        gp_buf_append_str(out, "t\x89"
+                               "ccollections\nOrderedDict\n)RtR");
     }
     gp_buf_append(out, "u.", 2);
 }

@@ -57,8 +57,8 @@ static int read_codes_json(const char *path, int C, int32_t **codes, size_t *fra
     const cJSON *row;
     cJSON_ArrayForEach(row, list) {
         if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != C) {
-            cli_runtime_error("%s: frame %zu must be an array of %d codes (one per codebook)",
-                              path, t, C);
+            cli_runtime_error("%s: frame %zu must be an array of %d codes (one per codebook)", path,
+                              t, C);
             goto done;
         }
         int c = 0;
@@ -102,9 +102,9 @@ static int write_output(const char *out, const float *pcm, size_t n, int rate, b
 
 int cli_decode(int argc, char **argv) {
     cli_args args;
-    int rc = cli_parse(&args, "decode", "--codec FILE --codes FILE.json -o OUT",
-                       "Decode NanoCodec codes to audio.", decode_options, N_DECODE_OPTIONS, argc,
-                       argv);
+    int rc =
+        cli_parse(&args, "decode", "--codec FILE --codes FILE.json -o OUT",
+                  "Decode NanoCodec codes to audio.", decode_options, N_DECODE_OPTIONS, argc, argv);
     if (rc || args.help) return rc;
     const char *codec_path = cli_get(&args, "codec"), *codes_path = cli_get(&args, "codes"),
                *out = cli_get(&args, "output");

@@ -21,9 +21,8 @@ static int codec_check_fsq_buffers(const gp_codec_source *src, const gp_codec_co
         const gp_codec_tensor *t = gp_codec_source_find(src, name);
         if (!t) continue;
         if ((t->dtype != GP_I32 && t->dtype != GP_I64) || t->numel != (size_t)cfg->fsq.n_levels)
-            return gp_fail(err, GEPARD_ERR_FORMAT,
-                           "%s: tensor %s should hold %d integer levels", src->weights_origin,
-                           name, cfg->fsq.n_levels);
+            return gp_fail(err, GEPARD_ERR_FORMAT, "%s: tensor %s should hold %d integer levels",
+                           src->weights_origin, name, cfg->fsq.n_levels);
         for (int d = 0; d < cfg->fsq.n_levels; d++) {
             int64_t v = gp_dtype_read_int(t->dtype, t->data, (size_t)d);
             if (v != cfg->fsq.levels[d])
@@ -83,8 +82,7 @@ void gp_codec_free(gp_codec *c) {
     free(c);
 }
 
-int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out,
-                                gp_error *err) {
+int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out, gp_error *err) {
     *out = NULL;
     gp_codec_code_stream *s = calloc(1, sizeof *s);
     if (!s) return gp_fail_oom(err, "codec stream", sizeof *s);

@@ -48,8 +48,7 @@ typedef struct gp_codec_code_stream {
     float *latent; /* [channels][GP_CODEC_STEP_FRAMES] */
 } gp_codec_code_stream;
 
-int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out,
-                                gp_error *err);
+int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out, gp_error *err);
 void gp_codec_code_stream_free(gp_codec_code_stream *s);
 void gp_codec_code_stream_reset(gp_codec_code_stream *s);
 /* Decode `frames` frames of codes [frames][C] into frames * samples_per_frame samples.

@@ -50,8 +50,8 @@ static int cfg_list(cfg_ctx *c, const gp_yaml_node *map, const char *key, const 
     for (int i = 0; i < *n; i++) {
         if (vals[i] < lo || vals[i] > hi) {
             char range[96];
-            snprintf(range, sizeof range, "%%lld at item %d, expected %lld..%lld", i,
-                     (long long)lo, (long long)hi);
+            snprintf(range, sizeof range, "%%lld at item %d, expected %lld..%lld", i, (long long)lo,
+                     (long long)hi);
             return cfg_bad(c, key, range, vals[i]);
         }
         out[i] = (int)vals[i];
@@ -91,9 +91,9 @@ static int cfg_target(cfg_ctx *c, const gp_yaml_node *map, const char *const *cl
     const char *cls = dot ? dot + 1 : target;
     for (int i = 0; i < n; i++)
         if (strcmp(cls, classes[i]) == 0) return *which = i, GEPARD_OK;
-    return gp_fail(c->err, GEPARD_ERR_UNSUPPORTED,
-                   "%s: %s._target_ is %s; this engine runs %s%s%s", c->doc->origin, c->section,
-                   target, classes[0], n > 1 ? " or " : "", n > 1 ? classes[1] : "");
+    return gp_fail(c->err, GEPARD_ERR_UNSUPPORTED, "%s: %s._target_ is %s; this engine runs %s%s%s",
+                   c->doc->origin, c->section, target, classes[0], n > 1 ? " or " : "",
+                   n > 1 ? classes[1] : "");
 }
 
 static int cfg_resblocks(cfg_ctx *c, const gp_yaml_node *map, gp_codec_resblock_config *res) {
@@ -148,7 +148,8 @@ static int cfg_decoder(cfg_ctx *c, const gp_yaml_node *model, gp_codec_decoder_c
                        c->doc->origin, out_act);
     for (int i = 0; i <= dec->n_stages; i++)
         if (gp_codec_decoder_channels(dec, i - 1) < 1)
-            return cfg_bad(c, "base_channels", "%lld, too small to halve at every up-sampling stage",
+            return cfg_bad(c, "base_channels",
+                           "%lld, too small to halve at every up-sampling stage",
                            dec->base_channels);
     return GEPARD_OK;
 }
@@ -188,8 +189,10 @@ static int cfg_encoder(cfg_ctx *c, const gp_yaml_node *model, gp_codec_encoder_c
         for (int i = 0; i < 2 + enc->res.n_kernels; i++) {
             int k = i < 2 ? ks[i] : enc->res.kernels[i - 2];
             if (k % 2 == 0)
-                return cfg_bad(c, i == 0 ? "in_kernel_size" : i == 1 ? "out_kernel_size"
-                                                                     : "resblock_kernel_sizes",
+                return cfg_bad(c,
+                               i == 0   ? "in_kernel_size"
+                               : i == 1 ? "out_kernel_size"
+                                        : "resblock_kernel_sizes",
                                "%lld, but the non-causal encoder needs odd kernels", k);
         }
     }

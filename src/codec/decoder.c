@@ -109,7 +109,8 @@ int gp_codec_decoder_load(gp_codec_decoder *dec, const gp_codec_config *cfg,
                              cfg->dec.in_kernel, 1, &dec->pre);
     if (rc == GEPARD_OK) {
         dec_place(&dec->pre, cfg->dec.input_dim, GP_CODEC_STEP_FRAMES, &lay);
-        if ((size_t)c0 * GP_CODEC_STEP_FRAMES > lay.buf) lay.buf = (size_t)c0 * GP_CODEC_STEP_FRAMES;
+        if ((size_t)c0 * GP_CODEC_STEP_FRAMES > lay.buf)
+            lay.buf = (size_t)c0 * GP_CODEC_STEP_FRAMES;
     }
     for (int i = 0; rc == GEPARD_OK && i < cfg->dec.n_stages; i++)
         rc = dec_load_stage(&ld, dec, i, &lay);
@@ -219,8 +220,8 @@ void gp_codec_stream_reset(gp_codec_stream *s) {
 
 /* out[c_out][n] = layer(act(x[c_in][n])) with the layer's left context taken from and
  * returned to the stream state. `act` may be NULL; x and out may alias. */
-static void stream_layer(gp_codec_stream *s, const gp_codec_causal *l, const gp_act *act,
-                         int c_in, const float *x, size_t xs, size_t n, float *out) {
+static void stream_layer(gp_codec_stream *s, const gp_codec_causal *l, const gp_act *act, int c_in,
+                         const float *x, size_t xs, size_t n, float *out) {
     const gp_codec_decoder *dec = s->dec;
     const size_t P = (size_t)l->hist, W = P + n;
     float *in = s->buf[BUF_IN], *hist = s->state + l->state_off;
@@ -283,14 +284,15 @@ static void stream_step(gp_codec_stream *s, const float *latent, size_t ld, size
     const int c_last = dec->post.conv.c_in;
     stream_layer(s, &dec->post, &dec->post_act, c_last, s->buf[BUF_SIG], n, n, pcm);
     if (dec->cfg.output_activation == GP_CODEC_OUT_CLAMP) {
-        for (size_t i = 0; i < n; i++) pcm[i] = pcm[i] < -1.0f ? -1.0f : pcm[i] > 1.0f ? 1.0f : pcm[i];
+        for (size_t i = 0; i < n; i++)
+            pcm[i] = pcm[i] < -1.0f ? -1.0f : pcm[i] > 1.0f ? 1.0f : pcm[i];
     } else {
         for (size_t i = 0; i < n; i++) pcm[i] = tanhf(pcm[i]);
     }
 }
 
-void gp_codec_stream_push_latent(gp_codec_stream *s, const float *latent, size_t ld,
-                                 size_t frames, float *pcm) {
+void gp_codec_stream_push_latent(gp_codec_stream *s, const float *latent, size_t ld, size_t frames,
+                                 float *pcm) {
     const size_t spf = (size_t)s->dec->samples_per_frame;
     for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
         size_t n = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;

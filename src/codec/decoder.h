@@ -31,8 +31,8 @@ typedef struct gp_codec_causal {
     gp_conv1d conv;   /* stride-1 causal conv (when not transposed) */
     gp_convt1d convt; /* transposed conv (when transposed) */
     bool transposed;
-    int hist;         /* input samples of left context per input channel */
-    size_t state_off; /* floats into the stream state */
+    int hist;          /* input samples of left context per input channel */
+    size_t state_off;  /* floats into the stream state */
     size_t frame_cols; /* samples per codec frame at this layer: the fast conv's block */
 } gp_codec_causal;
 
@@ -76,7 +76,7 @@ void gp_codec_stream_free(gp_codec_stream *s);
 void gp_codec_stream_reset(gp_codec_stream *s);
 /* Decode `frames` latent frames (rows [input_dim], row stride ld) into
  * frames * samples_per_frame samples at pcm. */
-void gp_codec_stream_push_latent(gp_codec_stream *s, const float *latent, size_t ld,
-                                 size_t frames, float *pcm);
+void gp_codec_stream_push_latent(gp_codec_stream *s, const float *latent, size_t ld, size_t frames,
+                                 float *pcm);
 
 #endif

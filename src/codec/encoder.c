@@ -105,8 +105,8 @@ typedef struct enc_run {
 } enc_run;
 
 /* Left and right padding of a conv's input of n samples (NeMo Conv1dNorm / CausalConv1dNorm). */
-static void enc_padding(const gp_codec_encoder *enc, const gp_conv1d *conv, size_t n,
-                        size_t *left, size_t *right) {
+static void enc_padding(const gp_codec_encoder *enc, const gp_conv1d *conv, size_t n, size_t *left,
+                        size_t *right) {
     const size_t k = (size_t)conv->kernel, d = (size_t)conv->dilation, s = (size_t)conv->stride;
     if (enc->cfg.causal) {
         *left = (k - 1) * d + 1 - s;
@@ -117,13 +117,14 @@ static void enc_padding(const gp_codec_encoder *enc, const gp_conv1d *conv, size
 }
 
 static size_t enc_out_len(const gp_conv1d *conv, size_t width) {
-    return (width - (size_t)conv->dilation * (size_t)(conv->kernel - 1) - 1) / (size_t)conv->stride +
+    return (width - (size_t)conv->dilation * (size_t)(conv->kernel - 1) - 1) /
+               (size_t)conv->stride +
            1;
 }
 
 /* out = conv(pad(act(x))) for c_in rows of n samples; *n_out set. */
-static int enc_layer(enc_run *r, const gp_conv1d *conv, const gp_act *act, const float *x,
-                     size_t n, float *out, size_t *n_out) {
+static int enc_layer(enc_run *r, const gp_conv1d *conv, const gp_act *act, const float *x, size_t n,
+                     float *out, size_t *n_out) {
     const gp_codec_encoder *enc = r->enc;
     size_t left, right;
     enc_padding(enc, conv, n, &left, &right);
@@ -184,7 +185,8 @@ static void enc_sizes(const gp_codec_encoder *enc, size_t n, size_t *buf, size_t
         const gp_codec_enc_stage *st = &enc->stages[i];
         if ((size_t)st->c_out > c_max) c_max = (size_t)st->c_out;
         for (int b = 0; b < enc->cfg.res.n_kernels * enc->cfg.res.n_dilations; b++) {
-            size_t p = (size_t)st->blocks[b].in_conv.dilation * (size_t)st->blocks[b].in_conv.kernel;
+            size_t p =
+                (size_t)st->blocks[b].in_conv.dilation * (size_t)st->blocks[b].in_conv.kernel;
             if (p > pad_max) pad_max = p;
             s = gp_conv1d_fast_scratch(&st->blocks[b].in_conv, 0);
             if (s > *scratch) *scratch = s;

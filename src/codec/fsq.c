@@ -43,7 +43,8 @@ void gp_fsq_dequantize(const gp_fsq *fsq, const int32_t *codes, size_t frames, f
     for (int c = 0; c < fsq->channels; c++) {
         const float h = (float)fsq->half[c % fsq->n_levels];
         for (size_t t = 0; t < frames; t++)
-            latent[(size_t)c * ld + t] = ((float)codes[t * (size_t)fsq->channels + (size_t)c] - h) / h;
+            latent[(size_t)c * ld + t] =
+                ((float)codes[t * (size_t)fsq->channels + (size_t)c] - h) / h;
     }
 }
 

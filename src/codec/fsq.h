@@ -22,7 +22,7 @@
 typedef struct gp_fsq {
     int num_groups, n_levels, channels;
     int levels[GP_CODEC_MAX_LEVELS];
-    int half[GP_CODEC_MAX_LEVELS];    /* h = max(1, L // 2) */
+    int half[GP_CODEC_MAX_LEVELS];     /* h = max(1, L // 2) */
     int32_t base[GP_CODEC_MAX_LEVELS]; /* mixed-radix weights */
     float scale[GP_CODEC_MAX_LEVELS], offset[GP_CODEC_MAX_LEVELS], shift[GP_CODEC_MAX_LEVELS];
 } gp_fsq;

@@ -136,8 +136,7 @@ static int source_open_file(gp_codec_source *s, gp_error *err) {
         snprintf(origin, sizeof origin, "%s: model_weights.ckpt", s->path);
         s->weights_origin = strdup(origin);
         if (!s->weights_origin) return gp_fail_oom(err, "path", strlen(origin));
-        return gp_torch_open_memory(s->nemo.weights, s->nemo.weights_size, origin, &s->torch,
-                                    err);
+        return gp_torch_open_memory(s->nemo.weights, s->nemo.weights_size, origin, &s->torch, err);
     }
     if ((rc = source_weights_file(s, s->path, kind, err))) return rc;
     const char *base = gp_path_basename(s->path);
@@ -156,9 +155,9 @@ int gp_codec_source_open(const char *path, gp_codec_source **out, gp_error *err)
     gp_codec_source *s = calloc(1, sizeof *s);
     if (!s) return gp_fail_oom(err, "codec source", sizeof *s);
     s->path = strdup(path);
-    int rc = !s->path                 ? gp_fail_oom(err, "path", strlen(path))
+    int rc = !s->path               ? gp_fail_oom(err, "path", strlen(path))
              : gp_path_is_dir(path) ? source_open_dir(s, err)
-                                      : source_open_file(s, err);
+                                    : source_open_file(s, err);
     if (rc == GEPARD_OK) rc = source_index(s, err);
     if (rc) {
         gp_codec_source_free(s);

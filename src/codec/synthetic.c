@@ -69,8 +69,8 @@ static int syn_add(syn_ctx *c, const char *name, int ndim, const int64_t *shape,
     return GEPARD_OK;
 }
 
-static int syn_conv(syn_ctx *c, const char *prefix, int64_t d0, int64_t d1, int64_t k,
-                    int64_t out, double fan_in) {
+static int syn_conv(syn_ctx *c, const char *prefix, int64_t d0, int64_t d1, int64_t k, int64_t out,
+                    double fan_in) {
     char name[256];
     const int64_t w[3] = {d0, d1, k}, b[1] = {out};
     snprintf(name, sizeof name, "%s.conv.weight", prefix);

@@ -23,13 +23,14 @@ static int ld_tensor(const gp_codec_loader *ld, const char *name, int ndim, cons
     if (!t) {
         if (!required) return GEPARD_OK;
         return gp_fail(ld->err, GEPARD_ERR_FORMAT,
-                       "%s: tensor %s is missing (expected shape %s%s%s)",
-                       ld->src->weights_origin, name, shape_str(ndim, shape, want, sizeof want),
-                       ld->hint ? " from " : "", ld->hint ? ld->hint : "");
+                       "%s: tensor %s is missing (expected shape %s%s%s)", ld->src->weights_origin,
+                       name, shape_str(ndim, shape, want, sizeof want), ld->hint ? " from " : "",
+                       ld->hint ? ld->hint : "");
     }
     if (!gp_dtype_is_float(t->dtype))
-        return gp_fail(ld->err, GEPARD_ERR_FORMAT, "%s: tensor %s has dtype %s, expected a float type",
-                       ld->src->weights_origin, name, gp_dtype_name(t->dtype));
+        return gp_fail(ld->err, GEPARD_ERR_FORMAT,
+                       "%s: tensor %s has dtype %s, expected a float type", ld->src->weights_origin,
+                       name, gp_dtype_name(t->dtype));
     bool ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
     if (!ok)
@@ -154,8 +155,8 @@ int gp_codec_load_convt(const gp_codec_loader *ld, const char *prefix, int c_in,
     return rc;
 }
 
-int gp_codec_load_act(const gp_codec_loader *ld, const char *prefix, gp_act_kind kind,
-                      int channels, gp_act *out) {
+int gp_codec_load_act(const gp_codec_loader *ld, const char *prefix, gp_act_kind kind, int channels,
+                      gp_act *out) {
     memset(out, 0, sizeof *out);
     if (kind != GP_ACT_SNAKE && kind != GP_ACT_HALF_SNAKE)
         return gp_act_init(out, kind, channels, NULL, ld->err);

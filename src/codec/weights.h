@@ -33,7 +33,7 @@ int gp_codec_load_convt(const gp_codec_loader *ld, const char *prefix, int c_in,
 /* CodecActivation `prefix` over `channels`: reads Snake alphas as the kind needs
  * (half_snake: <p>.activation.snake_act.alpha [1, C/2, 1]; snake: <p>.activation.alpha
  * [1, C, 1]). */
-int gp_codec_load_act(const gp_codec_loader *ld, const char *prefix, gp_act_kind kind,
-                      int channels, gp_act *out);
+int gp_codec_load_act(const gp_codec_loader *ld, const char *prefix, gp_act_kind kind, int channels,
+                      gp_act *out);
 
 #endif

@@ -133,8 +133,7 @@ static void sin2_lanes(const float *in, float *result) {
     v8f v;
     memcpy(&v, in, sizeof v);
     const float inv_pi = 0.318309886183790671538f;
-    const float pi_a = 3.140625f, pi_b = 9.67502593994140625e-4f,
-                pi_c = 1.509957990978376432e-7f;
+    const float pi_a = 3.140625f, pi_b = 9.67502593994140625e-4f, pi_c = 1.509957990978376432e-7f;
     /* Taylor coefficients of sin up to r^11: error < 6e-8 on [-pi/2, pi/2]. */
     const float c3 = -1.0f / 6, c5 = 1.0f / 120, c7 = -1.0f / 5040, c9 = 1.0f / 362880,
                 c11 = -1.0f / 39916800;
@@ -177,8 +176,8 @@ void gp_act_fast(const gp_act *act, const float *x, size_t xs, float *y, size_t 
                 const float slope = act->slope;
                 for (size_t i = 0; i < n; i++) yc[i] = xc[i] > 0.0f ? xc[i] : slope * xc[i];
             } else {
-                gp_act_ref(&(gp_act){.kind = act->kind, .channels = 1, .slope = act->slope}, xc,
-                           xs, yc, ys, n);
+                gp_act_ref(&(gp_act){.kind = act->kind, .channels = 1, .slope = act->slope}, xc, xs,
+                           yc, ys, n);
             }
             continue;
         }

@@ -68,8 +68,8 @@ int gepard_codec_codebook_size(const gepard_codec *c, int k) {
     return gp_fsq_levels(&c->codec->fsq, k);
 }
 
-gepard_status gepard_codec_decode(const gepard_codec *codec, const int32_t *codes,
-                                  size_t n_frames, float **pcm, size_t *n_samples) {
+gepard_status gepard_codec_decode(const gepard_codec *codec, const int32_t *codes, size_t n_frames,
+                                  float **pcm, size_t *n_samples) {
     if (!codec || !pcm || !n_samples || (!codes && n_frames))
         return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "gepard_codec_decode: NULL argument");
     *pcm = NULL;
@@ -93,7 +93,8 @@ gepard_status gepard_codec_decode(const gepard_codec *codec, const int32_t *code
 
 gepard_status gepard_codec_stream_create(const gepard_codec *codec, gepard_codec_stream **out) {
     if (!codec || !out)
-        return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "gepard_codec_stream_create: NULL argument");
+        return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT,
+                            "gepard_codec_stream_create: NULL argument");
     *out = NULL;
     gepard_codec_stream *s = calloc(1, sizeof *s);
     size_t n = (size_t)codec->codec->fsq.channels * GP_CODEC_STEP_FRAMES;

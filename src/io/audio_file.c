@@ -98,8 +98,8 @@ int gp_audio_read_f32(const char *path, gp_audio *out, gp_error *err) {
     }
     for (size_t i = 0; i < out->frames; i++) { /* little-endian on every supported host */
         unsigned char *p = (unsigned char *)data + 4 * i;
-        uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                        (uint32_t)p[3] << 24;
+        uint32_t bits =
+            (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
         memcpy(&out->samples[i], &bits, sizeof bits);
     }
     free(data);

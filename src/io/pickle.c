@@ -25,8 +25,8 @@ typedef struct pk_vm {
 } pk_vm;
 
 const char *gp_pickle_kind_name(gp_pickle_kind kind) {
-    static const char *const names[] = {"None",  "bool", "int",    "float",   "str",   "tuple",
-                                        "list",  "dict", "global", "storage", "tensor"};
+    static const char *const names[] = {"None", "bool", "int",    "float",   "str",   "tuple",
+                                        "list", "dict", "global", "storage", "tensor"};
     return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -36,23 +36,74 @@ static const char *pk_opcode_name(unsigned char op) {
         unsigned char op;
         const char *name;
     } table[] = {
-        {'(', "MARK"},        {'.', "STOP"},          {'0', "POP"},           {'1', "POP_MARK"},
-        {'2', "DUP"},         {'F', "FLOAT"},         {'I', "INT"},           {'J', "BININT"},
-        {'K', "BININT1"},     {'L', "LONG"},          {'M', "BININT2"},       {'N', "NONE"},
-        {'P', "PERSID"},      {'Q', "BINPERSID"},     {'R', "REDUCE"},        {'S', "STRING"},
-        {'T', "BINSTRING"},   {'U', "SHORT_BINSTRING"}, {'V', "UNICODE"},     {'X', "BINUNICODE"},
-        {'a', "APPEND"},      {'b', "BUILD"},         {'c', "GLOBAL"},        {'d', "DICT"},
-        {'}', "EMPTY_DICT"},  {'e', "APPENDS"},       {'g', "GET"},           {'h', "BINGET"},
-        {'i', "INST"},        {'j', "LONG_BINGET"},   {'l', "LIST"},          {']', "EMPTY_LIST"},
-        {'o', "OBJ"},         {'p', "PUT"},           {'q', "BINPUT"},        {'r', "LONG_BINPUT"},
-        {'s', "SETITEM"},     {'t', "TUPLE"},         {')', "EMPTY_TUPLE"},   {'u', "SETITEMS"},
-        {'G', "BINFLOAT"},    {0x80, "PROTO"},        {0x81, "NEWOBJ"},       {0x82, "EXT1"},
-        {0x83, "EXT2"},       {0x84, "EXT4"},         {0x85, "TUPLE1"},       {0x86, "TUPLE2"},
-        {0x87, "TUPLE3"},     {0x88, "NEWTRUE"},      {0x89, "NEWFALSE"},     {0x8a, "LONG1"},
-        {0x8b, "LONG4"},      {'B', "BINBYTES"},      {'C', "SHORT_BINBYTES"}, {0x8c, "SHORT_BINUNICODE"},
-        {0x8d, "BINUNICODE8"}, {0x8e, "BINBYTES8"},   {0x8f, "EMPTY_SET"},    {0x90, "ADDITEMS"},
-        {0x91, "FROZENSET"},  {0x92, "NEWOBJ_EX"},    {0x93, "STACK_GLOBAL"}, {0x94, "MEMOIZE"},
-        {0x95, "FRAME"},      {0x96, "BYTEARRAY8"},   {0x97, "NEXT_BUFFER"},  {0x98, "READONLY_BUFFER"},
+        {'(', "MARK"},
+        {'.', "STOP"},
+        {'0', "POP"},
+        {'1', "POP_MARK"},
+        {'2', "DUP"},
+        {'F', "FLOAT"},
+        {'I', "INT"},
+        {'J', "BININT"},
+        {'K', "BININT1"},
+        {'L', "LONG"},
+        {'M', "BININT2"},
+        {'N', "NONE"},
+        {'P', "PERSID"},
+        {'Q', "BINPERSID"},
+        {'R', "REDUCE"},
+        {'S', "STRING"},
+        {'T', "BINSTRING"},
+        {'U', "SHORT_BINSTRING"},
+        {'V', "UNICODE"},
+        {'X', "BINUNICODE"},
+        {'a', "APPEND"},
+        {'b', "BUILD"},
+        {'c', "GLOBAL"},
+        {'d', "DICT"},
+        {'}', "EMPTY_DICT"},
+        {'e', "APPENDS"},
+        {'g', "GET"},
+        {'h', "BINGET"},
+        {'i', "INST"},
+        {'j', "LONG_BINGET"},
+        {'l', "LIST"},
+        {']', "EMPTY_LIST"},
+        {'o', "OBJ"},
+        {'p', "PUT"},
+        {'q', "BINPUT"},
+        {'r', "LONG_BINPUT"},
+        {'s', "SETITEM"},
+        {'t', "TUPLE"},
+        {')', "EMPTY_TUPLE"},
+        {'u', "SETITEMS"},
+        {'G', "BINFLOAT"},
+        {0x80, "PROTO"},
+        {0x81, "NEWOBJ"},
+        {0x82, "EXT1"},
+        {0x83, "EXT2"},
+        {0x84, "EXT4"},
+        {0x85, "TUPLE1"},
+        {0x86, "TUPLE2"},
+        {0x87, "TUPLE3"},
+        {0x88, "NEWTRUE"},
+        {0x89, "NEWFALSE"},
+        {0x8a, "LONG1"},
+        {0x8b, "LONG4"},
+        {'B', "BINBYTES"},
+        {'C', "SHORT_BINBYTES"},
+        {0x8c, "SHORT_BINUNICODE"},
+        {0x8d, "BINUNICODE8"},
+        {0x8e, "BINBYTES8"},
+        {0x8f, "EMPTY_SET"},
+        {0x90, "ADDITEMS"},
+        {0x91, "FROZENSET"},
+        {0x92, "NEWOBJ_EX"},
+        {0x93, "STACK_GLOBAL"},
+        {0x94, "MEMOIZE"},
+        {0x95, "FRAME"},
+        {0x96, "BYTEARRAY8"},
+        {0x97, "NEXT_BUFFER"},
+        {0x98, "READONLY_BUFFER"},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i].op == op) return table[i].name;
@@ -166,7 +217,7 @@ static int pk_extend(pk_vm *vm, int target, const int *items, int count) {
 }
 
 static int pk_push_string(pk_vm *vm, size_t n) {
-    const unsigned char *p;
+    const unsigned char *p = NULL;
     int rc = pk_read(vm, n, &p);
     int idx;
     if (rc == GEPARD_OK) rc = pk_push_new(vm, GP_PK_STR, &idx);
@@ -207,7 +258,8 @@ static int pk_push_global(pk_vm *vm, const char *module, size_t mlen, const char
                           size_t nlen) {
     for (size_t i = 0; i < sizeof pk_whitelist / sizeof pk_whitelist[0]; i++) {
         if (strlen(pk_whitelist[i].module) != mlen || strlen(pk_whitelist[i].name) != nlen ||
-            memcmp(pk_whitelist[i].module, module, mlen) || memcmp(pk_whitelist[i].name, name, nlen))
+            memcmp(pk_whitelist[i].module, module, mlen) ||
+            memcmp(pk_whitelist[i].name, name, nlen))
             continue;
         int idx, rc = pk_push_new(vm, GP_PK_GLOBAL, &idx);
         if (rc) return rc;
@@ -233,7 +285,8 @@ static int pk_push_global(pk_vm *vm, const char *module, size_t mlen, const char
 static int pk_op_global(pk_vm *vm) {
     const unsigned char *start = vm->data + vm->pos;
     size_t avail = vm->len - vm->pos;
-    const unsigned char *nl1 = memchr(start, '\n', avail < PK_MAX_GLOBAL_NAME ? avail : PK_MAX_GLOBAL_NAME);
+    const unsigned char *nl1 =
+        memchr(start, '\n', avail < PK_MAX_GLOBAL_NAME ? avail : PK_MAX_GLOBAL_NAME);
     if (!nl1) return pk_fail(vm, "GLOBAL without a module line");
     size_t rest = avail - (size_t)(nl1 + 1 - start);
     const unsigned char *nl2 =
@@ -245,7 +298,7 @@ static int pk_op_global(pk_vm *vm) {
 }
 
 static int pk_op_stack_global(pk_vm *vm) {
-    int name, module, rc = pk_pop(vm, &name);
+    int name = 0, module = 0, rc = pk_pop(vm, &name);
     if (rc == GEPARD_OK) rc = pk_pop(vm, &module);
     if (rc) return rc;
     gp_pickle_value *m = pk_val(vm, module), *n = pk_val(vm, name);
@@ -259,8 +312,9 @@ static int pk_int_tuple(pk_vm *vm, int tuple, int64_t *out, int *ndim, const cha
     gp_pickle_value *t = pk_val(vm, tuple);
     if (t->kind != GP_PK_TUPLE) return pk_fail(vm, what);
     if (t->n > GP_PICKLE_MAX_DIMS)
-        return gp_fail(vm->err, GEPARD_ERR_UNSUPPORTED, "%s: a tensor has %d dimensions (at most %d)",
-                       vm->origin, t->n, GP_PICKLE_MAX_DIMS);
+        return gp_fail(vm->err, GEPARD_ERR_UNSUPPORTED,
+                       "%s: a tensor has %d dimensions (at most %d)", vm->origin, t->n,
+                       GP_PICKLE_MAX_DIMS);
     for (int i = 0; i < t->n; i++) {
         gp_pickle_value *e = pk_val(vm, t->items[i]);
         if (e->kind != GP_PK_INT || e->i < 0) return pk_fail(vm, what);
@@ -299,7 +353,7 @@ static int pk_rebuild_tensor(pk_vm *vm, const gp_pickle_value *args, int *out) {
 }
 
 static int pk_op_reduce(pk_vm *vm) {
-    int args_idx, fn_idx, rc = pk_pop(vm, &args_idx);
+    int args_idx = 0, fn_idx = 0, rc = pk_pop(vm, &args_idx);
     if (rc == GEPARD_OK) rc = pk_pop(vm, &fn_idx);
     if (rc) return rc;
     gp_pickle_value *fn = pk_val(vm, fn_idx), *args = pk_val(vm, args_idx);
@@ -354,7 +408,7 @@ static int pk_storage_table_grow(pk_vm *vm) {
 }
 
 static int pk_op_binpersid(pk_vm *vm) {
-    int pid, rc = pk_pop(vm, &pid);
+    int pid = 0, rc = pk_pop(vm, &pid);
     if (rc) return rc;
     gp_pickle_value *t = pk_val(vm, pid);
     if (t->kind != GP_PK_TUPLE || t->n != 5)
@@ -416,7 +470,7 @@ static int pk_memo_get(pk_vm *vm, size_t index) {
 }
 
 static int pk_op_setitems(pk_vm *vm, bool single) {
-    int start, count, rc;
+    int start = 0, count = 0, rc;
     if (single) {
         if (vm->sp - (vm->nmarks ? vm->marks[vm->nmarks - 1] : 0) < 3)
             return pk_fail(vm, "stack underflow");
@@ -426,7 +480,7 @@ static int pk_op_setitems(pk_vm *vm, bool single) {
     } else if ((rc = pk_pop_mark(vm, &start, &count))) {
         return rc;
     }
-    int target;
+    int target = 0;
     if ((rc = pk_top(vm, &target))) return rc;
     if (pk_val(vm, target)->kind != GP_PK_DICT) return pk_fail(vm, "SETITEM(S) on a non-dict");
     if (count % 2) return pk_fail(vm, "SETITEMS with an odd number of items");
@@ -434,7 +488,7 @@ static int pk_op_setitems(pk_vm *vm, bool single) {
 }
 
 static int pk_op_appends(pk_vm *vm, bool single) {
-    int start, count, rc;
+    int start = 0, count = 0, rc;
     if (single) {
         if (vm->sp - (vm->nmarks ? vm->marks[vm->nmarks - 1] : 0) < 2)
             return pk_fail(vm, "stack underflow");
@@ -443,14 +497,14 @@ static int pk_op_appends(pk_vm *vm, bool single) {
     } else if ((rc = pk_pop_mark(vm, &start, &count))) {
         return rc;
     }
-    int target;
+    int target = 0;
     if ((rc = pk_top(vm, &target))) return rc;
     if (pk_val(vm, target)->kind != GP_PK_LIST) return pk_fail(vm, "APPEND(S) on a non-list");
     return pk_extend(vm, target, vm->stack + start, count);
 }
 
 static int pk_op_mark_collection(pk_vm *vm, gp_pickle_kind kind) {
-    int start, count, idx, rc = pk_pop_mark(vm, &start, &count);
+    int start = 0, count = 0, idx = 0, rc = pk_pop_mark(vm, &start, &count);
     if (rc) return rc;
     if (kind == GP_PK_TUPLE) {
         rc = pk_make_sequence(vm, GP_PK_TUPLE, vm->stack + start, count, &idx);
@@ -477,7 +531,7 @@ static int pk_push_int(pk_vm *vm, int64_t value, gp_pickle_kind kind) {
 }
 
 static int pk_op_long1(pk_vm *vm) {
-    const unsigned char *p;
+    const unsigned char *p = NULL;
     int rc = pk_read(vm, 1, &p);
     size_t n = rc ? 0 : p[0];
     if (rc == GEPARD_OK) rc = pk_read(vm, n, &p);
@@ -489,8 +543,8 @@ static int pk_op_long1(pk_vm *vm) {
 }
 
 static int pk_op_binfloat(pk_vm *vm) {
-    const unsigned char *p;
-    int rc = pk_read(vm, 8, &p), idx;
+    const unsigned char *p = NULL;
+    int rc = pk_read(vm, 8, &p), idx = 0;
     if (rc == GEPARD_OK) rc = pk_push_new(vm, GP_PK_FLOAT, &idx);
     if (rc) return rc;
     uint64_t bits = 0;
@@ -503,9 +557,9 @@ static int pk_op_binfloat(pk_vm *vm) {
 
 /* Execute one opcode; *stop set at STOP. */
 static int pk_step(pk_vm *vm, bool *stop) {
-    const unsigned char *p;
+    const unsigned char *p = NULL;
     vm->op_pos = vm->pos;
-    int rc = pk_read(vm, 1, &p), idx;
+    int rc = pk_read(vm, 1, &p), idx = 0;
     if (rc) return rc;
     unsigned char op = p[0];
     switch (op) {
@@ -575,10 +629,11 @@ static int pk_step(pk_vm *vm, bool *stop) {
     case 'a': return pk_op_appends(vm, true);
     case 'e': return pk_op_appends(vm, false);
     case 'b': { /* BUILD: the only use is OrderedDict._metadata — drop the state */
-        int state, target;
+        int state = 0, target = 0;
         if ((rc = pk_pop(vm, &state)) || (rc = pk_top(vm, &target))) return rc;
         gp_pickle_kind k = pk_val(vm, target)->kind;
-        if (k != GP_PK_DICT && k != GP_PK_TENSOR) return pk_fail(vm, "BUILD on an unexpected object");
+        if (k != GP_PK_DICT && k != GP_PK_TENSOR)
+            return pk_fail(vm, "BUILD on an unexpected object");
         return GEPARD_OK;
     }
     default:
@@ -594,8 +649,12 @@ int gp_pickle_load(const unsigned char *data, size_t len, const char *origin, gp
     *out = NULL;
     gp_pickle *pk = calloc(1, sizeof *pk);
     if (!pk) return gp_fail_oom(err, "pickle", sizeof *pk);
-    pk_vm vm = {.pk = pk, .data = data, .len = len, .origin = origin ? origin : "pickle",
-                .err = err, .memo_limit = len + 1024};
+    pk_vm vm = {.pk = pk,
+                .data = data,
+                .len = len,
+                .origin = origin ? origin : "pickle",
+                .err = err,
+                .memo_limit = len + 1024};
     if (len > (size_t)1 << 30) {
         free(pk);
         return gp_fail(err, GEPARD_ERR_FORMAT, "%s: pickle of %zu bytes is too large", vm.origin,

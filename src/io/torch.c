@@ -14,8 +14,8 @@
 #define TORCH_MAX_DEPTH 32
 #define TORCH_MAX_LEAVES (1u << 22)
 
-static const unsigned char legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                             0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+static const unsigned char legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c,
+                                             0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
 int gp_torch_is_legacy(const void *data, size_t size) {
     return size >= sizeof legacy_magic && memcmp(data, legacy_magic, sizeof legacy_magic) == 0;
@@ -167,8 +167,8 @@ static int torch_join_key(torch_reader *r, char *name, size_t len, const gp_pick
 }
 
 typedef struct torch_frame {
-    int dict, next;   /* dict value index, next pair to visit */
-    size_t name_len;  /* length of the name prefix of this dict */
+    int dict, next;  /* dict value index, next pair to visit */
+    size_t name_len; /* length of the name prefix of this dict */
 } torch_frame;
 
 /* Walk nested dicts without recursion, emitting tensors and scalars. */

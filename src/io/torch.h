@@ -48,7 +48,7 @@ typedef struct gp_torch_scalar {
 
 typedef struct gp_torch_file {
     char *origin;
-    gp_mapped_file map; /* when opened from a path */
+    gp_mapped_file map;       /* when opened from a path */
     gp_torch_tensor *tensors; /* in the order the checkpoint lists them */
     size_t count;
     gp_torch_scalar *scalars;

@@ -76,8 +76,8 @@ static int yaml_handle_event(yaml_builder *b, const yaml_event_t *ev, gp_error *
         return 0;
     case YAML_ALIAS_EVENT:
         return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
-                       "%s:%d: YAML aliases (*name) are not supported in config files",
-                       doc->origin, line);
+                       "%s:%d: YAML aliases (*name) are not supported in config files", doc->origin,
+                       line);
     case YAML_SCALAR_EVENT: {
         if (want_key) {
             b->pending_key = strdup((const char *)ev->data.scalar.value);
@@ -198,8 +198,7 @@ bool gp_yaml_is_null(const gp_yaml_node *node) {
     return v[0] == '\0' || strcmp(v, "~") == 0 || strcasecmp(v, "null") == 0;
 }
 
-const char *gp_yaml_path(const gp_yaml_doc *doc, const gp_yaml_node *node, char *buf,
-                         size_t size) {
+const char *gp_yaml_path(const gp_yaml_doc *doc, const gp_yaml_node *node, char *buf, size_t size) {
     /* Collect the chain from the node up to the root, then print it top-down. */
     int chain[YAML_MAX_DEPTH + 1], n = 0;
     for (int i = (int)(node - doc->nodes); i > 0 && n <= YAML_MAX_DEPTH; i = doc->nodes[i].parent)
@@ -261,8 +260,7 @@ static int yaml_type_error(const gp_yaml_doc *doc, const gp_yaml_node *node, con
         return gp_fail(err, GEPARD_ERR_FORMAT, "%s:%d: %s: expected %s, got \"%.80s\"", doc->origin,
                        node->line, path, what, node->value);
     return gp_fail(err, GEPARD_ERR_FORMAT, "%s:%d: %s: expected %s, got a %s", doc->origin,
-                   node->line, path, what,
-                   node->kind == GP_YAML_MAPPING ? "mapping" : "sequence");
+                   node->line, path, what, node->kind == GP_YAML_MAPPING ? "mapping" : "sequence");
 }
 
 /* The value under key, or NULL when absent or null. */
@@ -317,7 +315,8 @@ int gp_yaml_get_int_list(const gp_yaml_doc *doc, const gp_yaml_node *map, const 
         *n = fallback_n;
         return GEPARD_OK;
     }
-    if (node->kind != GP_YAML_SEQUENCE) return yaml_type_error(doc, node, "a list of integers", err);
+    if (node->kind != GP_YAML_SEQUENCE)
+        return yaml_type_error(doc, node, "a list of integers", err);
     if (node->count > max) {
         char path[512];
         return gp_fail(err, GEPARD_ERR_FORMAT, "%s:%d: %s: has %d items, at most %d are supported",

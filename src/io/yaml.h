@@ -50,8 +50,7 @@ const gp_yaml_node *gp_yaml_child(const gp_yaml_doc *doc, const gp_yaml_node *no
 /* True for a plain scalar null ("", "~", "null"). */
 bool gp_yaml_is_null(const gp_yaml_node *node);
 /* The dotted path of a node ("audio_decoder.up_sample_rates.2") into buf. */
-const char *gp_yaml_path(const gp_yaml_doc *doc, const gp_yaml_node *node, char *buf,
-                         size_t size);
+const char *gp_yaml_path(const gp_yaml_doc *doc, const gp_yaml_node *node, char *buf, size_t size);
 
 /* Typed getters on mapping `map`: absent key or null stores `fallback`; a value of the
  * wrong type fails with the file, line and dotted path. */

@@ -53,8 +53,8 @@ static int zip_read_directory(const gp_zip *z, zip_directory *dir, gp_error *err
     dir->count = rd16(e + 10);
     dir->cd_size = rd32(e + 12);
     dir->cd_offset = rd32(e + 16);
-    bool zip64 = dir->count == 0xFFFF || dir->cd_size == 0xFFFFFFFFu ||
-                 dir->cd_offset == 0xFFFFFFFFu;
+    bool zip64 =
+        dir->count == 0xFFFF || dir->cd_size == 0xFFFFFFFFu || dir->cd_offset == 0xFFFFFFFFu;
     if (eocd >= 20 && rd32(d + eocd - 20) == ZIP64_LOCATOR_SIG) {
         uint64_t rec = rd64(d + eocd - 20 + 8);
         if (rec > z->size || z->size - rec < 56 || rd32(d + rec) != ZIP64_EOCD_SIG)
@@ -81,8 +81,8 @@ static int zip_read_directory(const gp_zip *z, zip_directory *dir, gp_error *err
 }
 
 /* Apply a ZIP64 extra field (id 1) to the 32-bit values that overflowed. */
-static int zip_apply_zip64(const unsigned char *extra, size_t len, uint64_t *size,
-                           uint64_t *stored, uint64_t *offset) {
+static int zip_apply_zip64(const unsigned char *extra, size_t len, uint64_t *size, uint64_t *stored,
+                           uint64_t *offset) {
     for (size_t p = 0; p + 4 <= len;) {
         uint16_t id = rd16(extra + p), n = rd16(extra + p + 2);
         if (p + 4 + n > len) return -1;
@@ -103,12 +103,11 @@ static int zip_apply_zip64(const unsigned char *extra, size_t len, uint64_t *siz
     return 0;
 }
 
-static int zip_read_entry(gp_zip *z, size_t *pos, size_t cd_end, gp_zip_entry *out,
-                          gp_error *err) {
+static int zip_read_entry(gp_zip *z, size_t *pos, size_t cd_end, gp_zip_entry *out, gp_error *err) {
     const unsigned char *d = z->data, *c = d + *pos;
     if (cd_end - *pos < ZIP_CENTRAL_SIZE || rd32(c) != ZIP_CENTRAL_SIG)
-        return gp_fail(err, GEPARD_ERR_FORMAT,
-                       "%s: corrupt zip central directory at byte %zu", z->origin, *pos);
+        return gp_fail(err, GEPARD_ERR_FORMAT, "%s: corrupt zip central directory at byte %zu",
+                       z->origin, *pos);
     size_t name_len = rd16(c + 28), extra_len = rd16(c + 30), comment_len = rd16(c + 32);
     if (cd_end - *pos - ZIP_CENTRAL_SIZE < name_len + extra_len + comment_len)
         return gp_fail(err, GEPARD_ERR_FORMAT, "%s: a zip directory record runs past its end",
@@ -132,8 +131,8 @@ static int zip_read_entry(gp_zip *z, size_t *pos, size_t cd_end, gp_zip_entry *o
         return gp_fail(err, GEPARD_ERR_FORMAT,
                        "%s: record %s runs past the end of the file (%llu bytes at offset %llu, "
                        "file has %zu) — the file is truncated",
-                       z->origin, out->name, (unsigned long long)stored,
-                       (unsigned long long)data, z->size);
+                       z->origin, out->name, (unsigned long long)stored, (unsigned long long)data,
+                       z->size);
     if (out->method == 0 && stored != size)
         return gp_fail(err, GEPARD_ERR_FORMAT, "%s: stored record %s has inconsistent sizes",
                        z->origin, out->name);

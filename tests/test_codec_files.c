@@ -319,3 +319,32 @@ TEST(codec_yaml_defaults_and_model_section) {
     CHECK_ERR_CONTAINS(gp_yaml_parse(alias, strlen(alias), "alias.yaml", &doc, &err), &err,
                        "aliases");
 }
+
+TEST(codec_refuses_zero_weight_norm) {
+    gp_error err;
+    fixture_parts p;
+    REQUIRE_OK(load_parts(&p, &err), &err);
+    const char *victim = "audio_decoder.post_conv.conv.parametrizations.weight.original1";
+    gp_st_writer *w = gp_st_writer_create(); /* the state dict, one weight zeroed */
+    for (size_t i = 0; i < p.torch->count; i++) {
+        const gp_torch_tensor *x = &p.torch->tensors[i];
+        const void *data = x->data;
+        void *zeros = NULL;
+        if (strcmp(x->name, victim) == 0) data = zeros = calloc(1, x->nbytes);
+        REQUIRE_OK(gp_st_writer_add_copy(w, x->name, x->dtype, x->ndim, x->shape, data, &err),
+                   &err);
+        free(zeros);
+    }
+    const char *dir = test_tmp("zero");
+    char path[1024];
+    REQUIRE(gp_make_dirs(dir, &err) == 0);
+    snprintf(path, sizeof path, "%s/model_config.yaml", dir);
+    REQUIRE(test_write_file(path, p.nemo.config, p.nemo.config_size) == 0);
+    snprintf(path, sizeof path, "%s/model_weights.safetensors", dir);
+    REQUIRE_OK(gp_st_writer_write(w, path, &err), &err);
+    gp_st_writer_free(w);
+    gp_codec *c = NULL;
+    CHECK_ERR_CONTAINS(gp_codec_load(dir, NULL, &c, &err), &err, "all-zero");
+    CHECK(strstr(err.message, victim) != NULL);
+    free_parts(&p);
+}

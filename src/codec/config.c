@@ -218,10 +218,15 @@ static int cfg_quantizer(cfg_ctx *c, const gp_yaml_node *model, gp_codec_fsq_con
         return gp_fail(c->err, GEPARD_ERR_FORMAT,
                        "%s: vector_quantizer.num_levels_per_group is missing or empty",
                        c->doc->origin);
+    long long codebook = 1;
     for (int i = 0; i < fsq->n_levels; i++) {
         if (levels[i] < 2 || levels[i] > CFG_MAX_LEVEL)
             return cfg_bad(c, "num_levels_per_group", "%lld, expected 2..65536 levels", levels[i]);
         fsq->levels[i] = (int)levels[i];
+        codebook *= levels[i];
+        if (codebook > 0x7fffffffLL)
+            return cfg_bad(c, "num_levels_per_group",
+                           "too large: the product of the levels exceeds 2^31%.0lld", 0);
     }
     if ((rc = gp_yaml_get_double(c->doc, m, "eps", 1e-3, &fsq->eps, c->err))) return rc;
     if (!(fsq->eps >= 0 && fsq->eps < 1))

@@ -59,6 +59,7 @@ void gp_fsq_quantize(const gp_fsq *fsq, const float *latent, size_t ld, size_t f
         int d = c % fsq->n_levels, L = fsq->levels[d];
         for (size_t t = 0; t < frames; t++) {
             float q = rintf(gp_fsq_compress(fsq, c, latent[(size_t)c * ld + t])); /* half-even */
+            if (!(q == q)) q = 0.0f; /* NaN input (a broken encoder output): middle code */
             int k = (int)q + fsq->half[d];
             if (k < 0) k = 0; /* unreachable for finite input; guards NaN */
             if (k >= L) k = L - 1;

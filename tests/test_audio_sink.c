@@ -25,7 +25,8 @@ static void write_file(gp_audio_format f, const char *path, const float *x) {
     gp_error err;
     REQUIRE_OK(gp_audio_sink_open_file(path, f, RATE, &s, &err), &err);
     /* odd chunk sizes, like frames arriving */
-    for (int i = 0; i < N; i += 1000) REQUIRE_OK(gp_audio_sink_write(s, x + i, N - i < 1000 ? N - i : 1000, &err), &err);
+    for (int i = 0; i < N; i += 1000)
+        REQUIRE_OK(gp_audio_sink_write(s, x + i, N - i < 1000 ? N - i : 1000, &err), &err);
     REQUIRE_OK(gp_audio_sink_close(s, true, &err), &err);
 }
 
@@ -34,6 +35,7 @@ static float *read_back(const char *path, int *rate, sf_count_t *frames) {
     memset(&info, 0, sizeof info);
     SNDFILE *sf = sf_open(path, SFM_READ, &info);
     if (!sf) return NULL;
+    if (info.frames <= 0 || info.frames > 10 * N) info.frames = 10 * N;
     float *y = calloc((size_t)info.frames + 4096, sizeof(float));
     *frames = sf_readf_float(sf, y, info.frames + 4096);
     *rate = info.samplerate;
@@ -49,7 +51,8 @@ TEST(audio_sink_lossless_formats_round_trip) {
         gp_audio_format f;
         const char *name;
         double tol;
-    } cases[] = {{GP_AUDIO_WAV16, "a.wav", 1.0 / 32767}, {GP_AUDIO_WAV_FLOAT, "b.wav", 0},
+    } cases[] = {{GP_AUDIO_WAV16, "a.wav", 1.0 / 32767},
+                 {GP_AUDIO_WAV_FLOAT, "b.wav", 0},
                  {GP_AUDIO_FLAC, "c.flac", 1.0 / 32767}};
     for (size_t k = 0; k < 3; k++) {
         write_file(cases[k].f, test_tmp(cases[k].name), x);
@@ -104,7 +107,10 @@ TEST(audio_sink_streamed_wav_and_pcm) {
     REQUIRE_OK(gp_audio_sink_write(s, x, 100, &err), &err);
     REQUIRE_OK(gp_audio_sink_close(s, true, &err), &err);
     CHECK_EQ_INT(b.len, 44 + 200);
-    CHECK(memcmp(b.data, "RIFF\xff\xff\xff\xff" "WAVE", 12) == 0);
+    CHECK(memcmp(b.data,
+                 "RIFF\xff\xff\xff\xff"
+                 "WAVE",
+                 12) == 0);
     CHECK(memcmp(b.data + 36, "data\xff\xff\xff\xff", 8) == 0);
     gp_buf_clear(&b);
     REQUIRE_OK(gp_audio_sink_open_stream(collect, &b, GP_AUDIO_PCM16, RATE, &s, &err), &err);

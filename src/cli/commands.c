@@ -3,6 +3,8 @@
 
 #include <stddef.h>
 
+#include "cli/cli_codec.h"
+
 int cli_tokenize(int argc, char **argv);
 int cli_codes(int argc, char **argv);
 int cli_synth(int argc, char **argv);
@@ -10,6 +12,9 @@ int cli_synth(int argc, char **argv);
 const cli_command cli_commands[] = {
     {"tokenize", "print the token ids of a text (JSON)", cli_tokenize},
     {"codes", "generate audio codes for a text (JSON)", cli_codes},
+    {"decode", "decode NanoCodec codes (JSON) to a WAV or raw float32 file", cli_decode},
+    {"encode", "encode mono audio to NanoCodec codes (JSON)", cli_encode},
+    {"info", "describe a model file (.nemo codec, .safetensors, torch checkpoint)", cli_info},
     {"synth", "write a synthetic real-size checkpoint for benchmarks", cli_synth},
     {NULL, NULL, NULL},
 };

@@ -15,11 +15,8 @@
 #define ENGINE_KV_BLOCK 16
 
 gepard_engine_params gepard_engine_default_params(void) {
-    gepard_engine_params p = {.threads = 0,
-                              .max_streams = 16,
-                              .max_queue = 64,
-                              .prefill_chunk = 256,
-                              .kv_cache_mb = 0};
+    gepard_engine_params p = {
+        .threads = 0, .max_streams = 16, .max_queue = 64, .prefill_chunk = 256, .kv_cache_mb = 0};
     return p;
 }
 
@@ -272,7 +269,8 @@ void gepard_engine_free(gepard_engine *e) {
     if (e->thread_started) {
         pthread_mutex_lock(&e->lock);
         e->stopping = true;
-        for (gepard_stream *s = e->queue_head; s; s = s->next) atomic_store(&s->cancel_requested, 1);
+        for (gepard_stream *s = e->queue_head; s; s = s->next)
+            atomic_store(&s->cancel_requested, 1);
         for (gepard_stream *s = e->active; s; s = s->next) atomic_store(&s->cancel_requested, 1);
         pthread_cond_broadcast(&e->wake);
         pthread_mutex_unlock(&e->lock);

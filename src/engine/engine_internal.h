@@ -34,7 +34,7 @@ struct gepard_stream {
     int prefix_rows;
     const gp_lora_adapter *lora;
     /* progress (engine thread only) */
-    gp_gen_stream *gen; /* current segment */
+    gp_gen_stream *gen;   /* current segment */
     int frames_delivered; /* frames of `gen` already sent to the codec */
     gepard_codec_stream *codec_stream;
     float *pcm; /* one frame of samples */

@@ -22,8 +22,7 @@ static gepard_status stream_setup(gepard_engine *e, gepard_stream *s, const char
     s->params = *p;
     s->split = p->split_text != 0;
     if (gp_synth_params_convert(p, &s->gen_params, err)) return (gepard_status)err->code;
-    if (!text)
-        return (gepard_status)gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "no text given");
+    if (!text) return (gepard_status)gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "no text given");
     int rc = gp_text_clean(text, strlen(text), p->max_text_bytes, &s->text, &s->text_len, err);
     if (rc) return (gepard_status)rc;
     if (p->voice) {
@@ -162,8 +161,10 @@ gepard_status gepard_stream_start(gepard_engine *e, const char *text,
     atomic_init(&s->cancel_requested, 0);
     s->start_time = gp_now_s();
     gepard_status st = stream_setup(e, s, text, params, &err);
-    if (st == GEPARD_OK) st = gp_engine_enqueue(e, s);
-    else gp_api_fail(&err);
+    if (st == GEPARD_OK)
+        st = gp_engine_enqueue(e, s);
+    else
+        gp_api_fail(&err);
     if (st != GEPARD_OK) {
         gp_stream_release_resources(e, s);
         pthread_cond_destroy(&s->finished);

@@ -131,6 +131,26 @@ static FLAC__StreamEncoderWriteStatus flac_write_cb(const FLAC__StreamEncoder *e
                                          : FLAC__STREAM_ENCODER_WRITE_STATUS_OK;
 }
 
+/* Files are seekable: let libFLAC patch STREAMINFO (length, MD5) at the end. */
+static FLAC__StreamEncoderSeekStatus flac_seek_cb(const FLAC__StreamEncoder *enc,
+                                                  FLAC__uint64 offset, void *user) {
+    (void)enc;
+    gp_audio_sink *s = user;
+    return fseeko(s->file.fp, (off_t)offset, SEEK_SET) == 0
+               ? FLAC__STREAM_ENCODER_SEEK_STATUS_OK
+               : FLAC__STREAM_ENCODER_SEEK_STATUS_ERROR;
+}
+
+static FLAC__StreamEncoderTellStatus flac_tell_cb(const FLAC__StreamEncoder *enc,
+                                                  FLAC__uint64 *offset, void *user) {
+    (void)enc;
+    gp_audio_sink *s = user;
+    off_t pos = ftello(s->file.fp);
+    if (pos < 0) return FLAC__STREAM_ENCODER_TELL_STATUS_ERROR;
+    *offset = (FLAC__uint64)pos;
+    return FLAC__STREAM_ENCODER_TELL_STATUS_OK;
+}
+
 static int opus_write_cb(void *user, const unsigned char *ptr, opus_int32 len) {
     return sink_out(user, ptr, (size_t)len);
 }
@@ -155,8 +175,9 @@ static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
         FLAC__stream_encoder_set_bits_per_sample(s->flac, 16);
         FLAC__stream_encoder_set_sample_rate(s->flac, (uint32_t)s->rate);
         FLAC__stream_encoder_set_compression_level(s->flac, 5);
-        if (FLAC__stream_encoder_init_stream(s->flac, flac_write_cb, NULL, NULL, NULL, s) !=
-            FLAC__STREAM_ENCODER_INIT_STATUS_OK)
+        if (FLAC__stream_encoder_init_stream(
+                s->flac, flac_write_cb, s->is_file ? flac_seek_cb : NULL,
+                s->is_file ? flac_tell_cb : NULL, NULL, s) != FLAC__STREAM_ENCODER_INIT_STATUS_OK)
             return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the FLAC encoder");
         return 0;
     }
@@ -276,8 +297,9 @@ static int sink_encode_chunk(gp_audio_sink *s, const float *x, size_t n) {
     }
     case GP_AUDIO_FLAC:
         for (size_t i = 0; i < n; i++) s->i32[i] = to_s16(x[i]);
-        return FLAC__stream_encoder_process_interleaved(s->flac, s->i32, (uint32_t)n) ? s->write_failed
-                                                                                      : 1;
+        return FLAC__stream_encoder_process_interleaved(s->flac, s->i32, (uint32_t)n)
+                   ? s->write_failed
+                   : 1;
     case GP_AUDIO_OPUS:
         return ope_encoder_write_float(s->opus, x, (int)n) != OPE_OK || s->write_failed;
     case GP_AUDIO_MP3: {
@@ -327,7 +349,8 @@ int gp_audio_sink_close(gp_audio_sink *s, bool commit, gp_error *err) {
     if (!s) return GEPARD_OK;
     int rc = GEPARD_OK;
     if (commit && sink_finish_encoder(s))
-        rc = gp_fail(err, GEPARD_ERR_IO, "cannot finish the %s output (disk full, or the reader "
+        rc = gp_fail(err, GEPARD_ERR_IO,
+                     "cannot finish the %s output (disk full, or the reader "
                      "went away)",
                      gp_audio_format_name(s->format));
     if (s->is_file) {

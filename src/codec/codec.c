@@ -1,0 +1,177 @@
+/* codec.c — loading the NanoCodec and the decode / encode entry points (see codec.h). */
+#include "codec/codec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+void gp_codec_options_default(gp_codec_options *opt) {
+    opt->reference = false;
+    opt->n_threads = 1;
+}
+
+/* The int32 FSQ buffers, when present, must agree with the YAML levels. */
+static int codec_check_fsq_buffers(const gp_codec_source *src, const gp_codec_config *cfg,
+                                   gp_error *err) {
+    for (int g = 0; g < cfg->fsq.num_groups; g++) {
+        char name[128];
+        snprintf(name, sizeof name, "vector_quantizer.fsqs.%d.num_levels", g);
+        const gp_codec_tensor *t = gp_codec_source_find(src, name);
+        if (!t) continue;
+        if ((t->dtype != GP_I32 && t->dtype != GP_I64) || t->numel != (size_t)cfg->fsq.n_levels)
+            return gp_fail(err, GEPARD_ERR_FORMAT, "%s: tensor %s should hold %d integer levels",
+                           src->weights_origin, name, cfg->fsq.n_levels);
+        for (int d = 0; d < cfg->fsq.n_levels; d++) {
+            int64_t v = gp_dtype_read_int(t->dtype, t->data, (size_t)d);
+            if (v != cfg->fsq.levels[d])
+                return gp_fail(err, GEPARD_ERR_FORMAT,
+                               "%s: tensor %s says dimension %d has %lld levels but "
+                               "model_config.yaml (vector_quantizer.num_levels_per_group) says "
+                               "%d — does the config belong to these weights?",
+                               src->weights_origin, name, d, (long long)v, cfg->fsq.levels[d]);
+        }
+    }
+    return GEPARD_OK;
+}
+
+int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt, gp_codec **out,
+                         gp_error *err) {
+    *out = NULL;
+    gp_codec_options defaults;
+    if (!opt) {
+        gp_codec_options_default(&defaults);
+        opt = &defaults;
+    }
+    gp_codec *c = calloc(1, sizeof *c);
+    if (!c) return gp_fail_oom(err, "codec", sizeof *c);
+    int rc = gp_codec_config_parse(src->yaml, &c->cfg, err);
+    if (rc == GEPARD_OK) rc = codec_check_fsq_buffers(src, &c->cfg, err);
+    if (rc == GEPARD_OK) {
+        gp_fsq_init(&c->fsq, &c->cfg.fsq);
+        rc = gp_codec_decoder_load(&c->dec, &c->cfg, src, err);
+    }
+    if (rc == GEPARD_OK) rc = gp_codec_encoder_load(&c->enc, &c->cfg, src, err);
+    if (rc == GEPARD_OK && opt->n_threads > 1) rc = gp_pool_create(opt->n_threads, &c->pool, err);
+    if (rc) {
+        gp_codec_free(c);
+        return rc;
+    }
+    c->dec.reference = c->enc.reference = opt->reference;
+    c->dec.pool = c->enc.pool = c->pool;
+    *out = c;
+    return GEPARD_OK;
+}
+
+int gp_codec_load(const char *path, const gp_codec_options *opt, gp_codec **out, gp_error *err) {
+    *out = NULL;
+    gp_codec_source *src;
+    int rc = gp_codec_source_open(path, &src, err);
+    if (rc) return rc;
+    rc = gp_codec_load_source(src, opt, out, err);
+    gp_codec_source_free(src);
+    return rc;
+}
+
+void gp_codec_free(gp_codec *c) {
+    if (!c) return;
+    gp_codec_decoder_free(&c->dec);
+    gp_codec_encoder_free(&c->enc);
+    gp_pool_free(c->pool);
+    free(c);
+}
+
+int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out, gp_error *err) {
+    *out = NULL;
+    gp_codec_code_stream *s = calloc(1, sizeof *s);
+    if (!s) return gp_fail_oom(err, "codec stream", sizeof *s);
+    s->codec = codec;
+    size_t n = (size_t)codec->fsq.channels * GP_CODEC_STEP_FRAMES;
+    s->latent = gp_aligned_alloc(n * sizeof(float));
+    int rc = s->latent ? gp_codec_stream_create(&codec->dec, &s->stream, err)
+                       : gp_fail_oom(err, "codec stream", n * sizeof(float));
+    if (rc) {
+        gp_codec_code_stream_free(s);
+        return rc;
+    }
+    *out = s;
+    return GEPARD_OK;
+}
+
+void gp_codec_code_stream_free(gp_codec_code_stream *s) {
+    if (!s) return;
+    gp_codec_stream_free(s->stream);
+    gp_aligned_free(s->latent);
+    free(s);
+}
+
+void gp_codec_code_stream_reset(gp_codec_code_stream *s) { gp_codec_stream_reset(s->stream); }
+
+int gp_codec_code_stream_push(gp_codec_code_stream *s, const int32_t *codes, size_t frames,
+                              float *pcm, gp_error *err) {
+    const gp_codec *c = s->codec;
+    int rc = gp_fsq_check_codes(&c->fsq, codes, frames, err);
+    if (rc) return rc;
+    const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
+    for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
+        size_t n = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
+        gp_fsq_dequantize(&c->fsq, codes + f * C, n, s->latent, GP_CODEC_STEP_FRAMES);
+        gp_codec_stream_push_latent(s->stream, s->latent, GP_CODEC_STEP_FRAMES, n, pcm + f * spf);
+    }
+    return GEPARD_OK;
+}
+
+int gp_codec_decode(const gp_codec *codec, const int32_t *codes, size_t frames, float *pcm,
+                    gp_error *err) {
+    gp_codec_code_stream *s;
+    int rc = gp_codec_code_stream_create(codec, &s, err);
+    if (rc) return rc;
+    rc = gp_codec_code_stream_push(s, codes, frames, pcm, err);
+    gp_codec_code_stream_free(s);
+    return rc;
+}
+
+int gp_codec_encode(const gp_codec *codec, const float *audio, size_t n, int32_t **codes,
+                    size_t *frames, float **latent, gp_error *err) {
+    *codes = NULL;
+    *frames = 0;
+    if (latent) *latent = NULL;
+    const size_t spf = (size_t)codec->cfg.samples_per_frame, C = (size_t)codec->fsq.channels;
+    if (n == 0)
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "cannot encode empty audio (0 samples)");
+    size_t T = (n + spf - 1) / spf, padded;
+    if (gp_mul_size(T, spf, &padded) != 0 || padded > ((size_t)1 << 34))
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "audio of %zu samples is too long", n);
+    float *input = gp_aligned_calloc(padded, sizeof(float)); /* zero-padded to whole frames */
+    float *lat = gp_aligned_alloc(C * T * sizeof(float));
+    int32_t *out = malloc(C * T * sizeof(int32_t));
+    int rc = GEPARD_OK;
+    if (!input || !lat || !out) rc = gp_fail_oom(err, "encoder input", padded * sizeof(float));
+    if (rc == GEPARD_OK) {
+        memcpy(input, audio, n * sizeof(float));
+        rc = gp_codec_encoder_run(&codec->enc, input, padded, lat, err);
+    }
+    gp_aligned_free(input);
+    if (rc == GEPARD_OK) {
+        gp_fsq_quantize(&codec->fsq, lat, T, T, out);
+        *codes = out;
+        *frames = T;
+        out = NULL;
+        if (latent) {
+            *latent = malloc(C * T * sizeof(float));
+            if (*latent)
+                memcpy(*latent, lat, C * T * sizeof(float));
+            else
+                rc = gp_fail_oom(err, "latent", C * T * sizeof(float));
+        }
+    }
+    if (rc) {
+        free(*codes);
+        *codes = NULL;
+        *frames = 0;
+    }
+    free(out);
+    gp_aligned_free(lat);
+    return rc;
+}

@@ -1,0 +1,68 @@
+/* codec.h — the NanoCodec as one object: config, FSQ, decoder and encoder.
+ *
+ * gp_codec_load opens any container codec/source.h accepts, reads the config,
+ * checks every tensor shape against it, folds weight norm and keeps only what
+ * inference needs (the file's memory is released). The codec is then
+ * read-only: any number of threads may decode and encode with it at once,
+ * each through its own gp_codec_code_stream (state) or one-shot call.
+ *
+ * Layouts: codes are frame-major [T][C] int32 per-dimension codes (Gepard's
+ * unfolded order, C = num_groups * len(levels)); audio is mono f32 in [-1, 1].
+ */
+#ifndef GP_CODEC_CODEC_H
+#define GP_CODEC_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/pool.h"
+#include "codec/config.h"
+#include "codec/decoder.h"
+#include "codec/encoder.h"
+#include "codec/fsq.h"
+
+typedef struct gp_codec_options {
+    bool reference; /* plain reference kernels instead of the BLAS/SIMD ones */
+    int n_threads;  /* threads for the fast kernels (<= 1: the calling thread only) */
+} gp_codec_options;
+
+typedef struct gp_codec {
+    gp_codec_config cfg;
+    gp_fsq fsq;
+    gp_codec_decoder dec;
+    gp_codec_encoder enc;
+    gp_pool *pool;
+} gp_codec;
+
+void gp_codec_options_default(gp_codec_options *opt);
+int gp_codec_load(const char *path, const gp_codec_options *opt, gp_codec **out, gp_error *err);
+int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt, gp_codec **out,
+                         gp_error *err);
+void gp_codec_free(gp_codec *codec);
+
+/* A decoding stream: the decoder state plus room to dequantise codes. */
+typedef struct gp_codec_code_stream {
+    const gp_codec *codec;
+    gp_codec_stream *stream;
+    float *latent; /* [channels][GP_CODEC_STEP_FRAMES] */
+} gp_codec_code_stream;
+
+int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out, gp_error *err);
+void gp_codec_code_stream_free(gp_codec_code_stream *s);
+void gp_codec_code_stream_reset(gp_codec_code_stream *s);
+/* Decode `frames` frames of codes [frames][C] into frames * samples_per_frame samples.
+ * Codes are range-checked first; on error nothing is decoded and the state is unchanged. */
+int gp_codec_code_stream_push(gp_codec_code_stream *s, const int32_t *codes, size_t frames,
+                              float *pcm, gp_error *err);
+
+/* One-shot decode: a fresh stream fed all frames. pcm holds frames * samples_per_frame. */
+int gp_codec_decode(const gp_codec *codec, const int32_t *codes, size_t frames, float *pcm,
+                    gp_error *err);
+
+/* Encode n samples: zero-pad to whole frames, run the encoder, quantise. Outputs are
+ * malloc'd: codes [T][C], latent [C][T] (may be NULL if not wanted). */
+int gp_codec_encode(const gp_codec *codec, const float *audio, size_t n, int32_t **codes,
+                    size_t *frames, float **latent, gp_error *err);
+
+#endif

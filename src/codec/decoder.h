@@ -1,0 +1,82 @@
+/* decoder.h — NeMo's CausalHiFiGANDecoder (CODEC.md §A) as a stateful streaming decoder.
+ *
+ * latent [D][T] -> pre_conv -> per stage: activation, grouped causal transposed conv,
+ * residual layer (mean of one residual block chain per kernel size) -> post activation ->
+ * post_conv -> clamp or tanh -> samples_per_frame samples per frame.
+ *
+ * Every convolution is causal, so a decoder that remembers each convolution's last
+ * inputs (its left context, CODEC.md §E.3) can take frames in chunks of any size and
+ * produce exactly the samples a whole-utterance decode would: a stream keeps that state.
+ * The one-shot decode IS a stream fed all frames; internally every push is processed in
+ * steps of at most GP_CODEC_STEP_FRAMES frames, which bounds memory, and each output
+ * sample is accumulated in an order that does not depend on the chunking, so any
+ * chunking gives bit-identical samples. The weights are shared read-only between any
+ * number of streams (each used by one thread at a time).
+ */
+#ifndef GP_CODEC_DECODER_H
+#define GP_CODEC_DECODER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/pool.h"
+#include "codec/config.h"
+#include "codec/source.h"
+#include "compute/conv.h"
+
+#define GP_CODEC_STEP_FRAMES 8
+
+/* A causal layer and where its left context lives in a stream's state. */
+typedef struct gp_codec_causal {
+    gp_conv1d conv;   /* stride-1 causal conv (when not transposed) */
+    gp_convt1d convt; /* transposed conv (when transposed) */
+    bool transposed;
+    int hist;          /* input samples of left context per input channel */
+    size_t state_off;  /* floats into the stream state */
+    size_t frame_cols; /* samples per codec frame at this layer: the fast conv's block */
+} gp_codec_causal;
+
+typedef struct gp_codec_dec_block { /* ResidualBlock */
+    gp_act in_act, skip_act;
+    gp_codec_causal in_conv, skip_conv;
+} gp_codec_dec_block;
+
+typedef struct gp_codec_dec_stage {
+    int c_in, c_out, rate;
+    gp_act act;
+    gp_codec_causal up;
+    gp_codec_dec_block *blocks; /* [n_kernels][n_dilations] */
+} gp_codec_dec_stage;
+
+typedef struct gp_codec_decoder {
+    gp_codec_decoder_config cfg;
+    int samples_per_frame;
+    gp_codec_causal pre;
+    gp_codec_dec_stage stages[GP_CODEC_MAX_STAGES];
+    gp_act post_act;
+    gp_codec_causal post;
+    size_t state_floats; /* total left context of all layers */
+    size_t buf_floats;   /* size of each work buffer for one step */
+    size_t scratch_floats;
+    bool reference; /* use the reference kernels instead of the fast ones */
+    gp_pool *pool;  /* optional threads for the fast kernels (not owned) */
+} gp_codec_decoder;
+
+int gp_codec_decoder_load(gp_codec_decoder *dec, const gp_codec_config *cfg,
+                          const gp_codec_source *src, gp_error *err);
+void gp_codec_decoder_free(gp_codec_decoder *dec);
+/* Multiply-accumulates per frame (for reports). */
+double gp_codec_decoder_macs_per_frame(const gp_codec_decoder *dec);
+
+typedef struct gp_codec_stream gp_codec_stream;
+
+int gp_codec_stream_create(const gp_codec_decoder *dec, gp_codec_stream **out, gp_error *err);
+void gp_codec_stream_free(gp_codec_stream *s);
+/* Forget all context: the next push starts a new utterance. */
+void gp_codec_stream_reset(gp_codec_stream *s);
+/* Decode `frames` latent frames (rows [input_dim], row stride ld) into
+ * frames * samples_per_frame samples at pcm. */
+void gp_codec_stream_push_latent(gp_codec_stream *s, const float *latent, size_t ld, size_t frames,
+                                 float *pcm);
+
+#endif

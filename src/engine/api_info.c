@@ -1,0 +1,197 @@
+/* api_info.c — gepard_describe_file(): what a model file holds, for `gepard info`.
+ *
+ * A table of describers is tried in order; the first whose probe accepts the path
+ * writes the description. Today: NeMo codecs (a .nemo archive, or a state dict with
+ * model_config.yaml beside it, or a codec directory), any .safetensors file and any
+ * torch.save checkpoint. Gepard model directories are added here the same way.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "codec/config.h"
+#include "codec/source.h"
+#include "engine/api_error.h"
+#include "gepard.h"
+#include "io/file.h"
+#include "io/safetensors.h"
+#include "io/torch.h"
+#include "io/zip.h"
+
+typedef struct dtype_tally {
+    size_t count[GP_BOOL + 1];
+    size_t params;
+} dtype_tally;
+
+static void tally_add(dtype_tally *t, gp_dtype dtype, size_t numel) {
+    if ((unsigned)dtype <= GP_BOOL) t->count[dtype]++;
+    t->params += numel;
+}
+
+static void tally_print(const dtype_tally *t, size_t tensors, gp_buf *out) {
+    gp_buf_printf(out, "tensors: %zu\nparameters: %zu (%.2f M)\ndtypes:", tensors, t->params,
+                  (double)t->params / 1e6);
+    for (int d = 1; d <= GP_BOOL; d++)
+        if (t->count[d]) gp_buf_printf(out, " %s x%zu", gp_dtype_name((gp_dtype)d), t->count[d]);
+    gp_buf_append_str(out, "\n");
+}
+
+static void print_list(gp_buf *out, const char *label, const int *v, int n) {
+    gp_buf_printf(out, "%s [", label);
+    for (int i = 0; i < n; i++) gp_buf_printf(out, "%s%d", i ? ", " : "", v[i]);
+    gp_buf_append_str(out, "]");
+}
+
+static int describe_codec(const char *path, gp_buf *out, gp_error *err) {
+    gp_codec_source *src;
+    int rc = gp_codec_source_open(path, &src, err);
+    if (rc) return rc;
+    gp_codec_config cfg;
+    rc = gp_codec_config_parse(src->yaml, &cfg, err);
+    if (rc) {
+        gp_codec_source_free(src);
+        return rc;
+    }
+    dtype_tally all = {0}, dec = {0}, enc = {0};
+    for (size_t i = 0; i < src->count; i++) {
+        const gp_codec_tensor *t = &src->tensors[i];
+        tally_add(&all, t->dtype, t->numel);
+        if (strncmp(t->name, "audio_decoder.", 14) == 0) tally_add(&dec, t->dtype, t->numel);
+        if (strncmp(t->name, "audio_encoder.", 14) == 0) tally_add(&enc, t->dtype, t->numel);
+    }
+    gp_buf_printf(out, "%s: NeMo audio codec (%s)\n", path, src->container);
+    gp_buf_printf(out, "sample rate: %d Hz, %d samples per frame (%.3f frames/s)\n",
+                  cfg.sample_rate, cfg.samples_per_frame,
+                  (double)cfg.sample_rate / cfg.samples_per_frame);
+    const gp_codec_decoder_config *d = &cfg.dec;
+    gp_buf_printf(out, "decoder: CausalHiFiGANDecoder, input_dim %d, base_channels %d, ",
+                  d->input_dim, d->base_channels);
+    print_list(out, "up_sample_rates", d->rates, d->n_stages);
+    gp_buf_printf(out, ", activation %s, output %s, kernels in %d / out %d, ",
+                  gp_codec_act_name(d->activation),
+                  d->output_activation == GP_CODEC_OUT_CLAMP ? "clamp" : "tanh", d->in_kernel,
+                  d->out_kernel);
+    print_list(out, "resblock kernels", d->res.kernels, d->res.n_kernels);
+    print_list(out, ", dilations", d->res.dilations, d->res.n_dilations);
+    gp_buf_printf(out, "; %zu parameters\n", dec.params);
+    const gp_codec_encoder_config *e = &cfg.enc;
+    gp_buf_printf(out, "encoder: %s, encoded_dim %d, base_channels %d, ",
+                  e->causal ? "CausalHiFiGANEncoder" : "HiFiGANEncoder", e->encoded_dim,
+                  e->base_channels);
+    print_list(out, "down_sample_rates", e->rates, e->n_stages);
+    gp_buf_printf(out, ", activation %s, pad_mode %s; %zu parameters\n",
+                  gp_codec_act_name(e->activation), gp_codec_pad_name(e->pad_mode), enc.params);
+    gp_buf_printf(out, "quantizer: GroupFiniteScalarQuantizer, %d groups x ", cfg.fsq.num_groups);
+    print_list(out, "levels", cfg.fsq.levels, cfg.fsq.n_levels);
+    gp_buf_printf(out, ", eps %g -> %d codebooks per frame\n", cfg.fsq.eps,
+                  cfg.fsq.num_groups * cfg.fsq.n_levels);
+    tally_print(&all, src->count, out);
+    gp_codec_source_free(src);
+    return GEPARD_OK;
+}
+
+static int describe_safetensors(const char *path, gp_buf *out, gp_error *err) {
+    gp_st_file *f;
+    int rc = gp_st_open(path, &f, err);
+    if (rc) return rc;
+    dtype_tally all = {0};
+    for (size_t i = 0; i < f->count; i++) tally_add(&all, f->tensors[i].dtype, f->tensors[i].numel);
+    gp_buf_printf(out, "%s: safetensors\n", path);
+    tally_print(&all, f->count, out);
+    for (size_t i = 0; i < f->metadata_count; i++)
+        gp_buf_printf(out, "metadata %s: %s\n", f->metadata_keys[i], f->metadata_values[i]);
+    gp_st_close(f);
+    return GEPARD_OK;
+}
+
+static int describe_torch(const char *path, gp_buf *out, gp_error *err) {
+    gp_torch_file *f;
+    int rc = gp_torch_open(path, &f, err);
+    if (rc) return rc;
+    dtype_tally all = {0};
+    for (size_t i = 0; i < f->count; i++) tally_add(&all, f->tensors[i].dtype, f->tensors[i].numel);
+    gp_buf_printf(out, "%s: PyTorch checkpoint (torch.save zip)\n", path);
+    tally_print(&all, f->count, out);
+    for (size_t i = 0; i < f->scalar_count; i++) {
+        const gp_torch_scalar *s = &f->scalars[i];
+        if (s->is_float)
+            gp_buf_printf(out, "value %s: %g\n", s->name, s->f);
+        else
+            gp_buf_printf(out, "value %s: %lld\n", s->name, (long long)s->i);
+    }
+    gp_torch_close(f);
+    return GEPARD_OK;
+}
+
+/* First bytes of a file (zeros past its end). */
+static size_t read_head(const char *path, unsigned char *head, size_t n) {
+    memset(head, 0, n);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    size_t got = fread(head, 1, n, fp);
+    fclose(fp);
+    return got;
+}
+
+static bool config_beside(const char *path) {
+    const char *base = gp_path_basename(path);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", (int)(base - path), path);
+    char *config = gp_path_join(dir[0] ? dir : ".", "model_config.yaml");
+    bool ok = config && gp_path_exists(config);
+    free(config);
+    return ok;
+}
+
+static bool probe_codec(const char *path) {
+    if (gp_path_is_dir(path)) return true;
+    unsigned char head[16];
+    size_t n = read_head(path, head, sizeof head);
+    bool zip = gp_zip_looks_like(head, n), st = n >= 9 && head[8] == '{';
+    if (!zip && !st) return true; /* a tar (.nemo) or something only the codec reader names */
+    return config_beside(path);
+}
+
+static bool probe_safetensors(const char *path) {
+    unsigned char head[16];
+    return read_head(path, head, sizeof head) >= 9 && head[8] == '{';
+}
+
+static bool probe_torch(const char *path) {
+    unsigned char head[16];
+    size_t n = read_head(path, head, sizeof head);
+    return gp_zip_looks_like(head, n) || gp_torch_is_legacy(head, n);
+}
+
+gepard_status gepard_describe_file(const char *path, char **text) {
+    if (!path || !text)
+        return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "gepard_describe_file: NULL argument");
+    *text = NULL;
+    if (!gp_path_exists(path))
+        return gp_api_failf(GEPARD_ERR_NOT_FOUND, "%s: cannot open: No such file or directory",
+                            path);
+    static const struct {
+        bool (*probe)(const char *path);
+        int (*describe)(const char *path, gp_buf *out, gp_error *err);
+    } table[] = {
+        {probe_codec, describe_codec},
+        {probe_safetensors, describe_safetensors},
+        {probe_torch, describe_torch},
+    };
+    gp_buf out;
+    gp_buf_init(&out);
+    gp_error err;
+    gp_error_clear(&err);
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (!table[i].probe(path)) continue;
+        if (table[i].describe(path, &out, &err)) {
+            gp_buf_free(&out);
+            return gp_api_fail(&err);
+        }
+        *text = gp_buf_detach(&out, NULL);
+        return *text ? gp_api_ok() : gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
+    }
+    gp_buf_free(&out);
+    return gp_api_failf(GEPARD_ERR_UNSUPPORTED, "%s: not a file gepard can describe", path);
+}

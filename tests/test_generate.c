@@ -234,6 +234,8 @@ static void run_lora_case(bool merge, const char *file) {
 
 TEST(lora_runtime_safetensors) { run_lora_case(false, "lora_adapter.safetensors"); }
 TEST(lora_merged_safetensors) { run_lora_case(true, "lora_adapter.safetensors"); }
+TEST(lora_runtime_torch_pt) { run_lora_case(false, "lora_adapter.pt"); }
+TEST(lora_merged_torch_pt) { run_lora_case(true, "lora_adapter.pt"); }
 
 TEST(lora_shape_mismatch_is_an_error) {
     gp_model *m = load_tiny();

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "io/file.h"
+#include "io/torch.h"
 #include "model/model.h"
 
 static const char *target_names[GP_LORA_TARGETS] = {
@@ -290,7 +291,28 @@ int gp_lora_load(const char *path, const gp_model *model, double alpha, gp_lora_
         gp_st_close(f);
         return rc;
     }
-    return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
-                   "%s: unknown adapter format — expected a .safetensors or a torch .pt file",
-                   path);
+    /* Anything else is read as a torch.save checkpoint (lora_adapter.pt,
+     * adapter-final.pt); the reader recognises the format from its bytes. */
+    gp_torch_file *tf;
+    int rc = gp_torch_open(path, &tf, err);
+    if (rc) return rc;
+    gp_st_tensor *views = calloc(tf->count + 1, sizeof *views);
+    if (!views) {
+        gp_torch_close(tf);
+        return gp_fail_oom(err, "tensor list", tf->count);
+    }
+    for (size_t i = 0; i < tf->count; i++) {
+        const gp_torch_tensor *t = &tf->tensors[i];
+        views[i].name = t->name;
+        views[i].dtype = t->dtype;
+        views[i].ndim = t->ndim;
+        memcpy(views[i].shape, t->shape, sizeof views[i].shape);
+        views[i].numel = t->numel;
+        views[i].nbytes = t->nbytes;
+        views[i].data = t->data;
+    }
+    rc = gp_lora_from_tensors(views, tf->count, path, model, alpha, out, err);
+    free(views);
+    gp_torch_close(tf);
+    return rc;
 }

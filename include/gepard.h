@@ -119,6 +119,7 @@ typedef enum gepard_cfg_uncond {
 
 typedef struct gepard_voice gepard_voice;
 typedef struct gepard_lora gepard_lora;
+typedef struct gepard_codec gepard_codec;
 
 typedef struct gepard_synth_params {
     float temperature;        /* 1.0; <= 0 means greedy */
@@ -144,6 +145,19 @@ gepard_synth_params gepard_synth_default_params(void);
 /* A speaker prefix from reference codes [n_frames][channels] (frame-major). */
 gepard_status gepard_voice_from_codes(gepard_model *model, const int32_t *codes, size_t n_frames,
                                       gepard_voice **out);
+/* A speaker prefix from a reference recording: interleaved float samples of
+ * any rate and channel count are mixed to mono, resampled to the codec's
+ * rate, trimmed of leading/trailing silence and to at most max_seconds
+ * (0 = 15 s, the longest the model was trained on), encoded by the codec and
+ * compressed by the model's voice compressor. */
+gepard_status gepard_voice_from_audio(gepard_model *model, const gepard_codec *codec,
+                                      const float *samples, size_t frames, int channels,
+                                      int sample_rate, double max_seconds, gepard_voice **out);
+/* gepard_voice_from_audio on an audio file (WAV, FLAC, Ogg, MP3, ... via
+ * libsndfile), or gepard_voice_load when `path` is a saved voice
+ * (.safetensors). `codec` may be NULL for saved voices. */
+gepard_status gepard_voice_from_file(gepard_model *model, const gepard_codec *codec,
+                                     const char *path, gepard_voice **out);
 /* The model's learned "no particular speaker" prefix, if it has one. */
 gepard_status gepard_voice_null(gepard_model *model, gepard_voice **out);
 /* Save / load a computed speaker prefix (a small .safetensors file). */

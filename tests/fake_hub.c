@@ -205,12 +205,12 @@ static enum MHD_Result serve_file(fake_hub *hub, struct MHD_Connection *c, bool 
     snprintf(location, sizeof location, "http://localhost:%d/cdn/%s?sig=abc", hub->port, f->etag);
     snprintf(etag, sizeof etag, "\"%s\"", f->etag);
     snprintf(size, sizeof size, "%lld", (long long)f->len + (long long)hub->size_delta);
-    MHD_add_response_header(r, "Location", location);
+    if (!(head && hub->head_no_redirect)) MHD_add_response_header(r, "Location", location);
     MHD_add_response_header(r, "X-Repo-Commit", commit);
     MHD_add_response_header(r, "X-Linked-Etag", etag);
     MHD_add_response_header(r, "X-Linked-Size", size);
     MHD_add_response_header(r, "ETag", "W/\"1f-redirect\"");
-    return queue(c, MHD_HTTP_FOUND, r);
+    return queue(c, head && hub->head_no_redirect ? MHD_HTTP_OK : MHD_HTTP_FOUND, r);
 }
 
 static enum MHD_Result serve_resolve(fake_hub *hub, struct MHD_Connection *c, bool head,

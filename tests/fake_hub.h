@@ -8,7 +8,7 @@
  * Range requests (206/416), 401/403 for a gated repo without the right
  * token, 404 with X-Error-Code for a missing repo, revision or file. Knobs
  * make it misbehave: cut the connection after N body bytes, ignore Range,
- * announce a wrong size, corrupt LFS bodies.
+ * announce a wrong size, corrupt LFS bodies, keep the CDN redirect from HEAD.
  *
  * Content:
  *   acme/tiny   main = FAKE_HUB_MAIN, v1 and refs/pr/1 = FAKE_HUB_OLD
@@ -38,10 +38,12 @@ typedef struct fake_hub {
     int port;
     char endpoint[64]; /* http://127.0.0.1:PORT */
     /* knobs (set before the request that should see them) */
-    atomic_long cut_after;    /* >0: drop the connection after this many body bytes */
-    atomic_bool ignore_range; /* answer 200 with the whole body to Range requests */
-    atomic_long size_delta;   /* added to the announced X-Linked-Size */
-    atomic_bool corrupt;      /* flip one byte of every LFS body */
+    atomic_long cut_after;        /* >0: drop the connection after this many body bytes */
+    atomic_bool ignore_range;     /* answer 200 with the whole body to Range requests */
+    atomic_long size_delta;       /* added to the announced X-Linked-Size */
+    atomic_bool corrupt;          /* flip one byte of every LFS body */
+    atomic_bool head_no_redirect; /* HEAD of an LFS file: 200 with the metadata, so
+                                     only the GET meets the redirect to the CDN */
     /* what the server saw */
     atomic_int requests, heads, gets, cdn_gets;
     atomic_int cdn_auth;     /* CDN requests that carried an Authorization header */

@@ -20,6 +20,7 @@ static int start_hub(fake_hub *hub) {
     unsetenv("HF_TOKEN");
     unsetenv("HF_TOKEN_PATH");
     unsetenv("HF_HUB_OFFLINE");
+    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
     return 0;
 }
 
@@ -110,6 +111,11 @@ TEST(cli_download_errors) {
     REQUIRE(test_run_gepard(&r, NULL, 0, 60, bad_repo) == 0);
     CHECK_EQ_INT(r.status, 2);
     CHECK(strstr(r.err, "org/name") != NULL);
+    test_cmd_result_free(&r);
+    const char *bad_rev[] = {"download", "acme/tiny", "--revision", "../x", NULL};
+    REQUIRE(test_run_gepard(&r, NULL, 0, 60, bad_rev) == 0);
+    CHECK_EQ_INT(r.status, 2);
+    CHECK(strstr(r.err, "not a usable revision") != NULL);
     test_cmd_result_free(&r);
     const char *help[] = {"download", "--help", NULL};
     REQUIRE(test_run_gepard(&r, NULL, 0, 60, help) == 0);

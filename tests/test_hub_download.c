@@ -37,6 +37,7 @@ static int start_hub(fake_hub *hub, gp_hub_options *o) {
     unsetenv("HF_TOKEN");
     unsetenv("HF_TOKEN_PATH");
     unsetenv("HF_HUB_OFFLINE");
+    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
     *o = gp_hub_default_options();
     o->progress_bar = false;
     o->connect_timeout_s = 5;
@@ -298,6 +299,19 @@ TEST(hub_gated_repo_needs_token) {
     CHECK(hub.resolve_auth > 0);
     CHECK_EQ_INT(hub.cdn_gets, 1);
     CHECK_EQ_INT(hub.cdn_auth, 0); /* the token never goes to the CDN host */
+    /* Also when the GET (not the HEAD) meets the redirect to the CDN. */
+    hub.head_no_redirect = true;
+    REQUIRE_OK(gp_hub_resolve_file(&o, "acme/gated", "gepard_config.json", &path, &err), &err);
+    free(path);
+    REQUIRE(gp_make_dirs(test_tmp("cache2"), &err) == 0);
+    o.cache_dir = test_tmp("cache2");
+    int resolve_auth = hub.resolve_auth;
+    REQUIRE_OK(gp_hub_resolve_file(&o, "acme/gated", "model.safetensors", &path, &err), &err);
+    CHECK(same_content(path, FAKE_HUB_GATED, "model.safetensors"));
+    free(path);
+    CHECK_EQ_INT(hub.resolve_auth, resolve_auth + 2); /* HEAD and GET */
+    CHECK_EQ_INT(hub.cdn_gets, 2);
+    CHECK_EQ_INT(hub.cdn_auth, 0);
     fake_hub_stop(&hub);
 }
 

@@ -68,7 +68,14 @@ int cli_download(int argc, char **argv) {
     }
     int n = collect_includes(argc, argv, names);
     for (int i = 1; i < a.positional_count; i++) names[n++] = a.positionals[i];
-    for (int i = 0; i < n; i++) files[i] = (gp_hub_file){names[i], false};
+    for (int i = 0; i < n && !rc; i++) {
+        files[i] = (gp_hub_file){names[i], false};
+        if (gp_hub_validate_filename(names[i], &err))
+            rc = cli_usage_error("download", "%s", err.message);
+    }
+    if (!rc && cli_get(&a, "revision") && gp_hub_validate_revision(cli_get(&a, "revision"), &err))
+        rc = cli_usage_error("download", "%s", err.message);
+    if (rc) goto done;
     const gp_hub_file *list = files;
     size_t count = (size_t)n;
     if (n == 0) list = gp_hub_gepard_files(&count);

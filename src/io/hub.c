@@ -185,7 +185,10 @@ static int fetch_blob(gp_hub_ctx *ctx, const char *url, const char *revision, co
 static int ensure_blob(gp_hub_ctx *ctx, const char *revision, const char *filename,
                        const char *commit, const gp_hub_meta *meta, gp_error *err) {
     char *blob = gp_hub_blob_path(ctx, meta->etag);
-    char *url = gp_hub_resolve_url(ctx, commit, filename);
+    /* Like huggingface_hub: GET the redirect target the HEAD saw (the CDN)
+     * directly, else the resolve URL pinned to the commit. */
+    char *url =
+        meta->location[0] ? strdup(meta->location) : gp_hub_resolve_url(ctx, commit, filename);
     int rc = blob && url ? GEPARD_OK : gp_fail_oom(err, "cache path", 256);
     if (!rc && !gp_path_exists(blob)) {
         int lock_fd = -1;

@@ -69,6 +69,10 @@ int gp_hub_validate_repo_id(const char *repo_id, gp_error *err);
 /* True when `s` should be treated as a repo id: a valid `org/name` that is
  * not an existing file or directory. Anything else is a local path. */
 bool gp_hub_is_repo_id(const char *s);
+/* A branch, tag or commit: letters, digits, '-', '_', '.', '/', '+'; no "..". */
+int gp_hub_validate_revision(const char *revision, gp_error *err);
+/* A relative path inside a repo, without "..", "." or empty parts. */
+int gp_hub_validate_filename(const char *filename, gp_error *err);
 /* True for a 40-digit lowercase hex commit hash. */
 bool gp_hub_is_commit(const char *revision);
 

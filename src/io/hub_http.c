@@ -279,6 +279,10 @@ int gp_hub_http_head(gp_hub_ctx *ctx, const char *url, gp_hub_meta *meta, gp_err
             continue;
         }
         header_state_to_meta(&h, meta);
+        if (is_redirect(h.status) &&
+            curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next) == CURLE_OK && next &&
+            strlen(next) < sizeof meta->location)
+            memcpy(meta->location, next, strlen(next) + 1);
         break;
     }
     free(current);

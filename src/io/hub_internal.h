@@ -28,9 +28,7 @@ typedef struct gp_hub_ctx {
     void *curl;     /* CURL easy handle, created by the first request */
 } gp_hub_ctx;
 
-/* ---- hub_env.c: names and URLs ---- */
-int gp_hub_validate_revision(const char *revision, gp_error *err);
-int gp_hub_validate_filename(const char *filename, gp_error *err);
+/* ---- hub_env.c: URLs ---- */
 /* {endpoint}/{repo}/resolve/{revision}/{filename}, percent-encoded (heap). */
 char *gp_hub_resolve_url(const gp_hub_ctx *ctx, const char *revision, const char *filename);
 /* The scheme://host[:port] part of a URL, for messages. */
@@ -75,6 +73,8 @@ typedef struct gp_hub_meta {
     char etag[GP_HUB_ETAG_MAX + 1];     /* X-Linked-Etag else ETag, normalised */
     int64_t size;                       /* X-Linked-Size else Content-Length; -1 */
     char error_code[64];                /* X-Error-Code, "" if absent */
+    char location[4096];                /* absolute target of a redirect to another
+                                           host (the CDN), "" if none or too long */
     bool etag_bad;                      /* an ETag was sent but is unusable */
 } gp_hub_meta;
 

@@ -8,6 +8,7 @@
 int cli_tokenize(int argc, char **argv);
 int cli_codes(int argc, char **argv);
 int cli_synth(int argc, char **argv);
+int cli_download(int argc, char **argv);
 
 const cli_command cli_commands[] = {
     {"tokenize", "print the token ids of a text (JSON)", cli_tokenize},
@@ -15,6 +16,7 @@ const cli_command cli_commands[] = {
     {"decode", "decode NanoCodec codes (JSON) to a WAV or raw float32 file", cli_decode},
     {"encode", "encode mono audio to NanoCodec codes (JSON)", cli_encode},
     {"info", "describe a model file (.nemo codec, .safetensors, torch checkpoint)", cli_info},
+    {"download", "fetch a model from the Hugging Face Hub into the cache", cli_download},
     {"synth", "write a synthetic real-size checkpoint for benchmarks", cli_synth},
     {NULL, NULL, NULL},
 };

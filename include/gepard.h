@@ -280,8 +280,10 @@ gepard_status gepard_generate_codes(gepard_model *model, const char *text,
  * rate; every frame is gepard_codec_samples_per_frame() samples.
  *
  * Accepted paths: a NeMo .nemo archive (tar or tar.gz); a .safetensors or torch
- * .ckpt state dict with model_config.yaml beside it; or a directory holding
- * model_config.yaml and model_weights.safetensors (or model_weights.ckpt).
+ * .ckpt state dict with model_config.yaml beside it; a directory holding
+ * model_config.yaml and model_weights.safetensors (or model_weights.ckpt); or
+ * a Hugging Face repo id such as nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps,
+ * whose <name>.nemo is downloaded into the standard HF cache.
  */
 typedef struct gepard_codec gepard_codec;
 typedef struct gepard_codec_stream gepard_codec_stream;
@@ -289,6 +291,7 @@ typedef struct gepard_codec_stream gepard_codec_stream;
 typedef struct gepard_codec_params {
     int n_threads;         /* threads for the convolution kernels; <= 1: the calling thread */
     int reference_kernels; /* 1: plain reference kernels (slow; for checking) */
+    const gepard_load_params *hub; /* Hub settings when `path` is a repo id (NULL: defaults) */
 } gepard_codec_params;
 
 gepard_codec_params gepard_codec_default_params(void);

@@ -208,7 +208,7 @@ TEST(cli_conventions_and_usage_errors) {
          2,
          "empty_text or audio_only"},
         {{"codes", "hi", NULL}, 2, "--model DIR is required"},
-        {{"codes", "--model", "/nonexistent", "hi", NULL}, 1, "not a model directory"},
+        {{"codes", "--model", "/nonexistent", "hi", NULL}, 1, "no such directory"},
         {{"tokenize", "--model", "x", "a", "b", NULL}, 2, "put the text in quotes"},
     };
     run_bad_cases(cases, sizeof cases / sizeof cases[0]);

@@ -6,6 +6,7 @@
 #include "base/alloc.h"
 #include "codec/codec.h"
 #include "engine/api_error.h"
+#include "engine/hub_paths.h"
 #include "gepard.h"
 
 struct gepard_codec {
@@ -18,7 +19,7 @@ struct gepard_codec_stream {
 };
 
 gepard_codec_params gepard_codec_default_params(void) {
-    gepard_codec_params p = {.n_threads = 1, .reference_kernels = 0};
+    gepard_codec_params p = {.n_threads = 1, .reference_kernels = 0, .hub = NULL};
     return p;
 }
 
@@ -33,11 +34,18 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
     gp_codec_options_default(&opt);
     opt.n_threads = params->n_threads;
     opt.reference = params->reference_kernels != 0;
-    gepard_codec *c = calloc(1, sizeof *c);
-    if (!c) return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory loading %s", path);
     gp_error err;
     gp_error_clear(&err);
-    if (gp_codec_load(path, &opt, &c->codec, &err)) {
+    char *local = NULL;
+    if (gp_resolve_codec_path(path, params->hub, &local, &err)) return gp_api_fail(&err);
+    gepard_codec *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(local);
+        return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory loading %s", path);
+    }
+    int rc = gp_codec_load(local, &opt, &c->codec, &err);
+    free(local);
+    if (rc) {
         free(c);
         return gp_api_fail(&err);
     }

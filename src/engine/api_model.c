@@ -10,6 +10,7 @@
 #include "base/rng.h"
 #include "engine/api_error.h"
 #include "engine/api_internal.h"
+#include "engine/hub_paths.h"
 #include "io/file.h"
 #include "model/compressor.h"
 #include "model/generate.h"
@@ -29,14 +30,22 @@ gepard_status gepard_model_load(const char *path, const gepard_load_params *para
     gepard_load_params defaults = gepard_load_default_params();
     if (!params) params = &defaults;
     if (!path || !*path) return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "no model path given");
-    if (!gp_path_is_dir(path))
+    char *dir = NULL;
+    if (gp_resolve_model_path(path, params, &dir, &err)) return gp_api_fail(&err);
+    if (!gp_path_is_dir(dir)) {
+        free(dir);
         return gp_api_failf(GEPARD_ERR_NOT_FOUND,
                             "%s: not a model directory (expected gepard_config.json, "
                             "model.safetensors and tokenizer.json inside it)",
                             path);
+    }
     gepard_model *m = calloc(1, sizeof *m);
-    if (!m) return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
-    m->dir = strdup(path);
+    if (!m) {
+        free(dir);
+        return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
+    }
+    m->dir = dir;
+    path = dir;
     gp_model_load_options opts = gp_model_load_default_options();
     if (params->weights != GEPARD_WEIGHTS_DEFAULT)
         opts.weight_format = (gp_weight_format)params->weights;

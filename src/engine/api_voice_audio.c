@@ -59,14 +59,15 @@ gepard_status gepard_voice_from_audio(gepard_model *m, const gepard_codec *codec
     }
     if ((double)(end - begin) < VOICE_MIN_SECONDS * rate) {
         free(resampled);
-        return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT,
-                            "the reference clip has only %.2f s of sound; use 3-15 s of clear speech",
-                            (double)(end - begin) / rate);
+        return gp_api_failf(
+            GEPARD_ERR_INVALID_ARGUMENT,
+            "the reference clip has only %.2f s of sound; use 3-15 s of clear speech",
+            (double)(end - begin) / rate);
     }
     int32_t *codes = NULL;
     size_t n_frames = 0;
-    gepard_status st = gepard_codec_encode(codec, resampled + begin, end - begin, &codes, &n_frames,
-                                           NULL, NULL);
+    gepard_status st =
+        gepard_codec_encode(codec, resampled + begin, end - begin, &codes, &n_frames, NULL, NULL);
     free(resampled);
     if (st != GEPARD_OK) return st;
     st = gepard_voice_from_codes(m, codes, n_frames, out);

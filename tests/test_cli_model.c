@@ -124,9 +124,7 @@ TEST(cli_codes_gen2_cfg) { cli_generate_case("generate", "gen2", NULL); }
 TEST(cli_codes_gen3_cfg_audio_only) { cli_generate_case("generate", "gen3", NULL); }
 TEST(cli_codes_gen4_force_stop) { cli_generate_case("generate", "gen4", NULL); }
 TEST(cli_codes_genstop) { cli_generate_case("generate", "genstop", NULL); }
-TEST(cli_codes_lora_safetensors) {
-    cli_generate_case("lora", "lora0", "lora_adapter.safetensors");
-}
+TEST(cli_codes_lora_safetensors) { cli_generate_case("lora", "lora0", "lora_adapter.safetensors"); }
 TEST(cli_codes_lora_pt) { cli_generate_case("lora", "lora0", NULL); }
 
 TEST(cli_tokenize_matches_golden) {

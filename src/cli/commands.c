@@ -8,9 +8,11 @@
 int cli_tokenize(int argc, char **argv);
 int cli_codes(int argc, char **argv);
 int cli_synth(int argc, char **argv);
+int cli_say(int argc, char **argv);
 int cli_download(int argc, char **argv);
 
 const cli_command cli_commands[] = {
+    {"say", "speak a text: to a file, stdout or the speakers", cli_say},
     {"tokenize", "print the token ids of a text (JSON)", cli_tokenize},
     {"codes", "generate audio codes for a text (JSON)", cli_codes},
     {"decode", "decode NanoCodec codes (JSON) to a WAV or raw float32 file", cli_decode},

@@ -1,6 +1,8 @@
 /* audio_file.c — libsndfile reader and atomic WAV / raw f32 writers (see audio_file.h). */
 #include "io/audio_file.h"
 
+#include "io/audio_sink.h"
+
 #include <errno.h>
 #include <sndfile.h>
 #include <stdint.h>
@@ -114,9 +116,28 @@ void gp_audio_free(gp_audio *audio) {
 
 int gp_audio_write_wav(const char *path, const float *samples, size_t frames, int channels,
                        int sample_rate, bool float32, gp_error *err) {
+    /* Mono goes through the streaming encoder so every WAV gepard writes
+     * (say, decode, the server) converts float to 16-bit the same way. */
+    if (channels == 1) {
+        gp_audio_sink *sink;
+        int rc = gp_audio_sink_open_file(path, float32 ? GP_AUDIO_WAV_FLOAT : GP_AUDIO_WAV16,
+                                         sample_rate, &sink, err);
+        if (rc) return rc;
+        rc = gp_audio_sink_write(sink, samples, frames, err);
+        int close_rc = gp_audio_sink_close(sink, rc == GEPARD_OK, rc ? NULL : err);
+        return rc ? rc : close_rc;
+    }
+    size_t count = frames * (size_t)channels;
+    float *clipped = malloc((count ? count : 1) * sizeof(float));
+    if (!clipped) return gp_fail_oom(err, "audio", count * 4);
+    for (size_t i = 0; i < count; i++)
+        clipped[i] = samples[i] > 1.0f ? 1.0f : samples[i] < -1.0f ? -1.0f : samples[i];
     gp_atomic_file af;
     int rc = gp_atomic_file_open(&af, path, err);
-    if (rc) return rc;
+    if (rc) {
+        free(clipped);
+        return rc;
+    }
     SF_INFO info;
     memset(&info, 0, sizeof info);
     info.samplerate = sample_rate;
@@ -125,13 +146,13 @@ int gp_audio_write_wav(const char *path, const float *samples, size_t frames, in
     fflush(af.fp);
     SNDFILE *sf = sf_open_fd(fileno(af.fp), SFM_WRITE, &info, 0);
     if (!sf) {
+        free(clipped);
         gp_atomic_file_abort(&af);
         return gp_fail(err, GEPARD_ERR_IO, "%s: cannot write WAV: %s", path, sf_strerror(NULL));
     }
-    /* Clip instead of wrapping when converting to 16-bit. */
-    sf_command(sf, SFC_SET_CLIPPING, NULL, SF_TRUE);
-    sf_count_t wrote = sf_writef_float(sf, samples, (sf_count_t)frames);
+    sf_count_t wrote = sf_writef_float(sf, clipped, (sf_count_t)frames);
     int close_rc = sf_close(sf);
+    free(clipped);
     if (wrote != (sf_count_t)frames || close_rc != 0) {
         gp_atomic_file_abort(&af);
         return gp_fail(err, GEPARD_ERR_IO, "%s: write failed (disk full?)", path);

@@ -1,0 +1,265 @@
+/* cli_say.c — `gepard say`: text to speech, streamed as it is generated to a
+ * file, to stdout or to the speakers. One stream through the engine; long
+ * text is split into sentences and spoken as one continuous recording. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/timing.h"
+#include "cli/args.h"
+#include "cli/synth_options.h"
+#include "gepard.h"
+#include "io/audio_sink.h"
+#include "io/playback.h"
+
+#define DEFAULT_MODEL "nineninesix/gepard-1.0"
+#define DEFAULT_CODEC "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
+
+static const cli_option say_options[] = {
+    {"model", 'm', "PATH", "model directory or Hub repo id (default " DEFAULT_MODEL ")"},
+    {"codec", 0, "PATH", "codec .nemo / directory or Hub repo id (default " DEFAULT_CODEC ")"},
+    {"output", 'o', "FILE",
+     "write audio to FILE (.wav .flac .ogg/.opus .mp3 .pcm .f32); "
+     "- streams raw 16-bit PCM to stdout"},
+    {"format", 0, "FMT", "wav, flac, opus, mp3, pcm or f32 (default: from the file name)"},
+    {"float", 0, NULL, "write 32-bit float WAV instead of 16-bit"},
+    {"play", 0, NULL, "play on the speakers (needs a PulseAudio/PipeWire server)"},
+    {"file", 'f', "FILE", "read the text from FILE (- for standard input)"},
+    {"voice", 0, "FILE", "clone the voice of a recording (any common format) or a saved voice"},
+    {"save-voice", 0, "FILE", "save the voice computed from --voice for reuse (.safetensors)"},
+    {"no-split", 0, NULL, "speak the text as one piece instead of sentence by sentence"},
+    {"json", 0, NULL, "print a JSON summary (frames, seconds, rtf, ttfa_ms)"},
+    {"revision", 0, "REV", "Hub revision of the model (default main)"},
+    {"offline", 0, NULL, "use only files already in the Hugging Face cache"},
+    CLI_SAMPLING_OPTIONS,
+};
+#define N_SAY_OPTIONS ((int)(sizeof say_options / sizeof say_options[0]))
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct say_state {
+    gp_audio_sink *sink;
+    gp_playback *playback;
+    int sample_rate;
+    size_t samples;
+    double start, last_progress;
+    int failed;
+    gp_error err;
+} say_state;
+
+static int write_stdout(const void *data, size_t len, void *user) {
+    (void)user;
+    if (fwrite(data, 1, len, stdout) != len) return -1;
+    return fflush(stdout) == 0 ? 0 : -1;
+}
+
+static int say_on_audio(const float *samples, size_t n, void *user) {
+    say_state *st = user;
+    if (interrupted) return 1;
+    if (st->sink && gp_audio_sink_write(st->sink, samples, n, &st->err)) {
+        st->failed = 1;
+        return 1;
+    }
+    if (st->playback && gp_playback_write(st->playback, samples, n, &st->err)) {
+        st->failed = 1;
+        return 1;
+    }
+    st->samples += n;
+    double now = gp_now_s();
+    if (now - st->last_progress > 0.25) {
+        double audio = (double)st->samples / st->sample_rate;
+        double rtf = audio > 0 ? (now - st->start) / audio : 0;
+        gp_progress("say: %.1f s of audio, %zu frames, real-time factor %.2f", audio,
+                    st->samples / 1024, rtf);
+        st->last_progress = now;
+    }
+    return 0;
+}
+
+/* Decide where audio goes; returns 0 or an exit code. */
+static int open_outputs(const cli_args *a, int rate, say_state *st) {
+    const char *out = cli_get(a, "output"), *fmt_name = cli_get(a, "format");
+    bool play = cli_flag(a, "play");
+    if (!out && !play) {
+        if (isatty(STDOUT_FILENO))
+            return cli_usage_error("say", "say where the audio goes: -o FILE, -o - or --play");
+        out = "-";
+    }
+    if (out) {
+        int fmt = -1;
+        const char *why = NULL;
+        if (fmt_name) {
+            fmt = gp_audio_format_parse(fmt_name, &why);
+            if (fmt < 0)
+                return cli_usage_error(
+                    "say", "%s", why ? why : "--format must be wav, flac, opus, mp3, pcm or f32");
+        } else if (strcmp(out, "-") == 0) {
+            fmt = GP_AUDIO_PCM16;
+        } else {
+            fmt = gp_audio_format_from_path(out);
+            if (fmt < 0)
+                return cli_usage_error("say",
+                                       "cannot tell the format of \"%s\" from its name; add "
+                                       "--format (wav, flac, opus, mp3, pcm, f32)",
+                                       out);
+        }
+        if (cli_flag(a, "float")) {
+            if (fmt != GP_AUDIO_WAV16 && fmt != GP_AUDIO_WAV_FLOAT)
+                return cli_usage_error("say", "--float applies to WAV output only");
+            fmt = GP_AUDIO_WAV_FLOAT;
+        }
+        gp_error err;
+        int rc = strcmp(out, "-") == 0
+                     ? gp_audio_sink_open_stream(write_stdout, NULL, (gp_audio_format)fmt, rate,
+                                                 &st->sink, &err)
+                     : gp_audio_sink_open_file(out, (gp_audio_format)fmt, rate, &st->sink, &err);
+        if (rc) return cli_runtime_error("%s", err.message);
+    }
+    if (play) {
+        gp_error err;
+        if (gp_playback_open(rate, "gepard", &st->playback, &err))
+            return cli_runtime_error("%s", err.message);
+    }
+    return CLI_EXIT_OK;
+}
+
+static int load_voice(const cli_args *a, gepard_model *model, gepard_codec *codec,
+                      gepard_voice **voice) {
+    *voice = NULL;
+    const char *path = cli_get(a, "voice"), *save = cli_get(a, "save-voice");
+    if (save && !path) return cli_usage_error("say", "--save-voice needs --voice");
+    if (!path) return CLI_EXIT_OK;
+    if (gepard_voice_from_file(model, codec, path, voice) != GEPARD_OK)
+        return cli_runtime_error("%s", gepard_last_error());
+    if (save && gepard_voice_save(*voice, save) != GEPARD_OK)
+        return cli_runtime_error("%s", gepard_last_error());
+    return CLI_EXIT_OK;
+}
+
+static void print_summary(const gepard_synth_result *r, FILE *to) {
+    fprintf(to,
+            "{\"frames\":%zu,\"samples\":%zu,\"seconds\":%.3f,\"elapsed_seconds\":%.3f,"
+            "\"rtf\":%.4f,\"ttfa_ms\":%.1f,\"segments\":%d}\n",
+            r->frames, r->samples, r->audio_seconds, r->elapsed_seconds, r->rtf, r->ttfa_ms,
+            r->segments);
+}
+
+int cli_say(int argc, char **argv) {
+    cli_args a;
+    int rc =
+        cli_parse(&a, "say", "[OPTIONS] TEXT | -f FILE | -",
+                  "Speak TEXT. Audio streams out as it is generated: to a file (-o), to\n"
+                  "stdout as raw 16-bit 22.05 kHz mono PCM (-o -), or to the speakers (--play).",
+                  say_options, N_SAY_OPTIONS, argc, argv);
+    if (rc || a.help) return rc;
+    gepard_synth_params params = gepard_synth_default_params();
+    int threads = 0;
+    gepard_weight_format weights;
+    char *text = NULL;
+    gepard_model *model = NULL;
+    gepard_codec *codec = NULL;
+    gepard_lora *lora = NULL;
+    gepard_voice *voice = NULL;
+    gepard_engine *engine = NULL;
+    say_state st;
+    memset(&st, 0, sizeof st);
+    gepard_synth_result result;
+    memset(&result, 0, sizeof result);
+    if ((rc = cli_read_sampling(&a, &params, &threads, &weights)) ||
+        (rc = cli_read_text(&a, "file", &text)))
+        goto done;
+    params.split_text = !cli_flag(&a, "no-split");
+    gepard_load_params lp = gepard_load_default_params();
+    lp.weights = weights;
+    lp.revision = cli_get(&a, "revision");
+    lp.offline = cli_flag(&a, "offline");
+    const char *model_path = cli_get(&a, "model") ? cli_get(&a, "model") : DEFAULT_MODEL;
+    const char *codec_path = cli_get(&a, "codec") ? cli_get(&a, "codec") : DEFAULT_CODEC;
+    gepard_load_params codec_lp = lp;
+    codec_lp.revision = NULL;
+    gepard_codec_params cp = gepard_codec_default_params();
+    cp.n_threads = threads > 0 ? threads : 0;
+    cp.hub = &codec_lp;
+    if (gepard_model_load(model_path, &lp, &model) != GEPARD_OK ||
+        gepard_codec_load_with_params(codec_path, &cp, &codec) != GEPARD_OK) {
+        rc = cli_runtime_error("%s", gepard_last_error());
+        goto done;
+    }
+    const char *lora_path = cli_get(&a, "lora");
+    if (lora_path) {
+        double alpha = 0;
+        if ((rc = cli_get_float(&a, "lora-alpha", 1e-6, 1e6, &alpha))) goto done;
+        if (gepard_lora_load(model, lora_path, (float)alpha, &lora) != GEPARD_OK) {
+            rc = cli_runtime_error("%s", gepard_last_error());
+            goto done;
+        }
+    }
+    if ((rc = load_voice(&a, model, codec, &voice))) goto done;
+    params.voice = voice;
+    params.lora = lora;
+    st.sample_rate = gepard_codec_sample_rate(codec);
+    if ((rc = open_outputs(&a, st.sample_rate, &st))) goto done;
+    gepard_engine_params ep = gepard_engine_default_params();
+    ep.threads = threads;
+    ep.max_streams = 1;
+    if (gepard_engine_create(model, codec, &ep, &engine) != GEPARD_OK) {
+        rc = cli_runtime_error("%s", gepard_last_error());
+        goto done;
+    }
+    signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+    st.start = gp_now_s();
+    gepard_stream_callbacks cb = {.on_audio = say_on_audio, .user = &st};
+    gepard_status status = gepard_synthesize(engine, text, &params, &cb, &result);
+    gp_progress_done();
+    if (status != GEPARD_OK) {
+        if (st.failed)
+            rc = cli_runtime_error("%s", st.err.message);
+        else if (interrupted)
+            rc = cli_runtime_error("interrupted; no output written");
+        else
+            rc = cli_runtime_error("%s", gepard_last_error());
+        goto done;
+    }
+    gp_error err;
+    if (st.sink) {
+        gp_audio_sink *sink = st.sink;
+        st.sink = NULL;
+        if (gp_audio_sink_close(sink, true, &err)) {
+            rc = cli_runtime_error("%s", err.message);
+            goto done;
+        }
+    }
+    if (st.playback) {
+        gp_playback *pb = st.playback;
+        st.playback = NULL;
+        if (gp_playback_close(pb, 1, &err)) {
+            rc = cli_runtime_error("%s", err.message);
+            goto done;
+        }
+    }
+    if (cli_flag(&a, "json")) {
+        const char *out = cli_get(&a, "output");
+        bool stdout_audio = (out && strcmp(out, "-") == 0) || (!out && !cli_flag(&a, "play"));
+        print_summary(&result, stdout_audio ? stderr : stdout);
+    }
+done:
+    if (st.sink) gp_audio_sink_close(st.sink, false, NULL);
+    if (st.playback) gp_playback_close(st.playback, 0, NULL);
+    gepard_engine_free(engine);
+    gepard_voice_free(voice);
+    gepard_lora_free(lora);
+    gepard_codec_free(codec);
+    gepard_model_free(model);
+    free(text);
+    cli_args_free(&a);
+    return rc;
+}

@@ -5,22 +5,26 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "codec/synthetic.h"
 #include "io/file.h"
 #include "model/synth.h"
 
 static const cli_option synth_options[] = {
     {"preset", 'p', "NAME", "gepard-1.0 (real sizes, ~1.1 GB) or tiny"},
-    {"out", 'o', "DIR", "output directory (the model goes in DIR/model)"},
+    {"out", 'o', "DIR", "output directory: DIR/model and DIR/codec"},
     {"seed", 0, "N", "random seed (default 1)"},
 };
 
 int cli_synth(int argc, char **argv) {
     cli_args a;
-    int rc = cli_parse(&a, "synth", "--preset NAME --out DIR [--seed N]",
-                       "Write a synthetic Gepard checkpoint with random weights: DIR/model holds\n"
-                       "gepard_config.json, config.json, model.safetensors (bf16) and a synthetic\n"
-                       "tokenizer.json. For benchmarks and tests only: it speaks noise.",
-                       synth_options, 3, argc, argv);
+    int rc =
+        cli_parse(&a, "synth", "--preset NAME --out DIR [--seed N]",
+                  "Write a synthetic Gepard checkpoint with random weights: DIR/model holds\n"
+                  "gepard_config.json, config.json, model.safetensors (bf16) and a synthetic\n"
+                  "tokenizer.json; DIR/codec a NanoCodec of the real widths (decoder base 864,\n"
+                  "encoder base 24; model_config.yaml + model_weights.safetensors). For\n"
+                  "benchmarks and tests only: it speaks noise.",
+                  synth_options, 3, argc, argv);
     if (rc || a.help) return rc;
     const char *preset = cli_get(&a, "preset"), *out = cli_get(&a, "out");
     uint64_t seed = 1;
@@ -34,12 +38,16 @@ int cli_synth(int argc, char **argv) {
             rc = cli_usage_error("synth", "unknown preset \"%s\" (gepard-1.0 or tiny)", preset);
         } else {
             gp_error err;
-            char *model_dir = gp_path_join(out, "model");
-            if (!model_dir || gp_synth_model_write(model_dir, &spec, seed, &err))
-                rc = cli_runtime_error("%s", model_dir ? err.message : "out of memory");
+            char *model_dir = gp_path_join(out, "model"), *codec_dir = gp_path_join(out, "codec");
+            if (!model_dir || !codec_dir)
+                rc = cli_runtime_error("out of memory");
+            else if (gp_synth_model_write(model_dir, &spec, seed, &err) ||
+                     gp_codec_synthetic_write(codec_dir, gp_codec_nano_22khz_yaml, seed, &err))
+                rc = cli_runtime_error("%s", err.message);
             else
-                printf("%s\n", model_dir);
+                printf("%s\n%s\n", model_dir, codec_dir);
             free(model_dir);
+            free(codec_dir);
         }
     }
     cli_args_free(&a);

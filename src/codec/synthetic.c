@@ -1,6 +1,9 @@
 /* synthetic.c — random-weight codec state dicts from a config (see synthetic.h). */
 #include "codec/synthetic.h"
 
+#include "io/file.h"
+#include "io/safetensors.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,4 +182,36 @@ int gp_codec_synthetic_source(const char *yaml, uint64_t seed, gp_codec_source *
     qsort(s->tensors, s->count, sizeof *s->tensors, syn_cmp);
     *out = s;
     return GEPARD_OK;
+}
+
+int gp_codec_synthetic_write(const char *dir, const char *yaml, uint64_t seed, gp_error *err) {
+    int rc = gp_make_dirs(dir, err);
+    if (rc) return rc;
+    gp_codec_source *src;
+    if ((rc = gp_codec_synthetic_source(yaml, seed, &src, err))) return rc;
+    gp_st_writer *w = gp_st_writer_create();
+    if (!w) rc = gp_fail_oom(err, "writer", 0);
+    for (size_t i = 0; !rc && i < src->count; i++) {
+        const gp_codec_tensor *t = &src->tensors[i];
+        rc = gp_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, err);
+    }
+    char *weights = gp_path_join(dir, "model_weights.safetensors");
+    char *config = gp_path_join(dir, "model_config.yaml");
+    if (!rc && (!weights || !config)) rc = gp_fail_oom(err, "path", 0);
+    if (!rc) rc = gp_st_writer_write(w, weights, err);
+    gp_st_writer_free(w);
+    gp_codec_source_free(src);
+    gp_atomic_file af;
+    if (!rc) rc = gp_atomic_file_open(&af, config, err);
+    if (!rc) {
+        if (fputs(yaml, af.fp) < 0) {
+            gp_atomic_file_abort(&af);
+            rc = gp_fail(err, GEPARD_ERR_IO, "%s: write failed", config);
+        } else {
+            rc = gp_atomic_file_commit(&af, err);
+        }
+    }
+    free(weights);
+    free(config);
+    return rc;
 }

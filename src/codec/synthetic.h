@@ -20,4 +20,8 @@ int gp_codec_synthetic_source(const char *yaml, uint64_t seed, gp_codec_source *
                               gp_error *err);
 /* (free the result with gp_codec_source_free) */
 
+/* Write a synthetic codec directory: DIR/model_config.yaml (`yaml`) and
+ * DIR/model_weights.safetensors, loadable with gepard_codec_load(DIR). */
+int gp_codec_synthetic_write(const char *dir, const char *yaml, uint64_t seed, gp_error *err);
+
 #endif

@@ -18,6 +18,7 @@
 #include "io/safetensors.h"
 #include "io/torch.h"
 #include "io/zip.h"
+#include "model/config.h"
 
 typedef struct dtype_tally {
     size_t count[GP_BOOL + 1];
@@ -125,6 +126,63 @@ static int describe_torch(const char *path, gp_buf *out, gp_error *err) {
 }
 
 /* First bytes of a file (zeros past its end). */
+/* A Gepard checkpoint directory: the resolved config and the weights file. */
+static int describe_gepard(const char *path, gp_buf *out, gp_error *err) {
+    gp_model_config cfg;
+    int rc = gp_model_config_load(path, &cfg, err);
+    if (rc) return rc;
+    const gp_backbone_config *b = &cfg.backbone;
+    gp_buf_printf(out, "%s: Gepard model%s\n", path,
+                  cfg.legacy ? " (legacy config.json only)" : "");
+    gp_buf_printf(out,
+                  "backbone: Qwen3.5 full attention, %d layers, hidden %d, %d query / %d key-value "
+                  "heads of %d, MLP %d, vocabulary %lld, rope theta %g, rotary %d of %d dims, "
+                  "rms eps %g\n",
+                  b->num_layers, b->hidden_size, b->num_heads, b->num_kv_heads, b->head_dim,
+                  b->intermediate_size, (long long)b->vocab_size, b->rope_theta, b->rotary_dim,
+                  b->head_dim, b->rms_norm_eps);
+    gp_buf_printf(out, "audio: %d channels (%d logits), audio_embed_dim %d", cfg.num_channels,
+                  cfg.total_logits, cfg.audio_embed_dim);
+    if (cfg.codec.present) {
+        gp_buf_printf(out, ", codec %d groups x", cfg.codec.num_layers);
+        print_list(out, " levels", cfg.codec.fsq_levels, cfg.codec.num_levels);
+    }
+    gp_buf_printf(out, "\nspecial ids: start_of_text %d, end_of_text %d, start_of_speech %d\n",
+                  cfg.special.start_of_text, cfg.special.end_of_text, cfg.special.start_of_speech);
+    if (cfg.repetition.enabled)
+        gp_buf_printf(out, "text repetition: target %d tokens, below %d, at most %d copies\n",
+                      cfg.repetition.target_text_tokens, cfg.repetition.apply_below,
+                      cfg.repetition.max_repeats);
+    else
+        gp_buf_append_str(out, "text repetition: off\n");
+    if (cfg.voice_cloning.enabled)
+        gp_buf_printf(out, "voice cloning: %d prefix rows, %d blocks, %d heads, FFN %d\n",
+                      cfg.voice_cloning.num_queries, cfg.voice_cloning.num_layers,
+                      cfg.voice_cloning.num_heads, cfg.voice_cloning.ffn_hidden_size);
+    else
+        gp_buf_append_str(out, "voice cloning: off\n");
+    char *st_path = gp_path_join(path, "model.safetensors");
+    if (!st_path) return gp_fail_oom(err, "path", 0);
+    gp_st_file *f;
+    rc = gp_st_open(st_path, &f, err);
+    free(st_path);
+    if (rc) return rc;
+    dtype_tally all = {0};
+    for (size_t i = 0; i < f->count; i++) tally_add(&all, f->tensors[i].dtype, f->tensors[i].numel);
+    tally_print(&all, f->count, out);
+    gp_st_close(f);
+    return GEPARD_OK;
+}
+
+static bool probe_gepard(const char *path) {
+    if (!gp_path_is_dir(path)) return false;
+    char *a = gp_path_join(path, "gepard_config.json"), *b = gp_path_join(path, "config.json");
+    bool yes = (a && gp_path_exists(a)) || (b && gp_path_exists(b));
+    free(a);
+    free(b);
+    return yes;
+}
+
 static size_t read_head(const char *path, unsigned char *head, size_t n) {
     memset(head, 0, n);
     FILE *fp = fopen(path, "rb");
@@ -175,6 +233,7 @@ gepard_status gepard_describe_file(const char *path, char **text) {
         bool (*probe)(const char *path);
         int (*describe)(const char *path, gp_buf *out, gp_error *err);
     } table[] = {
+        {probe_gepard, describe_gepard},
         {probe_codec, describe_codec},
         {probe_safetensors, describe_safetensors},
         {probe_torch, describe_torch},

@@ -38,6 +38,7 @@ LIB_SRC := $(sort $(wildcard src/base/*.c src/io/*.c src/compute/*.c src/compute
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
 
 # ---- object lists per flavour ----
 rel_obj = $(patsubst %.c,$(BUILD)/release/%.o,$(1))
@@ -49,8 +50,9 @@ REL_BIN := $(BUILD)/release/gepard
 ASAN_BIN := $(BUILD)/asan/gepard
 ASAN_TESTS := $(BUILD)/asan/gepard-tests
 REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SRC))
+REL_BENCH_TOOLS := $(patsubst bench/%.c,$(BUILD)/release/bench/%,$(BENCH_SRC))
 
-.PHONY: all test demo bench deps format clean check-format release asan examples
+.PHONY: all test demo bench deps format clean check-format release asan examples bench-tools
 
 all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES)
 	@ln -sf release/gepard $(BUILD)/gepard
@@ -92,6 +94,12 @@ $(ASAN_TESTS): $(call asan_obj,$(TEST_SRC)) $(ASAN_LIB)
 
 $(BUILD)/release/examples/%: $(BUILD)/release/examples/%.o $(REL_LIB)
 	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/release/bench/%: $(BUILD)/release/bench/%.o $(REL_LIB)
+	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+
+# Hand-run micro-benchmarks (bench/*.c), not part of `make test`.
+bench-tools: $(REL_BENCH_TOOLS)
 
 examples: $(REL_EXAMPLES)
 

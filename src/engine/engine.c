@@ -26,7 +26,8 @@ static void finish_locked(gepard_engine *e, gepard_stream *s, gepard_status stat
                           const char *message) {
     gp_stream_release_resources(e, s);
     s->status = status;
-    snprintf(s->message, sizeof s->message, "%s", message ? message : "");
+    if (message != s->message)
+        snprintf(s->message, sizeof s->message, "%s", message ? message : "");
     s->result.status = status;
     s->state = STREAM_DONE;
     e->stats.streams_finished++;
@@ -64,6 +65,11 @@ static void admit_locked(gepard_engine *e) {
         bool no_more = false;
         int rc = gp_stream_begin_segment(e, s, &no_more, &err);
         if (rc == GEPARD_ERR_BUSY && e->active_count > 0) break; /* wait for blocks */
+        if (rc == GEPARD_ERR_BUSY) /* even an idle engine cannot hold it */
+            rc = gp_fail(&err, GEPARD_ERR_INVALID_ARGUMENT,
+                         "this request needs more KV cache than the engine has (%d positions "
+                         "of %d): lower max_frames or shorten the text",
+                         gp_stream_positions_needed(s), e->kv->num_blocks * e->kv->block_size);
         e->queue_head = s->next;
         if (!e->queue_head) e->queue_tail = NULL;
         e->queued--;

@@ -82,6 +82,8 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more_se
  * decode + callbacks). Returns non-zero when the stream must stop (the
  * callback asked to cancel, or decoding failed; s->status says which). */
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
+/* KV positions the stream's current (or next) segment reserves. */
+int gp_stream_positions_needed(const gepard_stream *s);
 /* Free a stream's per-request memory (not the struct). */
 void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
 

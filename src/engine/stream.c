@@ -112,6 +112,12 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more, g
     return GEPARD_OK;
 }
 
+int gp_stream_positions_needed(const gepard_stream *s) {
+    if (s->gen) return gp_gen_kv_positions(s->gen, false) + gp_gen_kv_positions(s->gen, true);
+    bool cfg = s->gen_params.cfg_scale != 1.0f && s->gen_params.cfg_frames != 0;
+    return (s->prefix_rows + s->gen_params.max_frames) * (cfg ? 2 : 1);
+}
+
 static void stream_fail(gepard_stream *s, gepard_status status, const char *message) {
     s->status = status;
     snprintf(s->message, sizeof s->message, "%s", message);
@@ -161,6 +167,13 @@ gepard_status gepard_stream_start(gepard_engine *e, const char *text,
     atomic_init(&s->cancel_requested, 0);
     s->start_time = gp_now_s();
     gepard_status st = stream_setup(e, s, text, params, &err);
+    int capacity = e->kv->num_blocks * e->kv->block_size;
+    if (st == GEPARD_OK && gp_stream_positions_needed(s) > capacity)
+        st = (gepard_status)gp_fail(&err, GEPARD_ERR_INVALID_ARGUMENT,
+                                    "max_frames %d needs more KV cache than the engine has (%d "
+                                    "positions): lower max_frames or give the engine a larger "
+                                    "KV cache",
+                                    s->gen_params.max_frames, capacity);
     if (st == GEPARD_OK)
         st = gp_engine_enqueue(e, s);
     else

@@ -1,0 +1,252 @@
+/* test_engine.c — the public engine API on the fixtures: batched streams
+ * give the same audio as single ones, first audio arrives after the first
+ * frame, cancellation (by callback, by another thread, by freeing) returns
+ * every KV block, a full queue answers BUSY, and long text is segmented. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gepard.h"
+#include "test.h"
+
+typedef struct capture {
+    float *samples;
+    size_t n, cap;
+    int frames_at_first_audio;
+    int frames;
+    int cancel_after_frames; /* 0 = never */
+} capture;
+
+static int cap_frame(const int32_t *codes, int channels, void *user) {
+    (void)codes;
+    (void)channels;
+    capture *c = user;
+    c->frames++;
+    return 0;
+}
+
+static int cap_audio(const float *x, size_t n, void *user) {
+    capture *c = user;
+    if (c->n == 0) c->frames_at_first_audio = c->frames;
+    if (c->n + n > c->cap) {
+        c->cap = (c->n + n) * 2;
+        c->samples = realloc(c->samples, c->cap * sizeof(float));
+    }
+    memcpy(c->samples + c->n, x, n * sizeof(float));
+    c->n += n;
+    return c->cancel_after_frames && c->frames >= c->cancel_after_frames;
+}
+
+typedef struct fixture {
+    gepard_model *model;
+    gepard_codec *codec;
+    gepard_engine *engine;
+} fixture;
+
+static int fixture_open(fixture *f, int max_streams, int max_queue) {
+    memset(f, 0, sizeof *f);
+    gepard_load_params lp = gepard_load_default_params();
+    lp.weights = GEPARD_WEIGHTS_F32;
+    if (gepard_model_load(test_fixture("model-tiny/model"), &lp, &f->model) ||
+        gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &f->codec))
+        return -1;
+    gepard_engine_params ep = gepard_engine_default_params();
+    ep.threads = 2;
+    ep.max_streams = max_streams;
+    ep.max_queue = max_queue;
+    return gepard_engine_create(f->model, f->codec, &ep, &f->engine) ? -1 : 0;
+}
+
+static void fixture_close(fixture *f) {
+    gepard_engine_free(f->engine);
+    gepard_codec_free(f->codec);
+    gepard_model_free(f->model);
+}
+
+static gepard_synth_params params_for(uint64_t seed, int frames) {
+    gepard_synth_params p = gepard_synth_default_params();
+    p.random_seed = 0;
+    p.seed = seed;
+    p.temperature = 0.8f;
+    p.stop_threshold = 1.01f;
+    p.max_frames = frames;
+    return p;
+}
+
+static const char *texts[] = {"Hello world!", "The quick brown fox jumps over the lazy dog.", "Hi",
+                              "Another sentence, with a comma."};
+
+TEST(engine_batched_streams_equal_single_runs) {
+    fixture f;
+    REQUIRE_MSG(fixture_open(&f, 8, 8) == 0, "%s", gepard_last_error());
+    capture single[4], batched[4];
+    memset(single, 0, sizeof single);
+    memset(batched, 0, sizeof batched);
+    for (int i = 0; i < 4; i++) {
+        gepard_synth_params p = params_for(100 + (uint64_t)i, 12 + 3 * i);
+        gepard_stream_callbacks cb = {cap_audio, cap_frame, &single[i]};
+        REQUIRE_MSG(gepard_synthesize(f.engine, texts[i], &p, &cb, NULL) == GEPARD_OK, "%s",
+                    gepard_last_error());
+    }
+    gepard_stream *streams[4];
+    for (int i = 0; i < 4; i++) {
+        gepard_synth_params p = params_for(100 + (uint64_t)i, 12 + 3 * i);
+        gepard_stream_callbacks cb = {cap_audio, cap_frame, &batched[i]};
+        REQUIRE(gepard_stream_start(f.engine, texts[i], &p, &cb, &streams[i]) == GEPARD_OK);
+    }
+    for (int i = 0; i < 4; i++) {
+        gepard_synth_result r;
+        CHECK(gepard_stream_wait(streams[i], &r) == GEPARD_OK);
+        CHECK_EQ_INT(r.frames, 12 + 3 * i);
+        gepard_stream_free(streams[i]);
+        CHECK_EQ_INT(batched[i].n, single[i].n);
+        CHECK_MSG(single[i].n == batched[i].n &&
+                      memcmp(single[i].samples, batched[i].samples, single[i].n * 4) == 0,
+                  "stream %d differs when batched", i);
+        CHECK_EQ_INT(single[i].frames_at_first_audio, 1);
+        free(single[i].samples);
+        free(batched[i].samples);
+    }
+    gepard_engine_stats st;
+    gepard_engine_get_stats(f.engine, &st);
+    test_note("steps %llu, max batch %d, mean batch %.2f", (unsigned long long)st.steps,
+              st.max_batch, st.mean_batch);
+    CHECK(st.max_batch > 1);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    fixture_close(&f);
+}
+
+TEST(engine_cancellation_returns_kv_blocks) {
+    fixture f;
+    REQUIRE_MSG(fixture_open(&f, 4, 4) == 0, "%s", gepard_last_error());
+    capture c;
+    memset(&c, 0, sizeof c);
+    c.cancel_after_frames = 3;
+    gepard_synth_params p = params_for(1, 500);
+    gepard_stream_callbacks cb = {cap_audio, cap_frame, &c};
+    gepard_synth_result r;
+    gepard_status st = gepard_synthesize(f.engine, "Hello world!", &p, &cb, &r);
+    CHECK_EQ_INT(st, GEPARD_ERR_CANCELLED);
+    CHECK(strstr(gepard_last_error(), "cancelled") != NULL);
+    CHECK_EQ_INT(c.frames, 3);
+    free(c.samples);
+    /* cancel from another thread, and free a running stream */
+    memset(&c, 0, sizeof c);
+    gepard_stream *s;
+    p.max_frames = 3000;
+    p.repetition_penalty = 1.2f; /* make each step a little more work */
+    REQUIRE(gepard_stream_start(f.engine, "Hello world!", &p, &cb, &s) == GEPARD_OK);
+    while (c.frames < 2) usleep(1000);
+    gepard_stream_cancel(s);
+    CHECK_EQ_INT(gepard_stream_wait(s, &r), GEPARD_ERR_CANCELLED);
+    gepard_stream_free(s);
+    free(c.samples);
+    capture d;
+    memset(&d, 0, sizeof d);
+    gepard_stream_callbacks cb2 = {NULL, cap_frame, &d};
+    REQUIRE(gepard_stream_start(f.engine, "Hello world!", &p, &cb2, &s) == GEPARD_OK);
+    while (d.frames < 2) usleep(1000);
+    gepard_stream_free(s); /* the engine finishes and frees it */
+    for (int i = 0; i < 200; i++) {
+        gepard_engine_stats es;
+        gepard_engine_get_stats(f.engine, &es);
+        if (es.active_streams == 0 && es.kv_blocks_used == 0) break;
+        usleep(5000);
+    }
+    gepard_engine_stats es;
+    gepard_engine_get_stats(f.engine, &es);
+    CHECK_EQ_INT(es.active_streams, 0);
+    CHECK_EQ_INT(es.kv_blocks_used, 0);
+    fixture_close(&f);
+}
+
+TEST(engine_full_queue_is_busy) {
+    fixture f;
+    REQUIRE_MSG(fixture_open(&f, 1, 1) == 0, "%s", gepard_last_error());
+    gepard_synth_params p = params_for(1, 3000);
+    gepard_stream *a, *b, *c = NULL;
+    REQUIRE(gepard_stream_start(f.engine, "Hello world!", &p, NULL, &a) == GEPARD_OK);
+    /* wait until a runs, so b stays queued */
+    for (int i = 0; i < 500; i++) {
+        gepard_engine_stats es;
+        gepard_engine_get_stats(f.engine, &es);
+        if (es.active_streams == 1) break;
+        usleep(2000);
+    }
+    REQUIRE(gepard_stream_start(f.engine, "Hello world!", &p, NULL, &b) == GEPARD_OK);
+    gepard_status st = gepard_stream_start(f.engine, "Hello world!", &p, NULL, &c);
+    CHECK_EQ_INT(st, GEPARD_ERR_BUSY);
+    CHECK(strstr(gepard_last_error(), "busy") || strstr(gepard_last_error(), "slots"));
+    CHECK(c == NULL);
+    gepard_stream_cancel(a);
+    gepard_stream_cancel(b);
+    gepard_stream_free(a);
+    gepard_stream_free(b);
+    fixture_close(&f); /* also cancels anything left */
+}
+
+TEST(engine_rejects_bad_requests_early) {
+    fixture f;
+    REQUIRE_MSG(fixture_open(&f, 2, 2) == 0, "%s", gepard_last_error());
+    gepard_synth_params p = gepard_synth_default_params();
+    gepard_stream *s = NULL;
+    CHECK_EQ_INT(gepard_stream_start(f.engine, "   ", &p, NULL, &s), GEPARD_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(gepard_last_error(), "empty"));
+    CHECK_EQ_INT(gepard_stream_start(f.engine, "ok \xC3", &p, NULL, &s),
+                 GEPARD_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(gepard_last_error(), "UTF-8"));
+    p.max_text_bytes = 8;
+    CHECK_EQ_INT(gepard_stream_start(f.engine, "a long text here", &p, NULL, &s),
+                 GEPARD_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(gepard_last_error(), "limit"));
+    p = gepard_synth_default_params();
+    p.top_k = -1;
+    CHECK_EQ_INT(gepard_stream_start(f.engine, "hello", &p, NULL, &s), GEPARD_ERR_INVALID_ARGUMENT);
+    CHECK(s == NULL);
+    p = gepard_synth_default_params();
+    p.max_frames = 900000; /* more than the KV cache can ever hold */
+    CHECK_EQ_INT(gepard_stream_start(f.engine, "hello", &p, NULL, &s), GEPARD_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(gepard_last_error(), "KV cache"));
+    fixture_close(&f);
+}
+
+typedef struct thread_job {
+    gepard_engine *engine;
+    int index;
+    capture cap;
+    gepard_status status;
+} thread_job;
+
+static void *synthesize_thread(void *arg) {
+    thread_job *j = arg;
+    gepard_synth_params p = params_for(7 + (uint64_t)j->index, 10);
+    gepard_stream_callbacks cb = {cap_audio, cap_frame, &j->cap};
+    j->status = gepard_synthesize(j->engine, texts[j->index % 4], &p, &cb, NULL);
+    return NULL;
+}
+
+TEST(engine_many_threads_at_once) {
+    fixture f;
+    REQUIRE_MSG(fixture_open(&f, 4, 32) == 0, "%s", gepard_last_error());
+    enum { N = 12 };
+    thread_job jobs[N];
+    pthread_t threads[N];
+    for (int i = 0; i < N; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].engine = f.engine;
+        jobs[i].index = i;
+        pthread_create(&threads[i], NULL, synthesize_thread, &jobs[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK_EQ_INT(jobs[i].status, GEPARD_OK);
+        CHECK_EQ_INT(jobs[i].cap.n, 10 * 1024);
+        free(jobs[i].cap.samples);
+    }
+    gepard_engine_stats st;
+    gepard_engine_get_stats(f.engine, &st);
+    CHECK_EQ_INT(st.streams_finished, N);
+    CHECK(st.max_batch > 1 && st.max_batch <= 4);
+    fixture_close(&f);
+}

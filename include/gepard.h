@@ -72,6 +72,7 @@ gepard_status gepard_detokenize(const gepard_tokenizer *tok, const int32_t *ids,
 typedef struct gepard_model gepard_model;
 
 typedef enum gepard_weight_format {
+    GEPARD_WEIGHTS_NONE = -2,    /* "no format" (e.g. no --compare) */
     GEPARD_WEIGHTS_DEFAULT = -1, /* bf16 */
     GEPARD_WEIGHTS_F32 = 0,      /* the reference */
     GEPARD_WEIGHTS_BF16 = 1,
@@ -262,6 +263,27 @@ typedef struct gepard_engine_stats {
 } gepard_engine_stats;
 
 void gepard_engine_get_stats(gepard_engine *engine, gepard_engine_stats *stats);
+
+/* ======================================================================
+ * Benchmark (`gepard bench`)
+ * ====================================================================== */
+
+typedef struct gepard_bench_params {
+    const char *model;            /* directory or repo id */
+    const char *codec;            /* codec path or repo id */
+    gepard_weight_format weights; /* the format measured end to end */
+    gepard_weight_format compare; /* a second format for the backbone, or GEPARD_WEIGHTS_NONE */
+    int threads;                  /* 0 = all CPUs */
+    int frames;                   /* frames generated per measurement (64) */
+    const char *text;             /* the sentence for prefill / time to first audio */
+} gepard_bench_params;
+
+gepard_bench_params gepard_bench_default_params(void);
+/* Run the benchmark and return its results as one JSON object (free with
+ * gepard_free): machine, roofline (mem_bandwidth_gbs, fma_peak_gflops),
+ * backbone_ms_per_frame, prefill speed, codec_ms_per_frame, rtf, ttfa_ms,
+ * peak_rss_mb and each phase's fraction of its physical bound. */
+gepard_status gepard_benchmark(const gepard_bench_params *params, char **json);
 
 /* Generate codes only (no audio): *codes is [*n_frames][channels], freed
  * with gepard_free. `threads` 0 = all CPUs. */

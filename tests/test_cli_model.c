@@ -275,3 +275,37 @@ TEST(cli_synth_tiny_checkpoint_runs) {
     CHECK_MSG(r.status == 0, "synth is not reproducible: %s", r.out);
     test_cmd_result_free(&r);
 }
+
+TEST(cli_bench_prints_the_required_keys) {
+    const char *args[] = {
+        "bench",    "--model", MODEL_DIR,   "--codec", test_fixture("codec-tiny/nano-tiny.nemo"),
+        "--frames", "4",       "--compare", "f32",     "--threads",
+        "2",        NULL};
+    test_cmd_result r;
+    REQUIRE(test_run_gepard(&r, NULL, 0, 300, args) == 0);
+    REQUIRE_MSG(r.status == 0, "bench failed: %s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    REQUIRE_MSG(j, "not JSON: %s", r.out);
+    const char *keys[] = {"rtf",
+                          "ttfa_ms",
+                          "backbone_ms_per_frame",
+                          "codec_ms_per_frame",
+                          "peak_rss_mb",
+                          "dtype",
+                          "threads",
+                          "mem_bandwidth_gbs",
+                          "fma_peak_gflops",
+                          "prefill_tokens_per_s",
+                          "backbone_fraction_of_bound",
+                          "codec_fraction_of_bound",
+                          "machine",
+                          "compare"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK_MSG(cJSON_GetObjectItem(j, keys[i]) != NULL, "missing key %s", keys[i]);
+    CHECK(strcmp(cJSON_GetObjectItem(j, "dtype")->valuestring, "bf16") == 0);
+    CHECK(strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "compare"), "dtype")->valuestring,
+                 "f32") == 0);
+    CHECK(cJSON_GetObjectItem(j, "mem_bandwidth_gbs")->valuedouble > 0.1);
+    cJSON_Delete(j);
+    test_cmd_result_free(&r);
+}

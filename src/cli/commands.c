@@ -9,6 +9,7 @@ int cli_tokenize(int argc, char **argv);
 int cli_codes(int argc, char **argv);
 int cli_synth(int argc, char **argv);
 int cli_say(int argc, char **argv);
+int cli_bench(int argc, char **argv);
 int cli_download(int argc, char **argv);
 
 const cli_command cli_commands[] = {
@@ -19,6 +20,7 @@ const cli_command cli_commands[] = {
     {"encode", "encode mono audio to NanoCodec codes (JSON)", cli_encode},
     {"info", "describe a model file (.nemo codec, .safetensors, torch checkpoint)", cli_info},
     {"download", "fetch a model from the Hugging Face Hub into the cache", cli_download},
+    {"bench", "measure speed and memory on this machine (JSON)", cli_bench},
     {"synth", "write a synthetic real-size checkpoint for benchmarks", cli_synth},
     {NULL, NULL, NULL},
 };

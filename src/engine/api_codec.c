@@ -6,12 +6,10 @@
 #include "base/alloc.h"
 #include "codec/codec.h"
 #include "engine/api_error.h"
+#include "engine/api_internal.h"
 #include "engine/hub_paths.h"
 #include "gepard.h"
 
-struct gepard_codec {
-    gp_codec *codec;
-};
 
 struct gepard_codec_stream {
     gp_codec_code_stream *stream;

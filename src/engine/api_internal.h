@@ -3,6 +3,7 @@
 #ifndef GP_ENGINE_API_INTERNAL_H
 #define GP_ENGINE_API_INTERNAL_H
 
+#include "codec/codec.h"
 #include "gepard.h"
 #include "model/config.h"
 #include "model/lora.h"
@@ -30,6 +31,10 @@ struct gepard_voice {
 
 struct gepard_lora {
     gp_lora_adapter *adapter;
+};
+
+struct gepard_codec {
+    gp_codec *codec;
 };
 
 /* Fill a tokenizer handle from a model directory (tokenizer.json + config). */

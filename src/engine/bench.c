@@ -1,0 +1,304 @@
+/* bench.c — gepard_benchmark(): the numbers behind `gepard bench`, as one
+ * JSON object. Measures, in one run: the machine's roofline (read bandwidth,
+ * f32 FMA and bf16 dot peaks), prefill speed and per-frame backbone time for
+ * one stream (the batched generation step with one stream, no codec), the
+ * streaming codec's per-frame time, and end-to-end synthesis through the
+ * engine (real-time factor, time to first audio), with peak RSS. Each phase is
+ * compared with its physical bound: weight bytes per frame / bandwidth for
+ * the backbone, decoder MACs / FMA peak for the codec. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timing.h"
+#include "compute/roofline.h"
+#include "engine/api_error.h"
+#include "engine/api_internal.h"
+#include "engine/synth_prep.h"
+
+gepard_bench_params gepard_bench_default_params(void) {
+    gepard_bench_params p;
+    memset(&p, 0, sizeof p);
+    p.weights = GEPARD_WEIGHTS_DEFAULT;
+    p.compare = GEPARD_WEIGHTS_NONE;
+    p.frames = 64;
+    p.text = "The quick brown fox jumps over the lazy dog near the quiet river bank.";
+    return p;
+}
+
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+static void cpu_model_name(char *out, size_t size) {
+    snprintf(out, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                snprintf(out, size, "%s", colon + 2);
+                out[strcspn(out, "\n")] = '\0';
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static size_t backbone_bytes_per_frame(const gp_model *m) {
+    size_t bytes = 0;
+    for (int l = 0; l < m->cfg.backbone.num_layers; l++) {
+        const gp_layer *L = &m->layers[l];
+        const gp_matrix *ms[] = {&L->q_proj,    &L->k_proj,  &L->v_proj,   &L->o_proj,
+                                 &L->gate_proj, &L->up_proj, &L->down_proj};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) bytes += gp_matrix_bytes(ms[i]);
+    }
+    return bytes + gp_matrix_bytes(&m->embed_proj0) + gp_matrix_bytes(&m->embed_proj2) +
+           gp_matrix_bytes(&m->heads);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct backbone_numbers {
+    double prefill_ms, prefill_tokens_per_s, ms_per_frame, median_ms;
+    int prefill_rows, frames;
+} backbone_numbers;
+
+/* One stream through gp_gen_step: prefill, then `frames` decode steps. */
+static int bench_backbone(gepard_model *gm, const char *text, int frames, int threads,
+                          backbone_numbers *out, gp_error *err) {
+    const gp_model *m = gm->model;
+    gepard_synth_params sp = gepard_synth_default_params();
+    sp.random_seed = 0;
+    sp.seed = 1;
+    sp.stop_threshold = 2.0f; /* never stop early */
+    sp.max_frames = frames + 1;
+    gp_gen_params gen;
+    int rc = gp_synth_params_convert(&sp, &gen, err);
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (!rc) rc = gp_synth_layout(gm, text, strlen(text), 0, gen.max_frames, &ids, &n_ids, err);
+    if (rc) return rc;
+    gp_gen_stream *s = NULL;
+    gp_kv_pool *kv = NULL;
+    gp_pool *pool = NULL;
+    gp_gen_workspace w;
+    gp_gen_workspace_init(&w);
+    double *times = calloc((size_t)frames + 1, sizeof(double));
+    const gp_backbone_config *bb = &m->cfg.backbone;
+    if (!times) rc = gp_fail_oom(err, "timings", 0);
+    if (!rc) rc = gp_gen_create(m, &gen, ids, n_ids, NULL, 0, NULL, &s, err);
+    if (!rc)
+        rc = gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, 16,
+                               (n_ids + gen.max_frames) / 16 + 4, &kv, err);
+    if (!rc) rc = gp_pool_create(threads, &pool, err);
+    if (!rc) rc = gp_gen_reserve(s, kv, err);
+    if (!rc) {
+        uint64_t t0 = gp_now_ns();
+        while (!rc && s->n_frames == 0) {
+            int r = gp_gen_step(&s, 1, kv, &w, 4096, pool, err);
+            if (r < 0) rc = -r;
+        }
+        out->prefill_ms = (double)(gp_now_ns() - t0) * 1e-6;
+        out->prefill_rows = n_ids;
+        out->prefill_tokens_per_s = n_ids / (out->prefill_ms * 1e-3);
+        int done = 0;
+        while (!rc && done < frames && s->phase != GP_GEN_DONE) {
+            uint64_t t = gp_now_ns();
+            int r = gp_gen_step(&s, 1, kv, &w, 4096, pool, err);
+            if (r < 0) rc = -r;
+            times[done++] = (double)(gp_now_ns() - t) * 1e-6;
+        }
+        out->frames = done;
+        double sum = 0;
+        for (int i = 0; i < done; i++) sum += times[i];
+        out->ms_per_frame = done ? sum / done : 0;
+        qsort(times, (size_t)done, sizeof(double), cmp_double);
+        out->median_ms = done ? times[done / 2] : 0;
+    }
+    free(times);
+    free(ids);
+    gp_gen_free(s, kv);
+    gp_gen_workspace_free(&w);
+    gp_kv_pool_free(kv);
+    gp_pool_free(pool);
+    return rc;
+}
+
+/* Streaming decode of `frames` random frames, one frame per push. */
+static int bench_codec(gepard_codec *gc, int frames, double *ms_per_frame, gp_error *err) {
+    const gp_codec *c = gc->codec;
+    const int C = c->fsq.channels, spf = c->cfg.samples_per_frame;
+    gp_codec_code_stream *s;
+    int rc = gp_codec_code_stream_create(c, &s, err);
+    if (rc) return rc;
+    int32_t *codes = malloc((size_t)C * sizeof(int32_t));
+    float *pcm = malloc((size_t)spf * sizeof(float));
+    if (!codes || !pcm) rc = gp_fail_oom(err, "codec bench", 0);
+    uint64_t state = 12345;
+    /* warm-up frame, not timed */
+    for (int f = -1; !rc && f < frames; f++) {
+        for (int k = 0; k < C; k++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            codes[k] = (int32_t)((state >> 33) % (uint64_t)gp_fsq_levels(&c->fsq, k));
+        }
+        if (f == 0) *ms_per_frame = (double)gp_now_ns();
+        rc = gp_codec_code_stream_push(s, codes, 1, pcm, err);
+    }
+    if (!rc) *ms_per_frame = ((double)gp_now_ns() - *ms_per_frame) * 1e-6 / frames;
+    free(codes);
+    free(pcm);
+    gp_codec_code_stream_free(s);
+    return rc;
+}
+
+typedef struct e2e_numbers {
+    gepard_synth_result result;
+} e2e_numbers;
+
+static int bench_end_to_end(gepard_model *gm, gepard_codec *gc, const char *text, int frames,
+                            int threads, e2e_numbers *out, gp_error *err) {
+    gepard_engine_params ep = gepard_engine_default_params();
+    ep.threads = threads;
+    ep.max_streams = 1;
+    gepard_engine *engine;
+    if (gepard_engine_create(gm, gc, &ep, &engine) != GEPARD_OK)
+        return gp_fail(err, GEPARD_ERR_INTERNAL, "%s", gepard_last_error());
+    gepard_synth_params sp = gepard_synth_default_params();
+    sp.random_seed = 0;
+    sp.seed = 1;
+    sp.stop_threshold = 2.0f;
+    sp.max_frames = frames;
+    sp.split_text = 0;
+    gepard_status st = gepard_synthesize(engine, text, &sp, NULL, &out->result);
+    gepard_engine_free(engine);
+    if (st != GEPARD_OK) return gp_fail(err, st, "%s", gepard_last_error());
+    return GEPARD_OK;
+}
+
+static const char *format_name(gepard_weight_format f) {
+    return f == GEPARD_WEIGHTS_DEFAULT ? "bf16" : gp_weight_format_name((gp_weight_format)f);
+}
+
+static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bool with_codec,
+                      gepard_codec *codec, double bandwidth, double fma, cJSON *into,
+                      gp_error *err) {
+    reset_peak_rss();
+    gepard_load_params lp = gepard_load_default_params();
+    lp.weights = fmt;
+    gepard_model *gm;
+    uint64_t t0 = gp_now_ns();
+    if (gepard_model_load(p->model, &lp, &gm) != GEPARD_OK)
+        return gp_fail(err, GEPARD_ERR_IO, "%s", gepard_last_error());
+    double load_s = (double)(gp_now_ns() - t0) * 1e-9;
+    backbone_numbers bn;
+    memset(&bn, 0, sizeof bn);
+    int rc = bench_backbone(gm, p->text, p->frames, p->threads, &bn, err);
+    size_t bytes = backbone_bytes_per_frame(gm->model);
+    cJSON_AddStringToObject(into, "dtype", format_name(fmt));
+    cJSON_AddNumberToObject(into, "load_seconds", load_s);
+    cJSON_AddNumberToObject(into, "backbone_ms_per_frame", bn.ms_per_frame);
+    cJSON_AddNumberToObject(into, "backbone_median_ms_per_frame", bn.median_ms);
+    cJSON_AddNumberToObject(into, "prefill_tokens", bn.prefill_rows);
+    cJSON_AddNumberToObject(into, "prefill_ms", bn.prefill_ms);
+    cJSON_AddNumberToObject(into, "prefill_tokens_per_s", bn.prefill_tokens_per_s);
+    cJSON_AddNumberToObject(into, "weight_mb_per_frame", (double)bytes / 1e6);
+    double bound_ms = bandwidth > 0 ? (double)bytes / (bandwidth * 1e9) * 1e3 : 0;
+    cJSON_AddNumberToObject(into, "backbone_bound_ms_per_frame", bound_ms);
+    cJSON_AddNumberToObject(into, "backbone_fraction_of_bound",
+                            bn.ms_per_frame > 0 ? bound_ms / bn.ms_per_frame : 0);
+    if (!rc && with_codec) {
+        double codec_ms = 0;
+        rc = bench_codec(codec, p->frames, &codec_ms, err);
+        double gflop = 2.0 * gp_codec_decoder_macs_per_frame(&codec->codec->dec) / 1e9;
+        double codec_bound = fma > 0 ? gflop / fma * 1e3 : 0;
+        cJSON_AddNumberToObject(into, "codec_ms_per_frame", codec_ms);
+        cJSON_AddNumberToObject(into, "codec_gflop_per_frame", gflop);
+        cJSON_AddNumberToObject(into, "codec_bound_ms_per_frame", codec_bound);
+        cJSON_AddNumberToObject(into, "codec_fraction_of_bound",
+                                codec_ms > 0 ? codec_bound / codec_ms : 0);
+        e2e_numbers e2e;
+        memset(&e2e, 0, sizeof e2e);
+        if (!rc) rc = bench_end_to_end(gm, codec, p->text, p->frames, p->threads, &e2e, err);
+        cJSON_AddNumberToObject(into, "frames", (double)e2e.result.frames);
+        cJSON_AddNumberToObject(into, "audio_seconds", e2e.result.audio_seconds);
+        cJSON_AddNumberToObject(into, "rtf", e2e.result.rtf);
+        cJSON_AddNumberToObject(into, "ttfa_ms", e2e.result.ttfa_ms);
+        cJSON_AddNumberToObject(
+            into, "e2e_ms_per_frame",
+            e2e.result.frames ? e2e.result.elapsed_seconds * 1e3 / e2e.result.frames : 0);
+    }
+    cJSON_AddNumberToObject(into, "peak_rss_mb", (double)gp_peak_rss_bytes() / 1e6);
+    gepard_model_free(gm);
+    return rc;
+}
+
+gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
+    *json = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    if (!p || !p->model || !p->codec || !p->text || p->frames < 1)
+        return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "benchmark needs a model, a codec, text "
+                                                         "and frames >= 1");
+    cJSON *root = cJSON_CreateObject();
+    cJSON *machine = cJSON_AddObjectToObject(root, "machine");
+    char cpu[256];
+    cpu_model_name(cpu, sizeof cpu);
+    gp_pool *pool = NULL;
+    if (gp_pool_create(p->threads, &pool, &err)) {
+        cJSON_Delete(root);
+        return gp_api_fail(&err);
+    }
+    int threads = gp_pool_size(pool);
+    cJSON_AddStringToObject(machine, "cpu", cpu);
+    cJSON_AddNumberToObject(machine, "logical_cpus", gp_cpu_count());
+    cJSON_AddStringToObject(machine, "simd", gp_kernel_level_name(gp_kernels_active()));
+    cJSON_AddNumberToObject(root, "threads", threads);
+    gp_progress("bench: measuring the roofline");
+    double bandwidth = gp_roofline_read_bandwidth(pool, (size_t)512 << 20);
+    double fma = gp_roofline_fma_f32(pool), bf16 = gp_roofline_dot_bf16(pool);
+    gp_pool_free(pool);
+    cJSON_AddNumberToObject(root, "mem_bandwidth_gbs", bandwidth);
+    cJSON_AddNumberToObject(root, "fma_peak_gflops", fma);
+    cJSON_AddNumberToObject(root, "bf16_dot_peak_gflops", bf16);
+    gepard_codec_params cp = gepard_codec_default_params();
+    cp.n_threads = threads;
+    gepard_codec *codec = NULL;
+    if (gepard_codec_load_with_params(p->codec, &cp, &codec) != GEPARD_OK) {
+        cJSON_Delete(root);
+        return GEPARD_ERR_IO;
+    }
+    gp_progress("bench: %s weights", format_name(p->weights));
+    int rc = run_format(p, p->weights, true, codec, bandwidth, fma, root, &err);
+    if (bf16 > 0)
+        cJSON_AddNumberToObject(root, "codec_bound_bf16_ms_per_frame",
+                                2.0 * gp_codec_decoder_macs_per_frame(&codec->codec->dec) / 1e9 /
+                                    bf16 * 1e3);
+    if (!rc && p->compare != GEPARD_WEIGHTS_NONE) {
+        gp_progress("bench: %s weights", format_name(p->compare));
+        cJSON *other = cJSON_AddObjectToObject(root, "compare");
+        rc = run_format(p, p->compare, false, codec, bandwidth, fma, other, &err);
+    }
+    gp_progress_done();
+    gepard_codec_free(codec);
+    if (rc) {
+        cJSON_Delete(root);
+        return gp_api_fail(&err);
+    }
+    *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return *json ? gp_api_ok() : gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
+}

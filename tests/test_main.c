@@ -277,6 +277,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    struct stat fixtures;
+    if (stat(test_fixture("README.md"), &fixtures) != 0)
+        printf("note: the shared fixtures are not at %s — tests that need them will fail; set "
+               "GEPARD_FIXTURES to their folder\n",
+               test_fixture(""));
     int passed = 0, failed = 0;
     struct timespec t0, t1;
     for (int i = 0; i < test_count; i++) {

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "io/sha256.h"
+#include "test.h"
 
 typedef struct fake_file {
     const char *commit;
@@ -30,9 +31,11 @@ typedef struct fake_repo {
 static const fake_repo fake_repos[] = {
     {"acme/tiny", {{"main", FAKE_HUB_MAIN}, {"v1", FAKE_HUB_OLD}, {"refs/pr/1", FAKE_HUB_OLD}}, 0},
     {"acme/gated", {{"main", FAKE_HUB_GATED}, {NULL, NULL}, {NULL, NULL}}, 1},
+    {FAKE_HUB_MODEL_REPO, {{"main", FAKE_HUB_MODEL_COMMIT}, {NULL, NULL}, {NULL, NULL}}, 0},
+    {FAKE_HUB_CODEC_REPO, {{"main", FAKE_HUB_CODEC_COMMIT}, {NULL, NULL}, {NULL, NULL}}, 0},
 };
 
-#define MAX_FILES 16
+#define MAX_FILES 32
 static fake_file files[MAX_FILES];
 static int n_files;
 
@@ -70,6 +73,31 @@ static void make_content(void) {
     add_file(FAKE_HUB_GATED, "gepard_config.json", new_cfg, strlen(new_cfg), false);
     add_file(FAKE_HUB_GATED, "model.safetensors", model + 7, 4096, true);
     free(model);
+    /* The real fixture files, so a whole synthesis can run from the fake Hub. */
+    static const struct {
+        const char *commit, *path, *fixture;
+        bool lfs;
+    } real[] = {
+        {FAKE_HUB_MODEL_COMMIT, "gepard_config.json", "model-tiny/model/gepard_config.json", false},
+        {FAKE_HUB_MODEL_COMMIT, "config.json", "model-tiny/model/config.json", false},
+        {FAKE_HUB_MODEL_COMMIT, "tokenizer.json", "model-tiny/model/tokenizer.json", false},
+        {FAKE_HUB_MODEL_COMMIT, "tokenizer_config.json", "model-tiny/model/tokenizer_config.json",
+         false},
+        {FAKE_HUB_MODEL_COMMIT, "model.safetensors", "model-tiny/model/model.safetensors", true},
+        {FAKE_HUB_CODEC_COMMIT, "nano-tiny.nemo", "codec-tiny/nano-tiny.nemo", true},
+    };
+    for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
+        FILE *fp = fopen(test_fixture(real[i].fixture), "rb");
+        if (!fp) continue;
+        fseek(fp, 0, SEEK_END);
+        long size = ftell(fp);
+        fseek(fp, 0, SEEK_SET);
+        unsigned char *data = malloc((size_t)size + 1);
+        if (data && fread(data, 1, (size_t)size, fp) == (size_t)size)
+            add_file(real[i].commit, real[i].path, data, (size_t)size, real[i].lfs);
+        free(data);
+        fclose(fp);
+    }
 }
 
 static const fake_file *find_file(const char *commit, const char *path) {

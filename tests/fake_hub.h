@@ -17,6 +17,8 @@
  *     (no config.json, no tokenizer_config.json)
  *   acme/gated  main = FAKE_HUB_GATED, needs "Authorization: Bearer hf_good"
  *     gepard_config.json, model.safetensors (LFS)
+ *   FAKE_HUB_MODEL_REPO, FAKE_HUB_CODEC_REPO: the shared fixtures model-tiny/model
+ *     and codec-tiny/nano-tiny.nemo, so `gepard say` can run from the fake Hub
  */
 #ifndef GEPARD_TEST_FAKE_HUB_H
 #define GEPARD_TEST_FAKE_HUB_H
@@ -31,6 +33,10 @@
 #define FAKE_HUB_OLD "2222222222222222222222222222222222222222"
 #define FAKE_HUB_GATED "3333333333333333333333333333333333333333"
 #define FAKE_HUB_TOKEN "hf_good"
+#define FAKE_HUB_MODEL_REPO "nineninesix/gepard-tiny"
+#define FAKE_HUB_MODEL_COMMIT "4444444444444444444444444444444444444444"
+#define FAKE_HUB_CODEC_REPO "nvidia/nano-tiny"
+#define FAKE_HUB_CODEC_COMMIT "5555555555555555555555555555555555555555"
 #define FAKE_HUB_MODEL_SIZE 300000
 
 typedef struct fake_hub {

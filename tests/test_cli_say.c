@@ -283,3 +283,44 @@ TEST(say_bad_input) {
     CHECK_MSG(r.out_len == 0, "files left behind: %s", r.out);
     test_cmd_result_free(&r);
 }
+
+/* The whole path a new user takes: repo ids for model and codec, downloaded
+ * into an empty Hugging Face cache from a (fake) Hub, then synthesis; a
+ * second run works with the Hub gone. */
+#include "fake_hub.h"
+
+TEST(say_from_hub_repo_ids_then_offline) {
+    fake_hub hub;
+    REQUIRE(fake_hub_start(&hub) == 0);
+    setenv("HF_ENDPOINT", hub.endpoint, 1);
+    setenv("HF_HUB_CACHE", test_tmp("hub-cache"), 1);
+    unsetenv("HF_HUB_OFFLINE");
+    unsetenv("HF_TOKEN");
+    const char *say[] = {
+        "say",  "--model", FAKE_HUB_MODEL_REPO, "--codec",      FAKE_HUB_CODEC_REPO,
+        GREEDY, "-o",      test_tmp("hub.wav"), "Hello world!", NULL};
+    test_cmd_result r;
+    REQUIRE(run(&r, NULL, say) == 0);
+    CHECK_MSG(r.status == 0, "say from the Hub failed: %s", r.err);
+    test_cmd_result_free(&r);
+    CHECK(hub.gets >= 2);
+    fake_hub_stop(&hub);
+    const char *again[] = {
+        "say",  "--model", FAKE_HUB_MODEL_REPO,   "--codec",      FAKE_HUB_CODEC_REPO,
+        GREEDY, "-o",      test_tmp("again.wav"), "Hello world!", NULL};
+    REQUIRE(run(&r, NULL, again) == 0);
+    CHECK_MSG(r.status == 0, "offline rerun failed: %s", r.err);
+    test_cmd_result_free(&r);
+    const char *cmp[] = {"cmp", test_tmp("hub.wav"), test_tmp("again.wav"), NULL};
+    REQUIRE(test_run_program(&r, NULL, 0, 10, cmp) == 0);
+    CHECK(r.status == 0);
+    test_cmd_result_free(&r);
+    /* an unknown repo with the Hub down: the message says what to do */
+    const char *missing[] = {
+        "say", "--model",         "nobody/nothing", "--codec", FAKE_HUB_CODEC_REPO,
+        "-o",  test_tmp("x.wav"), "Hello",          NULL};
+    REQUIRE(run(&r, NULL, missing) == 0);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(strstr(r.err, "cannot reach") && strstr(r.err, "--model"), "message: %s", r.err);
+    test_cmd_result_free(&r);
+}

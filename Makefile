@@ -77,26 +77,33 @@ $(BUILD)/asan/%.o: %.c
 
 $(REL_LIB): $(call rel_obj,$(LIB_SRC))
 	@rm -f $@
-	ar rcs $@ $^
+	@echo "  AR      $@"
+	@ar rcs $@ $^
 
 $(ASAN_LIB): $(call asan_obj,$(LIB_SRC))
 	@rm -f $@
-	ar rcs $@ $^
+	@echo "  AR      $@"
+	@ar rcs $@ $^
 
 $(REL_BIN): $(call rel_obj,$(CLI_SRC)) $(REL_LIB)
-	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
 
 $(ASAN_BIN): $(call asan_obj,$(CLI_SRC)) $(ASAN_LIB)
-	$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD asan $@"
+	@$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
 
 $(ASAN_TESTS): $(call asan_obj,$(TEST_SRC)) $(ASAN_LIB)
-	$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD asan $@"
+	@$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/release/examples/%: $(BUILD)/release/examples/%.o $(REL_LIB)
-	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/release/bench/%: $(BUILD)/release/bench/%.o $(REL_LIB)
-	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
 
 # Hand-run micro-benchmarks (bench/*.c), not part of `make test`.
 bench-tools: $(REL_BENCH_TOOLS)

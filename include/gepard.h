@@ -5,8 +5,25 @@
  * a human-readable message retrievable with gepard_last_error() (per thread).
  * The `gepard` command line tool and the HTTP server use only this header.
  *
- * This header grows as the engine does; every declaration in it is
- * implemented and tested.
+ * Threads: a loaded gepard_model, gepard_codec and gepard_tokenizer may be
+ * used by any number of threads at once (tokenizing, generating codes,
+ * decoding), except gepard_lora_merge, which changes the model and must not
+ * run concurrently with anything else on it. A gepard_engine accepts
+ * gepard_stream_start / wait / cancel / free from any thread; its callbacks
+ * run on the engine's own step thread. A gepard_codec_stream and a
+ * gepard_voice belong to one thread at a time. gepard_last_error() is per
+ * thread.
+ *
+ * Typical use:
+ *
+ *     gepard_model *model;  gepard_codec *codec;  gepard_engine *engine;
+ *     gepard_model_load("nineninesix/gepard-1.0", NULL, &model);
+ *     gepard_codec_load("nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps", &codec);
+ *     gepard_engine_create(model, codec, NULL, &engine);
+ *     gepard_stream_callbacks cb = {.on_audio = my_audio_fn, .user = my_state};
+ *     gepard_synthesize(engine, "Hello!", NULL, &cb, NULL);   // audio arrives frame by frame
+ *
+ * (see examples/speak.c for the complete program with error handling).
  */
 #ifndef GEPARD_H
 #define GEPARD_H

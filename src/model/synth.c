@@ -22,13 +22,39 @@ int gp_synth_model_preset(const char *name, gp_synth_model_spec *s) {
     static const int levels[4] = {8, 7, 6, 6};
     memcpy(s->levels, levels, sizeof levels);
     if (strcmp(name, "gepard-1.0") == 0) {
-        *s = (gp_synth_model_spec){1024, 14,           8, 2, 256, 3584, 248320, 32,
-                                   8,    {8, 7, 6, 6}, 8, 2, 8,   4,    4000};
+        *s = (gp_synth_model_spec){.hidden = 1024,
+                                   .layers = 14,
+                                   .heads = 8,
+                                   .kv_heads = 2,
+                                   .head_dim = 256,
+                                   .intermediate = 3584,
+                                   .vocab = 248320,
+                                   .audio_embed_dim = 32,
+                                   .codec_groups = 8,
+                                   .levels = {8, 7, 6, 6},
+                                   .vc_queries = 8,
+                                   .vc_layers = 2,
+                                   .vc_heads = 8,
+                                   .vc_ffn_multiplier = 4,
+                                   .tokenizer_merges = 4000};
         return 0;
     }
     if (strcmp(name, "tiny") == 0) {
-        *s = (gp_synth_model_spec){64,           2, 4, 2, 16, 96,  248320, 8, 8,
-                                   {8, 7, 6, 6}, 4, 1, 4, 2,  4000};
+        *s = (gp_synth_model_spec){.hidden = 64,
+                                   .layers = 2,
+                                   .heads = 4,
+                                   .kv_heads = 2,
+                                   .head_dim = 16,
+                                   .intermediate = 96,
+                                   .vocab = 248320,
+                                   .audio_embed_dim = 8,
+                                   .codec_groups = 8,
+                                   .levels = {8, 7, 6, 6},
+                                   .vc_queries = 4,
+                                   .vc_layers = 1,
+                                   .vc_heads = 4,
+                                   .vc_ffn_multiplier = 2,
+                                   .tokenizer_merges = 4000};
         return 0;
     }
     return -1;
@@ -100,6 +126,12 @@ static int write_backbone(synth_writer *w, const gp_synth_model_spec *s, gp_erro
             (rc = add_linear(w, N("mlp.gate_proj.weight"), s->intermediate, H, err)) ||
             (rc = add_linear(w, N("mlp.up_proj.weight"), s->intermediate, H, err)) ||
             (rc = add_linear(w, N("mlp.down_proj.weight"), H, s->intermediate, err)))
+            break;
+        if (s->attention_bias &&
+            ((rc = add_vector(w, N("self_attn.q_proj.bias"), 2 * s->heads * D, 0, 0.1f, err)) ||
+             (rc = add_vector(w, N("self_attn.k_proj.bias"), s->kv_heads * D, 0, 0.1f, err)) ||
+             (rc = add_vector(w, N("self_attn.v_proj.bias"), s->kv_heads * D, 0, 0.1f, err)) ||
+             (rc = add_vector(w, N("self_attn.o_proj.bias"), H, 0, 0.1f, err))))
             break;
 #undef N
         if (gp_progress_enabled()) gp_progress("synth: layer %d/%d", l + 1, s->layers);
@@ -181,13 +213,14 @@ static cJSON *backbone_json(const gp_synth_model_spec *s) {
     cJSON_AddStringToObject(b, "hidden_act", "silu");
     cJSON_AddNumberToObject(b, "max_position_embeddings", 262144);
     cJSON_AddNumberToObject(b, "rms_norm_eps", 1e-6);
-    cJSON_AddFalseToObject(b, "attention_bias");
+    cJSON_AddBoolToObject(b, "attention_bias", s->attention_bias);
     cJSON_AddFalseToObject(b, "tie_word_embeddings");
     cJSON *rope = cJSON_AddObjectToObject(b, "rope_parameters");
     cJSON_AddStringToObject(rope, "rope_type", "default");
     cJSON_AddNumberToObject(rope, "rope_theta", 10000000.0);
-    cJSON_AddNumberToObject(rope, "partial_rotary_factor", 1.0);
-    cJSON_AddNumberToObject(b, "partial_rotary_factor", 1.0);
+    double prf = s->partial_rotary_factor > 0 ? s->partial_rotary_factor : 1.0;
+    cJSON_AddNumberToObject(rope, "partial_rotary_factor", prf);
+    cJSON_AddNumberToObject(b, "partial_rotary_factor", prf);
     cJSON *types = cJSON_AddArrayToObject(b, "layer_types");
     for (int l = 0; l < s->layers; l++)
         cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
@@ -204,7 +237,8 @@ static cJSON *gepard_json(const gp_synth_model_spec *s) {
         cJSON_AddNumberToObject(heads, key, s->levels[c % 4]);
     }
     cJSON_AddNumberToObject(root, "audio_embed_dim", s->audio_embed_dim);
-    cJSON_AddNumberToObject(root, "partial_rotary_factor", 1.0);
+    cJSON_AddNumberToObject(root, "partial_rotary_factor",
+                            s->partial_rotary_factor > 0 ? s->partial_rotary_factor : 1.0);
     cJSON *st = cJSON_AddObjectToObject(root, "special_tokens");
     cJSON_AddNumberToObject(st, "tokeniser_length", 248077);
     cJSON_AddNumberToObject(st, "start_of_text", 248073);
@@ -222,7 +256,7 @@ static cJSON *gepard_json(const gp_synth_model_spec *s) {
     cJSON_AddStringToObject(codec, "codec_id", "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps");
     cJSON_AddNumberToObject(codec, "sample_rate", 22050);
     cJSON *rep = cJSON_AddObjectToObject(root, "text_repetition");
-    cJSON_AddTrueToObject(rep, "enabled");
+    cJSON_AddBoolToObject(rep, "enabled", !s->no_repetition);
     cJSON_AddNumberToObject(rep, "target_text_tokens", 16);
     cJSON_AddNumberToObject(rep, "apply_below", 13);
     cJSON_AddNumberToObject(rep, "max_repeats", 8);

@@ -6,6 +6,7 @@
 #ifndef GP_MODEL_SYNTH_H
 #define GP_MODEL_SYNTH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -18,6 +19,9 @@ typedef struct gp_synth_model_spec {
     int levels[4];
     int vc_queries, vc_layers, vc_heads, vc_ffn_multiplier;
     int tokenizer_merges;
+    double partial_rotary_factor; /* 0 means 1.0 */
+    bool attention_bias;          /* also write q/k/v/o biases */
+    bool no_repetition;           /* text_repetition disabled */
 } gp_synth_model_spec;
 
 /* Presets: "gepard-1.0" (the real sizes) and "tiny" (for tests). Returns 0,

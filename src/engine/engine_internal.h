@@ -84,5 +84,11 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more_se
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
 /* Free a stream's per-request memory (not the struct). */
 void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
+/* engine.c: take a stream that is still waiting for a slot out of the queue
+ * and finish it as cancelled (so a cancelled request never holds a queue
+ * place until a slot frees). Lock held. */
+void gp_engine_cancel_queued_locked(gepard_engine *e, gepard_stream *s);
+/* True on the engine's step thread (inside a callback). */
+bool gp_engine_on_step_thread(const gepard_engine *e);
 
 #endif

@@ -42,6 +42,7 @@ int test_server_start(test_server *ts, const test_server_opts *o) {
     sp.api_key = o->api_key;
     if (o->max_body_bytes) sp.max_body_bytes = o->max_body_bytes;
     if (o->request_timeout_s > 0) sp.request_timeout_s = o->request_timeout_s;
+    if (o->connection_timeout_s > 0) sp.connection_timeout_s = o->connection_timeout_s;
     if (gp_server_start(&sp, &ts->server, &err)) {
         test_fail(__FILE__, __LINE__, "server: %s", err.message);
         return -1;

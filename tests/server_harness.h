@@ -25,6 +25,7 @@ typedef struct test_server_opts {
     const char *api_key;
     size_t max_body_bytes;    /* 0: default */
     double request_timeout_s; /* 0: default */
+    int connection_timeout_s; /* 0: default */
 } test_server_opts;
 
 typedef struct test_server {

@@ -152,6 +152,37 @@ TEST(server_full_slots_and_queue_answer_429) {
     test_server_stop(&ts);
 }
 
+/* A stream whose first audio comes later than the idle-connection timeout
+ * (queued behind another) must not be dropped, streamed or collected whole. */
+TEST(server_late_first_audio_outlives_the_idle_timeout) {
+    test_server ts;
+    test_server_opts o = {.max_streams = 1, .connection_timeout_s = 1};
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_http a = {0}, b = {0}, c = {0};
+    REQUIRE(test_http_post_async(&a, url(&ts, "/v1/audio/speech"), SPEECH_BODY(500, 1)) == 0);
+    usleep(100000);
+    REQUIRE(test_http_post_async(&b, url(&ts, "/v1/audio/speech"), SPEECH_BODY(5, 2)) == 0);
+    const char *whole = "{\"input\":\"Hello world!\",\"response_format\":\"wav\",\"stream\":false,"
+                        "\"max_frames\":5,\"stop_threshold\":2,\"seed\":3}";
+    REQUIRE(test_http_post_async(&c, url(&ts, "/v1/audio/speech"), whole) == 0);
+    test_http_join(&a);
+    test_http_join(&b);
+    test_http_join(&c);
+    test_note("a took %.1f s; b's first audio after %.1f s", a.t_end - a.t_start,
+              b.t_first_body - b.t_start);
+    CHECK(b.t_first_body - b.t_start > 1.2);
+    CHECK_MSG(a.curl_code == 0 && a.body.len == 500 * 2048, "a: curl %d, %zu bytes", a.curl_code,
+              a.body.len);
+    CHECK_MSG(b.curl_code == 0 && b.body.len == 5 * 2048, "b: curl %d, %zu bytes", b.curl_code,
+              b.body.len);
+    CHECK_MSG(c.curl_code == 0 && c.status == 200 && c.body.len == 44 + 5 * 2048,
+              "c: curl %d, HTTP %ld, %zu bytes", c.curl_code, c.status, c.body.len);
+    test_http_free(&a);
+    test_http_free(&b);
+    test_http_free(&c);
+    test_server_stop(&ts);
+}
+
 /* Decode item i's base64 audio from a batch response. */
 static unsigned char *batch_audio(cJSON *data, int i, size_t *n) {
     cJSON *item = cJSON_GetArrayItem(data, i);

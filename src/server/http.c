@@ -143,3 +143,9 @@ int gp_http_connection_fd(struct MHD_Connection *c) {
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info ? info->connect_fd : -1;
 }
+
+void gp_http_allow_long_request(gp_http_request *r) {
+    double s = r->server->params.request_timeout_s + r->server->params.connection_timeout_s;
+    MHD_set_connection_option(r->connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned)(s < 1e6 ? s + 1 : 1e6));
+}

@@ -247,11 +247,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)connection;
+    gp_server *s = cls;
     (void)toe;
     gp_http_request *r = *con_cls;
     if (!r) return;
+    if (r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH) /* back to idle */
+        MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  (unsigned)s->params.connection_timeout_s);
     gp_buf_free(&r->body);
     free(r);
     *con_cls = NULL;

@@ -73,6 +73,11 @@ bool gp_http_authorized(gp_http_request *r);
 /* Did the peer close its end of the connection? (non-blocking) */
 bool gp_http_peer_gone(int fd);
 int gp_http_connection_fd(struct MHD_Connection *connection);
+/* A synthesis may keep the connection silent for long (queued, prefill, or
+ * a whole file being collected): raise its inactivity timeout to the request
+ * time limit, so libmicrohttpd does not drop it when the first bytes come
+ * late. The request-completed callback restores the idle timeout. */
+void gp_http_allow_long_request(gp_http_request *r);
 
 /* ---- server.c: state shared with the handlers ---- */
 /* Copy the backend if the server is ready and not stopping; else fill `e`

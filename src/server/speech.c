@@ -154,6 +154,7 @@ enum MHD_Result gp_handle_speech(gp_http_request *r) {
         return gp_http_send_error(r, &e);
     }
     cJSON_Delete(json); /* the engine copied the text; ref_audio was decoded */
+    gp_http_allow_long_request(r);
     if (!o.stream && !o.sse) return respond_whole(r, job, o.voice);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
                                                                   gp_job_read, job, gp_job_free_cb);
@@ -299,6 +300,7 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
         }
     }
     cJSON_Delete(json);
+    gp_http_allow_long_request(r);
     gp_speech_job *jobs[GP_SERVER_MAX_BATCH];
     for (int i = 0; i < n; i++) jobs[i] = items[i].job;
     collect_jobs(jobs, n);

@@ -295,6 +295,7 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
         snprintf(prefix, sizeof prefix, "items[%d].", i);
         if (start_job(r, &b, &items[i].opts, text, prefix, &items[i].job, &e)) {
             cJSON_Delete(json);
+            for (int k = 0; k < i; k++) items[k].job->failed = true; /* not a disconnect */
             batch_free(items, n); /* cancels the ones already started */
             return gp_http_send_error(r, &e);
         }

@@ -251,8 +251,9 @@ void gp_job_free(gp_speech_job *j) {
     if (j->stream) {
         gp_server_job_unregister(j->server, j);
         if (!j->ended) {
-            /* The client went away (a failed write) before the end. */
-            j->disconnected = !j->failed || j->disconnected;
+            /* Unless the server gave up on it, the client went away (a
+             * failed write) before the end. */
+            if (!j->failed) j->disconnected = true;
             gepard_stream_cancel(j->stream);
             gepard_stream_wait(j->stream, &j->result);
             job_record(j);

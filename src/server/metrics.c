@@ -64,8 +64,8 @@ int gp_metrics_create(gp_metrics **out) {
     if (!m) return -1;
     pthread_mutex_init(&m->lock, NULL);
     histogram_init(&m->ttfa, "gepard_time_to_first_audio_seconds",
-                   "Per stream: time from its start (queueing included) to its first audio.", ttfa_bounds,
-                   (int)(sizeof ttfa_bounds / sizeof ttfa_bounds[0]));
+                   "Per stream: time from its start (queueing included) to its first audio.",
+                   ttfa_bounds, (int)(sizeof ttfa_bounds / sizeof ttfa_bounds[0]));
     histogram_init(&m->rtf, "gepard_real_time_factor",
                    "Per-stream real-time factor: synthesis time / audio duration (below 1 is "
                    "faster than real time).",

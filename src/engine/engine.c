@@ -134,6 +134,22 @@ static void advance_streams(gepard_engine *e) {
     }
 }
 
+/* Account a step of n streams (under the lock: gepard_engine_get_stats
+ * reads the stats) before its frames are delivered, so a stream that ends
+ * with this step is already counted when its waiter wakes. */
+static void count_step(gepard_engine *e, int n) {
+    uint64_t frames = 0;
+    for (const gepard_stream *s = e->active; s; s = s->next)
+        if (s->gen && s->gen->n_frames > s->frames_delivered)
+            frames += (uint64_t)(s->gen->n_frames - s->frames_delivered);
+    pthread_mutex_lock(&e->lock);
+    e->stats.steps++;
+    e->stats.frames += frames;
+    e->batch_sum += n;
+    if (n > e->stats.max_batch) e->stats.max_batch = n;
+    pthread_mutex_unlock(&e->lock);
+}
+
 static void fail_all_active_locked(gepard_engine *e, const char *message) {
     while (e->active) {
         gepard_stream *s = e->active;
@@ -202,9 +218,7 @@ static void *engine_thread_main(void *arg) {
             GP_ERROR("engine step failed: %s", err.message);
             fail_all_active(e, err.message);
         } else {
-            e->stats.steps++;
-            e->batch_sum += n;
-            if (n > e->stats.max_batch) e->stats.max_batch = n;
+            count_step(e, n);
             advance_streams(e);
         }
         pthread_mutex_lock(&e->lock);
@@ -303,6 +317,24 @@ void gepard_engine_get_stats(gepard_engine *e, gepard_engine_stats *stats) {
 }
 
 /* ---- stream lifecycle (public) ---- */
+
+void gp_engine_cancel_queued_locked(gepard_engine *e, gepard_stream *s) {
+    gepard_stream **link = &e->queue_head, *prev = NULL;
+    while (*link && *link != s) {
+        prev = *link;
+        link = &(*link)->next;
+    }
+    if (!*link) return;
+    *link = s->next;
+    if (e->queue_tail == s) e->queue_tail = prev;
+    e->queued--;
+    s->next = NULL;
+    finish_locked(e, s, GEPARD_ERR_CANCELLED, "cancelled before it started");
+}
+
+bool gp_engine_on_step_thread(const gepard_engine *e) {
+    return e->thread_started && pthread_equal(pthread_self(), e->thread);
+}
 
 gepard_status gp_engine_enqueue(gepard_engine *e, gepard_stream *s) {
     pthread_mutex_lock(&e->lock);

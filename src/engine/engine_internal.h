@@ -86,5 +86,11 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
 int gp_stream_positions_needed(const gepard_stream *s);
 /* Free a stream's per-request memory (not the struct). */
 void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
+/* engine.c: take a stream that is still waiting for a slot out of the queue
+ * and finish it as cancelled (so a cancelled request never holds a queue
+ * place until a slot frees). Lock held. */
+void gp_engine_cancel_queued_locked(gepard_engine *e, gepard_stream *s);
+/* True on the engine's step thread (inside a callback). */
+bool gp_engine_on_step_thread(const gepard_engine *e);
 
 #endif

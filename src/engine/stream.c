@@ -219,6 +219,7 @@ void gepard_stream_cancel(gepard_stream *s) {
     atomic_store(&s->cancel_requested, 1);
     gepard_engine *e = s->engine;
     pthread_mutex_lock(&e->lock);
+    if (s->state == STREAM_QUEUED) gp_engine_cancel_queued_locked(e, s);
     pthread_cond_broadcast(&e->wake);
     pthread_mutex_unlock(&e->lock);
 }
@@ -236,13 +237,17 @@ void gepard_stream_free(gepard_stream *s) {
     gepard_engine *e = s->engine;
     atomic_store(&s->cancel_requested, 1);
     pthread_mutex_lock(&e->lock);
-    if (s->state != STREAM_DONE) {
-        /* The engine frees it when it finishes. */
+    if (s->state == STREAM_QUEUED) gp_engine_cancel_queued_locked(e, s);
+    if (s->state != STREAM_DONE && gp_engine_on_step_thread(e)) {
+        /* Freed from inside a callback: the engine frees it when it finishes. */
         s->owner_released = true;
         pthread_cond_broadcast(&e->wake);
         pthread_mutex_unlock(&e->lock);
         return;
     }
+    /* Wait for the step that is running, so no callback runs after we return. */
+    pthread_cond_broadcast(&e->wake);
+    while (s->state != STREAM_DONE) pthread_cond_wait(&s->finished, &e->lock);
     pthread_mutex_unlock(&e->lock);
     pthread_cond_destroy(&s->finished);
     free(s);

@@ -1,0 +1,202 @@
+/* cli_serve.c — `gepard serve`: the OpenAI-compatible speech server.
+ *
+ * Listens first (so /health answers while the model loads), loads the model,
+ * codec and voices, creates the engine and makes the server ready, then
+ * waits for SIGTERM or SIGINT: in-flight streams get --drain seconds to
+ * finish, the rest are cancelled, and the process exits 0. The signals are
+ * blocked in every thread and taken with sigwait on the main thread, so no
+ * handler runs inside libmicrohttpd or the engine. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "gepard.h"
+#include "server/server.h"
+
+#define DEFAULT_MODEL "nineninesix/gepard-1.0"
+#define DEFAULT_CODEC "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
+
+static const cli_option serve_options[] = {
+    {"model", 'm', "PATH", "model directory or Hub repo id (default " DEFAULT_MODEL ")"},
+    {"codec", 0, "PATH", "codec .nemo / directory or Hub repo id (default " DEFAULT_CODEC ")"},
+    {"host", 0, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"},
+    {"port", 'p', "N", "TCP port (default 8080; 0 picks a free one)"},
+    {"voices", 0, "DIR", "voices: reference clips, saved voices and *.lora.* adapters"},
+    {"api-key", 0, "KEY", "require \"Authorization: Bearer KEY\" (default: $GEPARD_API_KEY)"},
+    {"max-streams", 0, "N", "streams synthesised together in one batch (default 16)"},
+    {"max-queue", 0, "N", "requests waiting for a slot before 429 (default 64)"},
+    {"max-input-chars", 0, "N", "longest input text in characters (default 4096)"},
+    {"max-body-mb", 0, "N", "largest request body in MiB (default 16)"},
+    {"max-frames", 0, "N", "largest max_frames a request may ask for (default 4000)"},
+    {"request-timeout", 0, "S", "stop a synthesis running longer than S seconds (default 600)"},
+    {"drain", 0, "S", "on SIGTERM, let streams finish for up to S seconds (default 10)"},
+    {"model-name", 0, "NAME", "the model id /v1/models lists (default gepard-1.0)"},
+    {"threads", 't', "N", "compute threads (default: all CPUs)"},
+    {"dtype", 0, "FMT", "weight format: f32, bf16 (default), int8 or q4"},
+    {"kv-cache-mb", 0, "N", "KV cache size (default: enough for every slot's worst case)"},
+    {"revision", 0, "REV", "Hub revision of the model (default main)"},
+    {"offline", 0, NULL, "use only files already in the Hugging Face cache"},
+};
+#define N_SERVE_OPTIONS ((int)(sizeof serve_options / sizeof serve_options[0]))
+
+typedef struct serve_config {
+    gp_server_params server;
+    gepard_engine_params engine;
+    gepard_load_params load;
+    double drain_s;
+    const char *model, *codec, *voices;
+} serve_config;
+
+static int parse_dtype(const cli_args *a, gepard_weight_format *w) {
+    const char *d = cli_get(a, "dtype");
+    *w = GEPARD_WEIGHTS_DEFAULT;
+    if (!d) return CLI_EXIT_OK;
+    static const struct {
+        const char *name;
+        gepard_weight_format format;
+    } names[] = {{"f32", GEPARD_WEIGHTS_F32},
+                 {"bf16", GEPARD_WEIGHTS_BF16},
+                 {"int8", GEPARD_WEIGHTS_INT8},
+                 {"q4", GEPARD_WEIGHTS_Q4}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(d, names[i].name) == 0) {
+            *w = names[i].format;
+            return CLI_EXIT_OK;
+        }
+    return cli_usage_error("serve", "--dtype must be f32, bf16, int8 or q4, got \"%s\"", d);
+}
+
+static int read_config(const cli_args *a, serve_config *c) {
+    c->server = gp_server_default_params();
+    c->engine = gepard_engine_default_params();
+    c->load = gepard_load_default_params();
+    c->drain_s = 10;
+    long long port = c->server.port, streams = c->engine.max_streams, queue = c->engine.max_queue;
+    long long chars = (long long)c->server.max_input_chars, body_mb = 16, threads = 0, kv = 0;
+    long long frames = c->server.max_frames_limit;
+    double timeout = c->server.request_timeout_s;
+    int rc;
+    if ((rc = cli_get_int(a, "port", 0, 65535, &port)) ||
+        (rc = cli_get_int(a, "max-streams", 1, 4096, &streams)) ||
+        (rc = cli_get_int(a, "max-queue", 0, 100000, &queue)) ||
+        (rc = cli_get_int(a, "max-input-chars", 1, 1000000, &chars)) ||
+        (rc = cli_get_int(a, "max-body-mb", 1, 4096, &body_mb)) ||
+        (rc = cli_get_int(a, "max-frames", 1, 1000000, &frames)) ||
+        (rc = cli_get_int(a, "threads", 0, 1024, &threads)) ||
+        (rc = cli_get_int(a, "kv-cache-mb", 0, 1 << 20, &kv)) ||
+        (rc = cli_get_float(a, "request-timeout", 0.1, 1e6, &timeout)) ||
+        (rc = cli_get_float(a, "drain", 0, 1e6, &c->drain_s)) ||
+        (rc = parse_dtype(a, &c->load.weights)))
+        return rc;
+    c->server.port = (int)port;
+    c->server.max_input_chars = (size_t)chars;
+    c->server.max_body_bytes = (size_t)body_mb << 20;
+    c->server.max_frames_limit = (int)frames;
+    c->server.request_timeout_s = timeout;
+    if (cli_get(a, "host")) c->server.host = cli_get(a, "host");
+    if (cli_get(a, "model-name")) c->server.model_name = cli_get(a, "model-name");
+    c->server.api_key = cli_get(a, "api-key") ? cli_get(a, "api-key") : getenv("GEPARD_API_KEY");
+    if (c->server.api_key && !*c->server.api_key) c->server.api_key = NULL;
+    c->engine.max_streams = (int)streams;
+    c->engine.max_queue = (int)queue;
+    c->engine.threads = (int)threads;
+    c->engine.kv_cache_mb = (int)kv;
+    c->load.revision = cli_get(a, "revision");
+    c->load.offline = cli_flag(a, "offline");
+    c->model = cli_get(a, "model") ? cli_get(a, "model") : DEFAULT_MODEL;
+    c->codec = cli_get(a, "codec") ? cli_get(a, "codec") : DEFAULT_CODEC;
+    c->voices = cli_get(a, "voices");
+    return CLI_EXIT_OK;
+}
+
+typedef struct serve_backend {
+    gepard_model *model;
+    gepard_codec *codec;
+    gp_voices *voices;
+    gepard_engine *engine;
+} serve_backend;
+
+static int load_backend(const serve_config *c, serve_backend *b) {
+    gepard_load_params codec_lp = c->load;
+    codec_lp.revision = NULL;
+    gepard_codec_params cp = gepard_codec_default_params();
+    cp.n_threads = c->engine.threads;
+    cp.hub = &codec_lp;
+    if (gepard_model_load(c->model, &c->load, &b->model) != GEPARD_OK ||
+        gepard_codec_load_with_params(c->codec, &cp, &b->codec) != GEPARD_OK)
+        return cli_runtime_error("%s", gepard_last_error());
+    gp_error err;
+    gp_error_clear(&err);
+    if (gp_voices_load(b->model, b->codec, c->voices, &b->voices, &err))
+        return cli_runtime_error("%s", err.message);
+    if (gepard_engine_create(b->model, b->codec, &c->engine, &b->engine) != GEPARD_OK)
+        return cli_runtime_error("%s", gepard_last_error());
+    return CLI_EXIT_OK;
+}
+
+static void free_backend(serve_backend *b) {
+    gepard_engine_free(b->engine);
+    gp_voices_free(b->voices);
+    gepard_codec_free(b->codec);
+    gepard_model_free(b->model);
+}
+
+int cli_serve(int argc, char **argv) {
+    cli_args a;
+    int rc =
+        cli_parse(&a, "serve", "[OPTIONS]",
+                  "Serve speech over HTTP: POST /v1/audio/speech (OpenAI-compatible, streamed\n"
+                  "audio or SSE), /v1/audio/speech/batch, GET /v1/audio/voices, /v1/models,\n"
+                  "/health, /ready, /metrics and a playground page at /. Audio is 22050 Hz\n"
+                  "mono. Stops gracefully on SIGTERM or Ctrl-C. See docs/SERVER.md.",
+                  serve_options, N_SERVE_OPTIONS, argc, argv);
+    if (rc || a.help) {
+        cli_args_free(&a);
+        return rc;
+    }
+    serve_config c;
+    serve_backend b;
+    memset(&b, 0, sizeof b);
+    gp_server *server = NULL;
+    if (a.positional_count > 0) {
+        rc = cli_usage_error("serve", "unexpected argument \"%s\"", a.positionals[0]);
+        goto done;
+    }
+    if ((rc = read_config(&a, &c))) goto done;
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL); /* inherited by every thread started below */
+    gp_error err;
+    gp_error_clear(&err);
+    if (gp_server_start(&c.server, &server, &err)) {
+        rc = cli_runtime_error("%s", err.message);
+        goto done;
+    }
+    fprintf(stderr, "gepard serve: listening on http://%s:%d (loading the model)\n", c.server.host,
+            gp_server_port(server));
+    if ((rc = load_backend(&c, &b))) goto done;
+    gp_server_backend sb = {.model = b.model,
+                            .codec = b.codec,
+                            .engine = b.engine,
+                            .voices = b.voices,
+                            .max_streams = c.engine.max_streams,
+                            .max_queue = c.engine.max_queue};
+    gp_server_set_backend(server, &sb);
+    fprintf(stderr, "gepard serve: ready (%d voices from %s, %d streams)\n", b.voices->count,
+            c.voices ? c.voices : "no voices directory", c.engine.max_streams);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    fprintf(stderr, "gepard serve: %s, stopping (up to %.0f s for running streams)\n",
+            sig == SIGINT ? "interrupted" : "terminated", c.drain_s);
+    gp_server_shutdown(server, c.drain_s);
+done:
+    gp_server_free(server);
+    free_backend(&b);
+    cli_args_free(&a);
+    return rc;
+}

@@ -1,0 +1,444 @@
+/* server.c — the libmicrohttpd daemon: routing, the checks every request
+ * gets before its body is read (method, authentication, content type, body
+ * size), the small GET endpoints, readiness, the frames/s ticker and
+ * graceful shutdown (see server.h). The speech routes live in speech.c. */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/timing.h"
+#include "io/json.h"
+#include "server/server_internal.h"
+
+gp_server_params gp_server_default_params(void) {
+    gp_server_params p = {
+        .host = "127.0.0.1",
+        .port = 8080,
+        .api_key = NULL,
+        .model_name = "gepard-1.0",
+        .max_body_bytes = 16u << 20,
+        .max_input_chars = 4096,
+        .max_ref_audio_bytes = 10u << 20,
+        .max_ref_audio_s = 60,
+        .max_frames_limit = 4000,
+        .max_batch_items = 16,
+        .request_timeout_s = 600,
+        .connection_timeout_s = 30,
+        .max_connections = 256,
+    };
+    return p;
+}
+
+/* ---- shared state ---- */
+
+bool gp_server_backend_get(gp_server *s, gp_server_backend *out, gp_api_error *e) {
+    pthread_mutex_lock(&s->lock);
+    bool ok = s->ready && !s->stopping;
+    if (ok) *out = s->backend;
+    bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    if (!ok) {
+        gp_http_fail(e, 503, NULL, stopping ? "shutting_down" : "not_ready",
+                     stopping ? "the server is shutting down" : "the model is still loading");
+        e->retry_after_s = stopping ? 0 : 5;
+    }
+    return ok;
+}
+
+void gp_server_job_register(gp_server *s, gp_speech_job *j) {
+    pthread_mutex_lock(&s->lock);
+    j->next = s->jobs;
+    s->jobs = j;
+    s->n_jobs++;
+    if (s->stopped) gepard_stream_cancel(j->stream); /* raced with the shutdown */
+    pthread_mutex_unlock(&s->lock);
+}
+
+void gp_server_job_unregister(gp_server *s, gp_speech_job *j) {
+    pthread_mutex_lock(&s->lock);
+    for (gp_speech_job **link = &s->jobs; *link; link = &(*link)->next)
+        if (*link == j) {
+            *link = j->next;
+            s->n_jobs--;
+            break;
+        }
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- routing ---- */
+
+static gp_route route_of(const char *url) {
+    static const struct {
+        const char *path;
+        gp_route route;
+    } routes[] = {
+        {"/v1/audio/speech", GP_ROUTE_SPEECH}, {"/v1/audio/speech/batch", GP_ROUTE_SPEECH_BATCH},
+        {"/v1/audio/voices", GP_ROUTE_VOICES}, {"/v1/models", GP_ROUTE_MODELS},
+        {"/health", GP_ROUTE_HEALTH},          {"/ready", GP_ROUTE_READY},
+        {"/metrics", GP_ROUTE_METRICS},        {"/", GP_ROUTE_PLAYGROUND},
+        {"/index.html", GP_ROUTE_PLAYGROUND}};
+    size_t len = strcspn(url, "?");
+    while (len > 1 && url[len - 1] == '/') len--; /* "/v1/models/" too */
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (strlen(routes[i].path) == len && strncmp(url, routes[i].path, len) == 0)
+            return routes[i].route;
+    return GP_ROUTE_OTHER;
+}
+
+static bool is_post_route(gp_route r) { return r == GP_ROUTE_SPEECH || r == GP_ROUTE_SPEECH_BATCH; }
+
+/* Checks made when the headers are in, before any body is read. Returns
+ * false after queueing an error response. */
+static bool check_request_head(gp_http_request *r, enum MHD_Result *ret) {
+    gp_api_error e;
+    gp_server *s = r->server;
+    bool bad = false;
+    if (r->route == GP_ROUTE_OTHER) {
+        bad = true;
+        gp_http_fail(&e, 404, NULL, "not_found",
+                     "no such endpoint; see /v1/audio/speech, /v1/audio/voices, /v1/models, "
+                     "/health, /ready, /metrics");
+    } else if (is_post_route(r->route) ? !r->is_post : !r->is_get) {
+        bad = true;
+        gp_http_fail(&e, 405, NULL, "method_not_allowed", "this endpoint only accepts %s",
+                     is_post_route(r->route) ? "POST" : "GET");
+    } else if ((r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH ||
+                r->route == GP_ROUTE_VOICES || r->route == GP_ROUTE_MODELS) &&
+               !gp_http_authorized(r)) {
+        bad = true;
+        gp_http_fail(&e, 401, NULL, "invalid_api_key",
+                     "missing or wrong API key; send \"Authorization: Bearer <key>\"");
+    } else if (r->is_post) {
+        const char *type = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND,
+                                                       MHD_HTTP_HEADER_CONTENT_TYPE);
+        const char *length = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND,
+                                                         MHD_HTTP_HEADER_CONTENT_LENGTH);
+        size_t n = strlen("application/json");
+        if (!type || strncasecmp(type, "application/json", n) != 0 ||
+            (type[n] != '\0' && type[n] != ';' && type[n] != ' ')) {
+            bad = true;
+            gp_http_fail(&e, 415, NULL, "unsupported_media_type",
+                         "send the request as JSON with \"Content-Type: application/json\"");
+        } else if (length && strtoull(length, NULL, 10) > s->params.max_body_bytes) {
+            bad = true;
+            gp_http_fail(&e, 413, NULL, "request_too_large",
+                         "the request body is larger than the server's limit of %zu bytes",
+                         s->params.max_body_bytes);
+        }
+    }
+    if (bad) *ret = gp_http_send_error(r, &e);
+    return !bad;
+}
+
+static enum MHD_Result send_text(gp_http_request *r, int status, const char *type,
+                                 const char *text) {
+    gp_buf b;
+    gp_buf_init(&b);
+    if (gp_buf_append_str(&b, text)) return MHD_NO;
+    return gp_http_send(r, status, type, &b);
+}
+
+static enum MHD_Result handle_models(gp_http_request *r) {
+    static const char *const aliases[] = {"tts-1", "tts-1-hd", "gpt-4o-mini-tts"};
+    gp_buf b;
+    gp_buf_init(&b);
+    int rc = gp_buf_append_str(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    rc |= gp_json_append_string(&b, r->server->model_name);
+    rc |= gp_buf_append_str(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"gepard\"}");
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        rc |= gp_buf_printf(&b,
+                            ",{\"id\":\"%s\",\"object\":\"model\",\"created\":0,"
+                            "\"owned_by\":\"gepard\"}",
+                            aliases[i]);
+    rc |= gp_buf_append_str(&b, "]}\n");
+    if (rc) {
+        gp_buf_free(&b);
+        return MHD_NO;
+    }
+    return gp_http_send_json(r, 200, &b);
+}
+
+static enum MHD_Result handle_get(gp_http_request *r) {
+    gp_server *s = r->server;
+    gp_server_backend b;
+    gp_api_error e;
+    gp_buf out;
+    gp_buf_init(&out);
+    switch (r->route) {
+    case GP_ROUTE_HEALTH: return send_text(r, 200, "application/json", "{\"status\":\"ok\"}\n");
+    case GP_ROUTE_READY:
+        if (!gp_server_backend_get(s, &b, &e)) {
+            e.retry_after_s = 0;
+            return gp_http_send_error(r, &e);
+        }
+        return send_text(r, 200, "application/json", "{\"status\":\"ready\"}\n");
+    case GP_ROUTE_MODELS: return handle_models(r);
+    case GP_ROUTE_VOICES:
+        if (!gp_server_backend_get(s, &b, &e)) return gp_http_send_error(r, &e);
+        if (gp_voices_append_listing(b.voices, &out) || gp_buf_append_str(&out, "\n")) break;
+        return gp_http_send_json(r, 200, &out);
+    case GP_ROUTE_METRICS: {
+        pthread_mutex_lock(&s->lock);
+        b = s->backend; /* the engine lives until gp_server_shutdown returns */
+        bool ready = s->ready;
+        pthread_mutex_unlock(&s->lock);
+        if (gp_metrics_render(s->metrics, ready ? b.engine : NULL, b.max_streams, b.max_queue,
+                              &out))
+            break;
+        return gp_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", &out);
+    }
+    case GP_ROUTE_PLAYGROUND: return gp_handle_playground(r);
+    default: break;
+    }
+    gp_buf_free(&out);
+    return MHD_NO;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+    (void)version;
+    gp_server *s = cls;
+    gp_http_request *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        *con_cls = r;
+        r->server = s;
+        r->connection = connection;
+        r->route = route_of(url);
+        r->is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        r->is_post = strcmp(method, "POST") == 0;
+        gp_buf_init(&r->body);
+        enum MHD_Result ret = MHD_YES;
+        if (!check_request_head(r, &ret)) return ret;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->responded || r->body_too_large) return MHD_YES;
+        if (r->body.len + n > s->params.max_body_bytes || gp_buf_append(&r->body, upload_data, n)) {
+            r->body_too_large = true;
+            gp_buf_free(&r->body);
+        }
+        return MHD_YES;
+    }
+    if (r->responded) return MHD_YES;
+    if (r->body_too_large) {
+        gp_api_error e;
+        gp_http_fail(&e, 413, NULL, "request_too_large",
+                     "the request body is larger than the server's limit of %zu bytes",
+                     s->params.max_body_bytes);
+        return gp_http_send_error(r, &e);
+    }
+    if (r->route == GP_ROUTE_SPEECH) return gp_handle_speech(r);
+    if (r->route == GP_ROUTE_SPEECH_BATCH) return gp_handle_speech_batch(r);
+    return handle_get(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    gp_server *s = cls;
+    (void)toe;
+    gp_http_request *r = *con_cls;
+    if (!r) return;
+    if (r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH) /* back to idle */
+        MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  (unsigned)s->params.connection_timeout_s);
+    gp_buf_free(&r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+    GP_INFO("http: %s", line);
+}
+
+/* Samples the engine's frame counter once a second for frames/s. */
+static void *ticker_main(void *arg) {
+    gp_server *s = arg;
+    double last = 0;
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopped) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&s->changed, &s->lock, &ts);
+        if (!s->ready || s->stopped || gp_now_s() - last < 0.999) continue;
+        last = gp_now_s();
+        gepard_engine *engine = s->backend.engine;
+        pthread_mutex_unlock(&s->lock);
+        gepard_engine_stats st;
+        gepard_engine_get_stats(engine, &st);
+        gp_metrics_sample_frames(s->metrics, gp_now_s(), st.frames);
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ---- life cycle ---- */
+
+static int resolve_host(const char *host, int port, struct sockaddr_storage *addr, bool *ipv6,
+                        gp_error *err) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    int rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0 || !res)
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "cannot use the address \"%s\": %s", host,
+                       gai_strerror(rc));
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *ipv6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return GEPARD_OK;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *err) {
+    *out = NULL;
+    gp_server *s = calloc(1, sizeof *s);
+    if (!s) return gp_fail_oom(err, "server", sizeof *s);
+    s->params = params ? *params : gp_server_default_params();
+    if (s->params.max_batch_items < 1) s->params.max_batch_items = 1;
+    if (s->params.max_batch_items > GP_SERVER_MAX_BATCH)
+        s->params.max_batch_items = GP_SERVER_MAX_BATCH;
+    if (s->params.max_frames_limit < 1) s->params.max_frames_limit = 1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->voice_lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->changed, &attr);
+    pthread_condattr_destroy(&attr);
+    s->host = strdup(s->params.host ? s->params.host : "127.0.0.1");
+    s->api_key = dup_or_null(s->params.api_key);
+    s->model_name = strdup(s->params.model_name ? s->params.model_name : "gepard-1.0");
+    s->params.host = s->host;
+    s->params.api_key = s->api_key;
+    s->params.model_name = s->model_name;
+    struct sockaddr_storage addr;
+    bool ipv6 = false;
+    int rc = GEPARD_OK;
+    if (!s->host || !s->model_name || (params && params->api_key && !s->api_key) ||
+        gp_metrics_create(&s->metrics))
+        rc = gp_fail_oom(err, "server", 0);
+    if (!rc) rc = resolve_host(s->host, s->params.port, &addr, &ipv6, err);
+    if (!rc) {
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+        s->daemon = MHD_start_daemon(
+            flags, (uint16_t)s->params.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+            (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)s->params.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)s->params.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
+        if (!s->daemon)
+            rc = gp_fail(err, GEPARD_ERR_IO,
+                         "cannot listen on %s port %d — is the port in use or the address not "
+                         "on this machine?",
+                         s->host, s->params.port);
+    }
+    if (!rc) {
+        const union MHD_DaemonInfo *info =
+            MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+        s->port = info ? info->port : s->params.port;
+        if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0)
+            rc = gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the metrics thread");
+        else
+            s->ticker_started = true;
+    }
+    if (rc) {
+        gp_server_free(s);
+        return rc;
+    }
+    *out = s;
+    return GEPARD_OK;
+}
+
+int gp_server_port(const gp_server *s) { return s->port; }
+
+void gp_server_set_backend(gp_server *s, const gp_server_backend *b) {
+    pthread_mutex_lock(&s->lock);
+    s->backend = *b;
+    s->ready = true;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Wait (lock held) until no job is left or `until` (monotonic seconds). */
+static void wait_jobs_locked(gp_server *s, double until) {
+    while (s->n_jobs > 0 && gp_now_s() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long ns = ts.tv_nsec + 100000000L;
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&s->changed, &s->lock, &ts);
+    }
+}
+
+void gp_server_shutdown(gp_server *s, double drain_s) {
+    pthread_mutex_lock(&s->lock);
+    if (s->stopped || !s->daemon) {
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    s->stopping = true;
+    pthread_mutex_unlock(&s->lock);
+    MHD_socket listen_fd = MHD_quiesce_daemon(s->daemon); /* no new connections */
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
+    pthread_mutex_lock(&s->lock);
+    if (s->n_jobs > 0) GP_INFO("waiting up to %.0f s for %d streams", drain_s, s->n_jobs);
+    wait_jobs_locked(s, gp_now_s() + (drain_s > 0 ? drain_s : 0));
+    if (s->n_jobs > 0) GP_WARN("cancelling %d unfinished streams", s->n_jobs);
+    s->stopped = true;
+    for (gp_speech_job *j = s->jobs; j; j = j->next) gepard_stream_cancel(j->stream);
+    pthread_cond_broadcast(&s->changed);
+    wait_jobs_locked(s, gp_now_s() + 5); /* cancelled streams end at the next step */
+    pthread_mutex_unlock(&s->lock);
+    if (s->ticker_started) pthread_join(s->ticker, NULL);
+    s->ticker_started = false;
+    MHD_stop_daemon(s->daemon); /* closes connections; joins their threads */
+    s->daemon = NULL;
+}
+
+void gp_server_free(gp_server *s) {
+    if (!s) return;
+    if (s->daemon) gp_server_shutdown(s, 0);
+    if (s->ticker_started) {
+        pthread_mutex_lock(&s->lock);
+        s->stopped = true;
+        pthread_cond_broadcast(&s->changed);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->ticker, NULL);
+    }
+    gp_metrics_free(s->metrics);
+    pthread_cond_destroy(&s->changed);
+    pthread_mutex_destroy(&s->voice_lock);
+    pthread_mutex_destroy(&s->lock);
+    free(s->host);
+    free(s->api_key);
+    free(s->model_name);
+    free(s);
+}

@@ -1,0 +1,68 @@
+/* server.h — `gepard serve`: an OpenAI-compatible speech server over
+ * libmicrohttpd (see docs/SERVER.md for the HTTP API).
+ *
+ * Life cycle: gp_server_start listens at once (GET /health answers, /ready
+ * says 503) so a supervisor sees the process alive while the model loads;
+ * gp_server_set_backend hands over the loaded engine and voices and the
+ * server becomes ready; gp_server_shutdown stops accepting, lets in-flight
+ * streams finish until a deadline, cancels the rest and stops the daemon;
+ * gp_server_free releases it. The backend stays owned by the caller and must
+ * outlive gp_server_shutdown.
+ *
+ * Threads: libmicrohttpd runs one thread per connection. A speech request
+ * starts an engine stream whose callbacks (on the engine's step thread) only
+ * copy samples into the request's buffer; the connection thread encodes and
+ * writes them (speech_job.c).
+ */
+#ifndef GP_SERVER_SERVER_H
+#define GP_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+#include "gepard.h"
+#include "server/voices.h"
+
+#define GP_SERVER_MAX_BATCH 64
+
+typedef struct gp_server_params {
+    const char *host;           /* address to bind (default 127.0.0.1) */
+    int port;                   /* 0: any free port (see gp_server_port) */
+    const char *api_key;        /* NULL: no authentication */
+    const char *model_name;     /* the id /v1/models lists (default gepard-1.0) */
+    size_t max_body_bytes;      /* request body limit (16 MiB) */
+    size_t max_input_chars;     /* `input` limit in characters (4096, as OpenAI) */
+    size_t max_ref_audio_bytes; /* decoded ref_audio limit (10 MiB) */
+    double max_ref_audio_s;     /* longest ref_audio clip accepted (60 s) */
+    int max_frames_limit;       /* largest max_frames a request may ask (4000) */
+    int max_batch_items;        /* items of one batch request (16, at most 64) */
+    double request_timeout_s;   /* a synthesis running longer is cancelled (600 s) */
+    int connection_timeout_s;   /* idle or stalled connections are closed (30 s) */
+    int max_connections;        /* open connections at once (256) */
+} gp_server_params;
+
+gp_server_params gp_server_default_params(void);
+
+/* What the server synthesises with; owned by the caller. */
+typedef struct gp_server_backend {
+    gepard_model *model;
+    const gepard_codec *codec;
+    gepard_engine *engine;
+    const gp_voices *voices;
+    int max_streams, max_queue; /* as the engine was created with */
+} gp_server_backend;
+
+typedef struct gp_server gp_server;
+
+int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *err);
+/* The port the server listens on. */
+int gp_server_port(const gp_server *server);
+/* Make the server ready with a loaded backend. */
+void gp_server_set_backend(gp_server *server, const gp_server_backend *backend);
+/* Stop accepting connections; wait up to `drain_s` seconds for in-flight
+ * requests, cancel what is left, stop the daemon. Idempotent. */
+void gp_server_shutdown(gp_server *server, double drain_s);
+/* Shuts down (without draining) if needed, then frees. */
+void gp_server_free(gp_server *server);
+
+#endif

@@ -1,0 +1,165 @@
+/* server_internal.h — what the server's files share: the server structure,
+ * the per-connection request context, OpenAI-shaped errors and the response
+ * helpers (http.c), the speech request options (speech_options.c), the
+ * per-request stream bridge (speech_job.c) and the route handlers. */
+#ifndef GP_SERVER_SERVER_INTERNAL_H
+#define GP_SERVER_SERVER_INTERNAL_H
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/buf.h"
+#include "io/audio_sink.h"
+#include "server/metrics.h"
+#include "server/server.h"
+
+typedef struct gp_speech_job gp_speech_job;
+
+struct gp_server {
+    gp_server_params params;
+    char *host, *api_key, *model_name; /* owned copies of the params' strings */
+    struct MHD_Daemon *daemon;
+    int port;
+    gp_metrics *metrics;
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t changed;
+    bool ready, stopping, stopped;
+    gp_server_backend backend;
+    gp_speech_job *jobs; /* in-flight speech streams (for shutdown) */
+    int n_jobs;
+    pthread_mutex_t voice_lock; /* one ref_audio voice computed at a time */
+    pthread_t ticker;
+    bool ticker_started;
+};
+
+/* One HTTP request (libmicrohttpd's per-connection `con_cls`). */
+typedef struct gp_http_request {
+    gp_server *server;
+    struct MHD_Connection *connection;
+    gp_route route;
+    bool is_get, is_post;
+    gp_buf body;
+    bool body_too_large;
+    bool responded;
+} gp_http_request;
+
+/* An error in OpenAI's shape {"error":{"message","type","param","code"}}. */
+typedef struct gp_api_error {
+    int status;       /* HTTP status */
+    const char *type; /* invalid_request_error, authentication_error, ... */
+    const char *code; /* machine-readable, or NULL */
+    char param[64];   /* the offending field, or "" */
+    char message[GP_ERROR_MESSAGE_MAX];
+    int retry_after_s; /* > 0: send Retry-After */
+} gp_api_error;
+
+/* Fill `e` and return -1 (so parsers can `return gp_http_fail(...)`). */
+int gp_http_fail(gp_api_error *e, int status, const char *param, const char *code, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
+/* The api error for a gepard status from the engine (busy → 429, ...). */
+void gp_api_error_from_status(gp_api_error *e, gepard_status st, const char *message);
+
+/* ---- http.c: responses (each counts the request in the metrics) ---- */
+enum MHD_Result gp_http_send(gp_http_request *r, int status, const char *content_type,
+                             gp_buf *body);
+enum MHD_Result gp_http_send_json(gp_http_request *r, int status, gp_buf *body);
+enum MHD_Result gp_http_send_error(gp_http_request *r, const gp_api_error *e);
+enum MHD_Result gp_http_send_response(gp_http_request *r, int status,
+                                      struct MHD_Response *response);
+/* Constant-time check of "Authorization: Bearer KEY". */
+bool gp_http_authorized(gp_http_request *r);
+/* Did the peer close its end of the connection? (non-blocking) */
+bool gp_http_peer_gone(int fd);
+int gp_http_connection_fd(struct MHD_Connection *connection);
+/* A synthesis may keep the connection silent for long (queued, prefill, or
+ * a whole file being collected): raise its inactivity timeout to the request
+ * time limit, so libmicrohttpd does not drop it when the first bytes come
+ * late. The request-completed callback restores the idle timeout. */
+void gp_http_allow_long_request(gp_http_request *r);
+
+/* ---- server.c: state shared with the handlers ---- */
+/* Copy the backend if the server is ready and not stopping; else fill `e`
+ * (503) and return false. */
+bool gp_server_backend_get(gp_server *s, gp_server_backend *out, gp_api_error *e);
+void gp_server_job_register(gp_server *s, gp_speech_job *job);
+void gp_server_job_unregister(gp_server *s, gp_speech_job *job);
+
+/* ---- speech_options.c: request fields ---- */
+typedef struct gp_speech_options {
+    gepard_synth_params params;
+    gp_audio_format format;
+    bool sse;
+    bool stream; /* false: the whole file in one response with Content-Length */
+    char voice[GP_VOICE_NAME_MAX];
+    const gp_voice_entry *voice_entry; /* NULL: the default voice */
+    const char *ref_audio;             /* base64, points into the request JSON */
+    size_t ref_audio_len;
+} gp_speech_options;
+
+/* Defaults: mp3, audio stream, default voice, the engine's sampling defaults. */
+void gp_speech_options_init(gp_speech_options *o);
+/* Read the optional fields present in `obj` over `o` (so batch items inherit
+ * the request's fields). `param_prefix` ("items[2].") goes before field
+ * names in errors. */
+int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voices *voices,
+                            const char *param_prefix, gp_speech_options *o, gp_api_error *e);
+/* The required `input`: a non-empty string of at most max_input_chars. */
+int gp_speech_input_parse(const cJSON *obj, const gp_server *s, const char **input,
+                          gp_api_error *e);
+/* Parse the body as a JSON object, with errors that say where. */
+int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e);
+
+/* ---- speech_job.c: one stream from engine to client ---- */
+struct gp_speech_job {
+    gp_server *server;
+    gepard_stream *stream;
+    gepard_voice *own_voice; /* from ref_audio; freed with the job */
+    gp_audio_format format;
+    bool sse;
+    int fd; /* the connection's socket, for hang-up checks; -1: none */
+    double deadline;
+    double next_check; /* of the socket and the deadline */
+    int sample_rate, samples_per_frame;
+    size_t input_tokens;
+    /* engine thread → connection thread (lock) */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    float *pending;
+    size_t n_pending, cap_pending, max_pending;
+    bool overflow;
+    /* connection thread only */
+    float *taken;
+    size_t cap_taken;
+    gp_audio_sink *sink;
+    gp_buf raw; /* encoded audio not yet framed (SSE) */
+    gp_buf out; /* bytes for the client */
+    size_t out_pos;
+    bool started, ended, failed, disconnected, recorded;
+    gepard_synth_result result;
+    char error[GP_ERROR_MESSAGE_MAX];
+    gp_speech_job *next; /* server's in-flight list */
+};
+
+int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o, int fd,
+                  gp_speech_job **out, gp_error *err);
+/* Start the stream (registers the job with the server). */
+gepard_status gp_job_start(gp_speech_job *job, const gp_server_backend *b, const char *text,
+                           const gepard_synth_params *params);
+/* Move delivered samples into the encoder, waiting up to wait_s for some;
+ * notice the end, a hang-up or the deadline. */
+void gp_job_pump(gp_speech_job *job, double wait_s);
+/* libmicrohttpd content reader and free callback for streamed responses. */
+ssize_t gp_job_read(void *cls, uint64_t pos, char *buf, size_t max);
+void gp_job_free_cb(void *cls);
+void gp_job_free(gp_speech_job *job);
+/* For WAV in a complete buffer: write the real sizes into the header. */
+void gp_wav_patch_sizes(char *data, size_t len);
+
+/* ---- handlers ---- */
+enum MHD_Result gp_handle_speech(gp_http_request *r);
+enum MHD_Result gp_handle_speech_batch(gp_http_request *r);
+enum MHD_Result gp_handle_playground(gp_http_request *r);
+
+#endif

@@ -1,0 +1,283 @@
+/* speech_job.c — one synthesis from the engine to one HTTP client.
+ *
+ * The engine's step thread calls job_on_audio, which only appends the
+ * samples to the job's pending buffer under a mutex and signals; it never
+ * waits for the client. The connection thread (libmicrohttpd's content
+ * reader, or a handler collecting a whole file) swaps the pending buffer
+ * out, encodes it (WAV/PCM/FLAC/Opus/MP3 through gp_audio_sink) and frames it
+ * (raw chunks, or SSE events with base64 audio). While it waits it checks
+ * whether the client closed the connection and whether the request ran past
+ * its deadline, and cancels the stream then; the engine drops a cancelled
+ * stream at its next step. When the response is destroyed (finished, failed
+ * or the client gone), gp_job_free cancels the stream if needed and waits for
+ * it, so no callback can touch the job afterwards.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/timing.h"
+#include "io/json.h"
+#include "server/base64.h"
+#include "server/server_internal.h"
+
+#define JOB_MAX_PENDING_SECONDS 120 /* audio the client may fall behind by */
+
+/* Engine thread: keep it short; never block on the client. */
+static int job_on_audio(const float *samples, size_t n, void *user) {
+    gp_speech_job *j = user;
+    int stop = 0;
+    pthread_mutex_lock(&j->lock);
+    if (j->n_pending + n > j->max_pending) {
+        j->overflow = true;
+        stop = 1;
+    } else {
+        if (j->n_pending + n > j->cap_pending) {
+            size_t cap = j->cap_pending ? j->cap_pending * 2 : 8192;
+            while (cap < j->n_pending + n) cap *= 2;
+            float *p = realloc(j->pending, cap * sizeof(float));
+            if (!p) {
+                j->overflow = true;
+                stop = 1;
+            } else {
+                j->pending = p;
+                j->cap_pending = cap;
+            }
+        }
+        if (!stop) {
+            memcpy(j->pending + j->n_pending, samples, n * sizeof(float));
+            j->n_pending += n;
+        }
+    }
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    return stop;
+}
+
+static int job_write_encoded(const void *data, size_t len, void *user) {
+    gp_speech_job *j = user;
+    return gp_buf_append(j->sse ? &j->raw : &j->out, data, len);
+}
+
+int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o, int fd,
+                  gp_speech_job **out, gp_error *err) {
+    *out = NULL;
+    gp_speech_job *j = calloc(1, sizeof *j);
+    if (!j) return gp_fail_oom(err, "request", sizeof *j);
+    j->server = s;
+    j->format = o->format;
+    j->sse = o->sse;
+    j->fd = fd;
+    j->deadline = gp_now_s() + s->params.request_timeout_s;
+    j->sample_rate = gepard_codec_sample_rate(b->codec);
+    j->samples_per_frame = gepard_codec_samples_per_frame(b->codec);
+    j->max_pending = (size_t)j->sample_rate * JOB_MAX_PENDING_SECONDS;
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&j->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    gp_buf_init(&j->raw);
+    gp_buf_init(&j->out);
+    int rc =
+        gp_audio_sink_open_stream(job_write_encoded, j, o->format, j->sample_rate, &j->sink, err);
+    if (rc) {
+        gp_job_free(j);
+        return rc;
+    }
+    *out = j;
+    return GEPARD_OK;
+}
+
+gepard_status gp_job_start(gp_speech_job *j, const gp_server_backend *b, const char *text,
+                           const gepard_synth_params *params) {
+    gepard_stream_callbacks cb = {.on_audio = job_on_audio, .user = j};
+    gepard_status st = gepard_stream_start(b->engine, text, params, &cb, &j->stream);
+    if (st != GEPARD_OK) return st;
+    j->started = true;
+    gp_server_job_register(j->server, j);
+    return GEPARD_OK;
+}
+
+static int job_fail(gp_speech_job *j, const char *message) {
+    if (!j->failed) snprintf(j->error, sizeof j->error, "%s", message);
+    j->failed = true;
+    if (j->stream) gepard_stream_cancel(j->stream);
+    return -1;
+}
+
+/* Wrap the encoded bytes in `raw` into one SSE delta event. */
+static int job_frame_sse(gp_speech_job *j) {
+    if (!j->sse || j->raw.len == 0) return 0;
+    int rc = gp_buf_append_str(&j->out, "data: {\"type\":\"speech.audio.delta\",\"audio\":\"");
+    rc |= gp_base64_append(&j->out, j->raw.data, j->raw.len);
+    rc |= gp_buf_append_str(&j->out, "\"}\n\n");
+    gp_buf_clear(&j->raw);
+    return rc;
+}
+
+static int job_encode(gp_speech_job *j, const float *x, size_t n) {
+    gp_error err;
+    gp_error_clear(&err);
+    size_t step = j->samples_per_frame > 0 ? (size_t)j->samples_per_frame : n;
+    for (size_t i = 0; i < n; i += step) {
+        size_t m = n - i < step ? n - i : step;
+        if (gp_audio_sink_write(j->sink, x + i, m, &err)) return job_fail(j, err.message);
+    }
+    if (job_frame_sse(j)) return job_fail(j, "out of memory framing the audio");
+    return 0;
+}
+
+/* Take what the engine delivered (waiting up to wait_s if nothing is there)
+ * and encode it. Returns the number of samples taken. */
+static size_t job_take(gp_speech_job *j, double wait_s) {
+    pthread_mutex_lock(&j->lock);
+    if (j->n_pending == 0 && wait_s > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long ns = ts.tv_nsec + (long)(wait_s * 1e9);
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&j->cond, &j->lock, &ts);
+    }
+    float *p = j->pending;
+    size_t n = j->n_pending, cap = j->cap_pending;
+    j->pending = j->taken;
+    j->cap_pending = j->cap_taken;
+    j->n_pending = 0;
+    bool overflow = j->overflow;
+    pthread_mutex_unlock(&j->lock);
+    j->taken = p;
+    j->cap_taken = cap;
+    if (n && !j->failed) job_encode(j, p, n);
+    if (overflow)
+        job_fail(j, "the client is not reading the audio fast enough; the stream was stopped");
+    return n;
+}
+
+static void job_record(gp_speech_job *j) {
+    if (j->recorded || !j->started) return;
+    j->recorded = true;
+    gp_metrics_stream_finished(j->server->metrics, &j->result, j->disconnected);
+}
+
+static void job_append_usage(gp_speech_job *j) {
+    size_t out_tokens = j->result.frames;
+    gp_buf_printf(&j->out,
+                  "data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":%zu,"
+                  "\"output_tokens\":%zu,\"total_tokens\":%zu}}\n\n",
+                  j->input_tokens, out_tokens, j->input_tokens + out_tokens);
+}
+
+static void job_append_sse_error(gp_speech_job *j) {
+    gp_buf_append_str(&j->out, "data: {\"type\":\"error\",\"error\":{\"message\":");
+    gp_json_append_string(&j->out, j->error);
+    gp_buf_append_str(&j->out, ",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n");
+}
+
+/* The stream has ended: collect its result, flush the encoder. */
+static void job_finish(gp_speech_job *j) {
+    while (job_take(j, 0) > 0) {
+    }
+    gepard_status st = gepard_stream_wait(j->stream, &j->result);
+    if (st != GEPARD_OK && !j->failed) job_fail(j, gepard_last_error());
+    if (!j->failed) {
+        gp_error err;
+        gp_error_clear(&err);
+        gp_audio_sink *sink = j->sink;
+        j->sink = NULL;
+        if (gp_audio_sink_close(sink, true, &err) || job_frame_sse(j)) job_fail(j, err.message);
+    }
+    if (j->sse) {
+        if (j->failed)
+            job_append_sse_error(j);
+        else
+            job_append_usage(j);
+    }
+    j->ended = true;
+    job_record(j);
+}
+
+void gp_job_pump(gp_speech_job *j, double wait_s) {
+    if (j->ended) return;
+    size_t n = job_take(j, wait_s);
+    double now = gp_now_s();
+    if (!j->failed && (n == 0 || now >= j->next_check)) {
+        j->next_check = now + 0.1;
+        if (gp_http_peer_gone(j->fd)) {
+            j->disconnected = true;
+            job_fail(j, "the client closed the connection");
+        } else if (now > j->deadline) {
+            job_fail(j, "the request ran past the server's time limit and was stopped");
+        }
+    }
+    if (n > 0 && !j->failed) return;
+    if (j->failed || gepard_stream_done(j->stream)) job_finish(j);
+}
+
+ssize_t gp_job_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    gp_speech_job *j = cls;
+    for (;;) {
+        size_t avail = j->out.len - j->out_pos;
+        if (avail > 0) {
+            size_t n = avail < max ? avail : max;
+            memcpy(buf, j->out.data + j->out_pos, n);
+            j->out_pos += n;
+            if (j->out_pos == j->out.len) {
+                gp_buf_clear(&j->out);
+                j->out_pos = 0;
+            }
+            return (ssize_t)n;
+        }
+        if (j->ended) {
+            /* A broken audio stream must look broken: end without the final
+             * chunk. SSE carries its error as an event and ends normally. */
+            if (j->failed && !j->sse) return MHD_CONTENT_READER_END_WITH_ERROR;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        gp_job_pump(j, 0.05);
+    }
+}
+
+void gp_job_free_cb(void *cls) { gp_job_free(cls); }
+
+void gp_job_free(gp_speech_job *j) {
+    if (!j) return;
+    if (j->stream) {
+        gp_server_job_unregister(j->server, j);
+        if (!j->ended) {
+            /* Unless the server gave up on it, the client went away (a
+             * failed write) before the end. */
+            if (!j->failed) j->disconnected = true;
+            gepard_stream_cancel(j->stream);
+            gepard_stream_wait(j->stream, &j->result);
+            job_record(j);
+        }
+        gepard_stream_free(j->stream); /* waits: no callback runs after this */
+    }
+    gp_audio_sink_close(j->sink, false, NULL);
+    gepard_voice_free(j->own_voice);
+    free(j->pending);
+    free(j->taken);
+    gp_buf_free(&j->raw);
+    gp_buf_free(&j->out);
+    pthread_cond_destroy(&j->cond);
+    pthread_mutex_destroy(&j->lock);
+    free(j);
+}
+
+static void put_u32le(char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (char)(v >> (8 * i));
+}
+
+void gp_wav_patch_sizes(char *data, size_t len) {
+    if (len < 44 || memcmp(data, "RIFF", 4) != 0 || memcmp(data + 36, "data", 4) != 0) return;
+    if (len - 8 > 0xFFFFFFFFu) return;
+    put_u32le(data + 4, (uint32_t)(len - 8));
+    put_u32le(data + 40, (uint32_t)(len - 44));
+}

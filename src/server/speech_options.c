@@ -1,0 +1,260 @@
+/* speech_options.c — reading and validating the fields of a speech request
+ * (OpenAI's plus Gepard's sampling extensions) into engine parameters, with
+ * an OpenAI-shaped error naming the field for anything out of range. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "io/json.h"
+#include "server/server_internal.h"
+
+static const char *const model_aliases[] = {"gepard", "gepard-1.0", "tts-1", "tts-1-hd",
+                                            "gpt-4o-mini-tts"};
+
+void gp_speech_options_init(gp_speech_options *o) {
+    memset(o, 0, sizeof *o);
+    o->params = gepard_synth_default_params();
+    o->format = GP_AUDIO_MP3; /* OpenAI's default */
+    o->stream = true;
+    snprintf(o->voice, sizeof o->voice, "default");
+}
+
+int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e) {
+    *out = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    if (r->body.len == 0)
+        return gp_http_fail(e, 400, NULL, "empty_body",
+                            "the request body is empty; send a JSON object such as "
+                            "{\"input\": \"Hello\", \"voice\": \"alloy\"}");
+    if (gp_json_parse(r->body.data, r->body.len, "request body", out, &err))
+        return gp_http_fail(e, 400, NULL, "invalid_json", "%s", err.message);
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return gp_http_fail(e, 400, NULL, "invalid_json", "the request body must be a JSON object");
+    }
+    return 0;
+}
+
+/* A number field in [lo, hi]; absent or null leaves *v alone. */
+static int get_number(const cJSON *obj, const char *key, const char *prefix, double lo, double hi,
+                      double *v, bool *present, gp_api_error *e) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (present) *present = false;
+    if (!item || cJSON_IsNull(item)) return 0;
+    char param[64];
+    snprintf(param, sizeof param, "%s%s", prefix, key);
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
+        return gp_http_fail(e, 400, param, "invalid_type", "%s must be a number", param);
+    if (item->valuedouble < lo || item->valuedouble > hi)
+        return gp_http_fail(e, 400, param, "invalid_value", "%s must be between %g and %g, got %g",
+                            param, lo, hi, item->valuedouble);
+    *v = item->valuedouble;
+    if (present) *present = true;
+    return 0;
+}
+
+static int get_integer(const cJSON *obj, const char *key, const char *prefix, double lo, double hi,
+                       double *v, bool *present, gp_api_error *e) {
+    double x = *v;
+    bool here = false;
+    if (get_number(obj, key, prefix, lo, hi, &x, &here, e)) return -1;
+    if (present) *present = here;
+    if (!here) return 0;
+    if (x != floor(x)) {
+        char param[64];
+        snprintf(param, sizeof param, "%s%s", prefix, key);
+        return gp_http_fail(e, 400, param, "invalid_type", "%s must be a whole number, got %g",
+                            param, x);
+    }
+    *v = x;
+    return 0;
+}
+
+/* A string field; absent or null leaves *v alone. */
+static int get_string(const cJSON *obj, const char *key, const char *prefix, const char **v,
+                      gp_api_error *e) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!item || cJSON_IsNull(item)) return 0;
+    if (!cJSON_IsString(item)) {
+        char param[64];
+        snprintf(param, sizeof param, "%s%s", prefix, key);
+        return gp_http_fail(e, 400, param, "invalid_type", "%s must be a string", param);
+    }
+    *v = item->valuestring;
+    return 0;
+}
+
+static int parse_model(const cJSON *obj, const gp_server *s, const char *prefix, gp_api_error *e) {
+    const char *model = NULL;
+    if (get_string(obj, "model", prefix, &model, e)) return -1;
+    if (!model || strcmp(model, s->model_name) == 0) return 0;
+    for (size_t i = 0; i < sizeof model_aliases / sizeof model_aliases[0]; i++)
+        if (strcmp(model, model_aliases[i]) == 0) return 0;
+    return gp_http_fail(e, 400, "model", "model_not_found",
+                        "model \"%.100s\" is not served here; use \"%s\" (tts-1, tts-1-hd, "
+                        "gpt-4o-mini-tts and gepard are accepted as aliases)",
+                        model, s->model_name);
+}
+
+static int parse_voice(const cJSON *obj, const gp_voices *voices, const char *prefix,
+                       gp_speech_options *o, gp_api_error *e) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, "voice");
+    char param[64];
+    snprintf(param, sizeof param, "%svoice", prefix);
+    if (cJSON_IsObject(item)) item = cJSON_GetObjectItemCaseSensitive(item, "id"); /* {"id":…} */
+    if (!item || cJSON_IsNull(item)) return 0;
+    if (!cJSON_IsString(item))
+        return gp_http_fail(e, 400, param, "invalid_type",
+                            "%s must be a voice name (a string, or an object with an \"id\")",
+                            param);
+    const char *name = item->valuestring;
+    const gp_voice_entry *entry = gp_voices_find(voices, name);
+    if (!entry && !gp_voices_is_builtin_name(name)) {
+        gp_buf names;
+        gp_buf_init(&names);
+        gp_voices_append_names(voices, &names);
+        gp_http_fail(e, 400, param, "voice_not_found",
+                     "voice \"%.100s\" does not exist; available voices: %.700s", name,
+                     names.data ? names.data : "[]");
+        gp_buf_free(&names);
+        return -1;
+    }
+    snprintf(o->voice, sizeof o->voice, "%s", name);
+    o->voice_entry = entry;
+    return 0;
+}
+
+static int parse_format(const cJSON *obj, const char *prefix, gp_speech_options *o,
+                        gp_api_error *e) {
+    const char *name = NULL, *stream_format = NULL;
+    char param[64];
+    if (get_string(obj, "response_format", prefix, &name, e)) return -1;
+    if (name) {
+        const char *why = NULL;
+        int f = gp_audio_format_parse(name, &why);
+        snprintf(param, sizeof param, "%sresponse_format", prefix);
+        if (f < 0)
+            return gp_http_fail(e, 400, param, "unsupported_format", "%s",
+                                why ? why
+                                    : "response_format must be mp3, opus, flac, wav or pcm (or "
+                                      "f32, wav-float)");
+        o->format = (gp_audio_format)f;
+    }
+    if (get_string(obj, "stream_format", prefix, &stream_format, e)) return -1;
+    if (stream_format) {
+        snprintf(param, sizeof param, "%sstream_format", prefix);
+        if (strcmp(stream_format, "sse") == 0)
+            o->sse = true;
+        else if (strcmp(stream_format, "audio") == 0)
+            o->sse = false;
+        else
+            return gp_http_fail(e, 400, param, "invalid_value",
+                                "stream_format must be \"audio\" or \"sse\"");
+    }
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(obj, "stream");
+    if (stream && !cJSON_IsNull(stream)) {
+        if (!cJSON_IsBool(stream))
+            return gp_http_fail(e, 400, "stream", "invalid_type", "stream must be true or false");
+        o->stream = cJSON_IsTrue(stream);
+    }
+    return 0;
+}
+
+static int parse_speed(const cJSON *obj, const char *prefix, gp_api_error *e) {
+    double speed = 1.0;
+    if (get_number(obj, "speed", prefix, 0.25, 4.0, &speed, NULL, e)) return -1;
+    if (speed != 1.0)
+        return gp_http_fail(e, 400, "speed", "unsupported_value",
+                            "speed %g is not supported: Gepard cannot change the speaking rate "
+                            "without changing the pitch — leave speed out or send 1.0",
+                            speed);
+    return 0;
+}
+
+static int parse_sampling(const cJSON *obj, const gp_server *s, const char *prefix,
+                          gepard_synth_params *p, gp_api_error *e) {
+    double v;
+    bool here;
+#define NUMBER(key, field, lo, hi)                                                                 \
+    v = p->field;                                                                                  \
+    if (get_number(obj, key, prefix, lo, hi, &v, NULL, e)) return -1;                              \
+    p->field = (float)v
+#define INTEGER(key, field, lo, hi)                                                                \
+    v = p->field;                                                                                  \
+    if (get_integer(obj, key, prefix, lo, hi, &v, NULL, e)) return -1;                             \
+    p->field = (int)v
+    NUMBER("temperature", temperature, 0, 100);
+    INTEGER("top_k", top_k, 0, 1000000);
+    NUMBER("repetition_penalty", repetition_penalty, 0.01, 100);
+    INTEGER("repetition_window", repetition_window, 0, 1000000);
+    INTEGER("max_frames", max_frames, 1, s->params.max_frames_limit);
+    NUMBER("stop_threshold", stop_threshold, -1000, 1000);
+    NUMBER("cfg_scale", cfg_scale, -100, 100);
+    INTEGER("cfg_frames", cfg_frames, -1, 1000000);
+    INTEGER("force_stop_frames", force_stop_frames, -1, 1000000);
+#undef NUMBER
+#undef INTEGER
+    v = 0;
+    if (get_integer(obj, "seed", prefix, 0, 9007199254740992.0, &v, &here, e)) return -1;
+    if (here) {
+        p->seed = (uint64_t)v;
+        p->random_seed = 0;
+    }
+    const char *mode = NULL;
+    if (get_string(obj, "cfg_uncond", prefix, &mode, e)) return -1;
+    if (mode) {
+        if (strcmp(mode, "empty_text") == 0)
+            p->cfg_uncond = GEPARD_CFG_EMPTY_TEXT;
+        else if (strcmp(mode, "audio_only") == 0)
+            p->cfg_uncond = GEPARD_CFG_AUDIO_ONLY;
+        else
+            return gp_http_fail(e, 400, "cfg_uncond", "invalid_value",
+                                "cfg_uncond must be \"empty_text\" or \"audio_only\"");
+    }
+    return 0;
+}
+
+int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voices *voices,
+                            const char *prefix, gp_speech_options *o, gp_api_error *e) {
+    const char *ignored = NULL;
+    if (parse_model(obj, s, prefix, e) || parse_voice(obj, voices, prefix, o, e) ||
+        parse_format(obj, prefix, o, e) || parse_speed(obj, prefix, e) ||
+        parse_sampling(obj, s, prefix, &o->params, e) ||
+        get_string(obj, "instructions", prefix, &ignored, e))
+        return -1;
+    const char *ref = NULL;
+    if (get_string(obj, "ref_audio", prefix, &ref, e)) return -1;
+    if (ref) {
+        o->ref_audio = ref;
+        o->ref_audio_len = strlen(ref);
+    }
+    return 0;
+}
+
+int gp_speech_input_parse(const cJSON *obj, const gp_server *s, const char **input,
+                          gp_api_error *e) {
+    *input = NULL;
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, "input");
+    if (!item || cJSON_IsNull(item))
+        return gp_http_fail(e, 400, "input", "missing_input",
+                            "input is required: the text to speak");
+    if (!cJSON_IsString(item))
+        return gp_http_fail(e, 400, "input", "invalid_type", "input must be a string");
+    const char *text = item->valuestring;
+    size_t len = strlen(text), chars = 0;
+    for (size_t i = 0; i < len; i++) chars += ((unsigned char)text[i] & 0xC0) != 0x80;
+    bool blank = true;
+    for (size_t i = 0; i < len && blank; i++) blank = strchr(" \t\r\n\v\f", text[i]) != NULL;
+    if (blank)
+        return gp_http_fail(e, 400, "input", "empty_input",
+                            "input is empty — give some words to speak");
+    if (chars > s->params.max_input_chars)
+        return gp_http_fail(e, 400, "input", "string_above_max_length",
+                            "input has %zu characters; the limit is %zu — split the text into "
+                            "several requests",
+                            chars, s->params.max_input_chars);
+    *input = text;
+    return 0;
+}

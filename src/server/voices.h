@@ -1,0 +1,57 @@
+/* voices.h — the server's voices: a directory scanned once at start.
+ *
+ * In `--voices DIR` every file defines (part of) a voice named after its
+ * stem (the name without extensions):
+ *   - a reference clip in any format libsndfile reads (.wav .flac .ogg .mp3
+ *     ...): its speaker prefix is computed once at start and kept in memory;
+ *   - a saved speaker prefix (.safetensors, from `gepard say --save-voice`);
+ *   - a LoRA adapter, NAME.lora.pt or NAME.lora.safetensors, with an optional
+ *     NAME.lora.json sidecar {"alpha": A} (else the file's metadata, else
+ *     2 x rank); applied per stream at run time.
+ * A clip or prefix and an adapter with the same name make one voice with
+ * both. Other files (README, sidecars) are skipped; hidden files ignored.
+ *
+ * The OpenAI names (alloy, ash, ... verse) that no file defines speak with
+ * the model's default voice (no speaker prefix); "default" always does.
+ */
+#ifndef GP_SERVER_VOICES_H
+#define GP_SERVER_VOICES_H
+
+#include <stdbool.h>
+
+#include "base/buf.h"
+#include "base/error.h"
+#include "gepard.h"
+
+#define GP_VOICE_NAME_MAX 128
+
+typedef struct gp_voice_entry {
+    char name[GP_VOICE_NAME_MAX];
+    char *prefix_file;   /* file name of the clip or saved prefix, or NULL */
+    char *lora_file;     /* file name of the adapter, or NULL */
+    gepard_voice *voice; /* NULL: the model's default voice */
+    gepard_lora *lora;
+    float lora_alpha; /* as given by the sidecar; 0 = from the file */
+} gp_voice_entry;
+
+typedef struct gp_voices {
+    gp_voice_entry *items; /* sorted by name */
+    int count;
+} gp_voices;
+
+/* Load every voice in `dir` (NULL: none). `codec` encodes clips. */
+int gp_voices_load(gepard_model *model, const gepard_codec *codec, const char *dir, gp_voices **out,
+                   gp_error *err);
+void gp_voices_free(gp_voices *voices);
+
+/* The entry for `name`, or NULL. */
+const gp_voice_entry *gp_voices_find(const gp_voices *voices, const char *name);
+/* True for the OpenAI voice names and "default". */
+bool gp_voices_is_builtin_name(const char *name);
+/* Append a JSON array of every usable name (directory voices, then the
+ * built-in names no file overrides). */
+int gp_voices_append_names(const gp_voices *voices, gp_buf *out);
+/* Append the body of GET /v1/audio/voices. */
+int gp_voices_append_listing(const gp_voices *voices, gp_buf *out);
+
+#endif

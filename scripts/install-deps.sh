@@ -12,8 +12,8 @@ libcurl4-openssl-dev libmicrohttpd-dev libsndfile1-dev libopusenc-dev \
 libmp3lame-dev libsoxr-dev libopenblas-dev libflac-dev libpulse-dev"
 
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
-    # Tools the test suite drives: a WAV-producing second opinion and a browser.
-    PACKAGES="$PACKAGES curl chromium"
+    # The browser the playground test drives (headless).
+    PACKAGES="$PACKAGES chromium"
 fi
 
 missing=""

@@ -151,7 +151,7 @@ typedef struct gepard_synth_params {
     gepard_cfg_uncond cfg_uncond;
     int force_stop_frames; /* -1 = off */
     uint64_t seed;
-    int random_seed; /* 1 (default): draw a seed from the OS; 0: use `seed` */
+    int random_seed;           /* 1 (default): draw a seed from the OS; 0: use `seed` */
     const gepard_voice *voice; /* speaker prefix, or NULL */
     const gepard_lora *lora;   /* run-time adapter, or NULL */
     int split_text;            /* 1 (default): split long text into sentences */
@@ -205,11 +205,12 @@ typedef struct gepard_engine gepard_engine;
 typedef struct gepard_stream gepard_stream;
 
 typedef struct gepard_engine_params {
-    int threads;          /* compute threads; 0 = all CPUs */
-    int max_streams;      /* streams synthesised at once (default 16) */
-    int max_queue;        /* streams waiting for a slot before start fails with BUSY (64) */
-    int prefill_chunk;    /* prefill rows per step, so decoding streams never stall long (256) */
-    int kv_cache_mb;      /* KV cache address space; 0 = enough for max_streams worst cases */
+    int threads;       /* compute threads; 0 = all CPUs */
+    int max_streams;   /* streams synthesised at once (default 16) */
+    int max_queue;     /* streams waiting for a slot before start fails with BUSY (64) */
+    int prefill_chunk; /* prefill rows per step while other streams are decoding, so
+                          their frames keep coming (32); an idle engine prefills at once */
+    int kv_cache_mb;   /* KV cache address space; 0 = enough for max_streams worst cases */
 } gepard_engine_params;
 
 gepard_engine_params gepard_engine_default_params(void);
@@ -233,10 +234,10 @@ typedef struct gepard_stream_callbacks {
 } gepard_stream_callbacks;
 
 typedef struct gepard_synth_result {
-    gepard_status status;   /* GEPARD_OK, GEPARD_ERR_CANCELLED, ... */
-    size_t frames;          /* frames generated (all segments) */
-    size_t samples;         /* samples delivered */
-    int segments;           /* text segments synthesised */
+    gepard_status status; /* GEPARD_OK, GEPARD_ERR_CANCELLED, ... */
+    size_t frames;        /* frames generated (all segments) */
+    size_t samples;       /* samples delivered */
+    int segments;         /* text segments synthesised */
     double audio_seconds;
     double elapsed_seconds; /* from start to the last sample */
     double rtf;             /* elapsed / audio seconds */
@@ -268,14 +269,14 @@ gepard_status gepard_synthesize(gepard_engine *engine, const char *text,
                                 gepard_synth_result *result);
 
 typedef struct gepard_engine_stats {
-    uint64_t steps;            /* batched steps run */
-    uint64_t frames;           /* frames generated */
+    uint64_t steps;  /* batched steps run */
+    uint64_t frames; /* frames generated */
     uint64_t streams_started;
     uint64_t streams_finished;
     int active_streams;
     int queued_streams;
-    int max_batch;             /* largest number of streams in one step so far */
-    double mean_batch;         /* streams per step, averaged */
+    int max_batch;     /* largest number of streams in one step so far */
+    double mean_batch; /* streams per step, averaged */
     size_t kv_blocks_used, kv_blocks_total;
 } gepard_engine_stats;
 
@@ -305,8 +306,8 @@ gepard_status gepard_benchmark(const gepard_bench_params *params, char **json);
 /* Generate codes only (no audio): *codes is [*n_frames][channels], freed
  * with gepard_free. `threads` 0 = all CPUs. */
 gepard_status gepard_generate_codes(gepard_model *model, const char *text,
-                                    const gepard_synth_params *params, int threads,
-                                    int32_t **codes, size_t *n_frames);
+                                    const gepard_synth_params *params, int threads, int32_t **codes,
+                                    size_t *n_frames);
 
 /* ======================================================================== */
 /* Codec: NVIDIA NanoCodec (NeMo AudioCodecModel) — codes <-> audio          */

@@ -13,10 +13,12 @@
 #include "engine/engine_internal.h"
 
 #define ENGINE_KV_BLOCK 16
+/* Prefill rows per step when no stream is decoding. */
+#define ENGINE_IDLE_PREFILL_ROWS 1024
 
 gepard_engine_params gepard_engine_default_params(void) {
     gepard_engine_params p = {
-        .threads = 0, .max_streams = 16, .max_queue = 64, .prefill_chunk = 256, .kv_cache_mb = 0};
+        .threads = 0, .max_streams = 16, .max_queue = 64, .prefill_chunk = 32, .kv_cache_mb = 0};
     return p;
 }
 
@@ -81,8 +83,11 @@ static void admit_locked(gepard_engine *e) {
         s->state = STREAM_RUNNING;
         s->admitted_time = gp_now_s();
         s->result.queue_ms = (s->admitted_time - s->start_time) * 1e3;
-        s->next = e->active;
-        e->active = s;
+        /* Append: earlier requests get their prefill first (FIFO). */
+        s->next = NULL;
+        gepard_stream **tail = &e->active;
+        while (*tail) tail = &(*tail)->next;
+        *tail = s;
         e->active_count++;
     }
 }
@@ -212,8 +217,14 @@ static void *engine_thread_main(void *arg) {
         pthread_mutex_unlock(&e->lock);
         gp_error err;
         gp_error_clear(&err);
-        int worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, e->params.prefill_chunk,
-                                 e->pool, &err);
+        /* While streams are decoding, bound the prefill rows per step so
+         * their next frame is not held back long; when nobody is decoding,
+         * prefill as much as possible at once (time to first audio). */
+        bool decoding = false;
+        for (int i = 0; i < n && !decoding; i++)
+            decoding = e->step_streams[i]->phase == GP_GEN_DECODE;
+        int budget = decoding ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
+        int worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
         if (worked < 0) {
             GP_ERROR("engine step failed: %s", err.message);
             fail_all_active(e, err.message);
@@ -256,7 +267,7 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     if (e->params.max_streams < 1) e->params.max_streams = 1;
     if (e->params.max_streams > 4096) e->params.max_streams = 4096;
     if (e->params.max_queue < 0) e->params.max_queue = 0;
-    if (e->params.prefill_chunk < 16) e->params.prefill_chunk = 16;
+    if (e->params.prefill_chunk < 1) e->params.prefill_chunk = 1;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     gp_gen_workspace_init(&e->work);

@@ -4,6 +4,7 @@
 #   make test     install missing packages, build with ASan+UBSan, run every test
 #   make demo     install missing packages, build, and speak a sentence
 #   make bench    build and run `gepard bench` on synthetic real-size weights
+#   make bench-kernels  build and run the matrix-kernel micro-benchmark (BENCH_ARGS=...)
 #   make deps     install the Debian packages the build needs
 #   make format   clang-format every source file
 #
@@ -50,7 +51,7 @@ ASAN_BIN := $(BUILD)/asan/gepard
 ASAN_TESTS := $(BUILD)/asan/gepard-tests
 REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SRC))
 
-.PHONY: all test demo bench deps format clean check-format release asan examples
+.PHONY: all test demo bench bench-kernels deps format clean check-format release asan examples
 
 all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES)
 	@ln -sf release/gepard $(BUILD)/gepard
@@ -112,6 +113,13 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/bench.sh $(REL_BIN)
+
+# bench/kernels_bench.c: one decode step of real-size matrix products per
+# weight format, thread count and batch size (see the file for options).
+bench-kernels: $(REL_LIB)
+	$(CC) $(BASE_CFLAGS) $(RELEASE_CFLAGS) -o $(BUILD)/release/kernels-bench \
+	  bench/kernels_bench.c $(REL_LIB) $(LIBS)
+	$(BUILD)/release/kernels-bench $(BENCH_ARGS)
 
 FORMAT_FILES = $(shell find include src tests examples bench -name '*.[ch]' 2>/dev/null)
 format:

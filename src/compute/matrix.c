@@ -30,7 +30,7 @@ size_t gp_matrix_bytes(const gp_matrix *m) {
     case GP_WEIGHTS_F32: return n * 4;
     case GP_WEIGHTS_BF16: return n * 2;
     case GP_WEIGHTS_INT8: return n + (size_t)m->rows * 4;
-    case GP_WEIGHTS_Q4: return n / 2 + n / GP_Q4_GROUP * 4;
+    case GP_WEIGHTS_Q4: return n / 2 + n / GP_Q4_GROUP * 2;
     }
     return 0;
 }
@@ -39,6 +39,7 @@ void gp_matrix_free(gp_matrix *m) {
     if (!m) return;
     gp_aligned_free(m->data);
     gp_aligned_free(m->scales);
+    gp_aligned_free(m->gscales);
     memset(m, 0, sizeof *m);
 }
 
@@ -54,10 +55,10 @@ static void quantize_row_int8(const float *src, int cols, int8_t *dst, float *sc
     *scale = s;
 }
 
-/* Groups of GP_Q4_GROUP values share a scale; value = (nibble - 8) * scale.
- * Byte k of a group holds element k in its low nibble and element k+16 in
- * its high nibble, which lets SIMD kernels unpack with one shift. */
-static void quantize_row_q4(const float *src, int cols, uint8_t *dst, float *scales) {
+/* Groups of GP_Q4_GROUP values share an f16 scale; value = (nibble - 8) *
+ * scale. Byte k of a group holds element k in its low nibble and element
+ * k+16 in its high nibble, which lets SIMD kernels unpack with one shift. */
+static void quantize_row_q4(const float *src, int cols, uint8_t *dst, uint16_t *scales) {
     for (int g = 0; g < cols / GP_Q4_GROUP; g++) {
         const float *x = src + g * GP_Q4_GROUP;
         float amax = 0, signed_max = 0;
@@ -68,6 +69,11 @@ static void quantize_row_q4(const float *src, int cols, uint8_t *dst, float *sca
             }
         /* Map the largest magnitude to -8 so the full [-8, 7] range is used. */
         float s = signed_max / -8.0f;
+        /* Round the scale to f16 first so the nibbles fit the stored scale. */
+        if (s > 65504.0f) s = 65504.0f;
+        if (s < -65504.0f) s = -65504.0f;
+        uint16_t s16 = gp_f32_to_f16(s);
+        s = gp_f16_to_f32(s16);
         float inv = s != 0 ? 1.0f / s : 0;
         uint8_t *out = dst + g * (GP_Q4_GROUP / 2);
         for (int i = 0; i < GP_Q4_GROUP / 2; i++) {
@@ -76,7 +82,7 @@ static void quantize_row_q4(const float *src, int cols, uint8_t *dst, float *sca
             hi = hi < -8 ? -8 : hi > 7 ? 7 : hi;
             out[i] = (uint8_t)((lo + 8) | ((hi + 8) << 4));
         }
-        scales[g] = s;
+        scales[g] = s16;
     }
 }
 
@@ -109,10 +115,11 @@ int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int col
         break;
     case GP_WEIGHTS_Q4:
         m->data = gp_aligned_alloc(n / 2);
-        m->scales = gp_aligned_alloc(n / GP_Q4_GROUP * 4);
+        m->gscales = gp_aligned_alloc(n / GP_Q4_GROUP * 2);
         break;
     }
-    if (!m->data || (format >= GP_WEIGHTS_INT8 && !m->scales)) {
+    if (!m->data || (format == GP_WEIGHTS_INT8 && !m->scales) ||
+        (format == GP_WEIGHTS_Q4 && !m->gscales)) {
         gp_aligned_free(row);
         gp_matrix_free(m);
         return gp_fail_oom(err, "weight matrix", n * 4);
@@ -138,7 +145,7 @@ int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int col
             break;
         case GP_WEIGHTS_Q4:
             quantize_row_q4(row, cols, (uint8_t *)m->data + (size_t)r * cols / 2,
-                            m->scales + (size_t)r * (cols / GP_Q4_GROUP));
+                            m->gscales + (size_t)r * (cols / GP_Q4_GROUP));
             break;
         }
     }
@@ -160,12 +167,13 @@ void gp_matrix_row_f32(const gp_matrix *m, int r, float *dst) {
     }
     case GP_WEIGHTS_Q4: {
         const uint8_t *q = (const uint8_t *)m->data + r * cols / 2;
-        const float *s = m->scales + r * (cols / GP_Q4_GROUP);
+        const uint16_t *s16 = m->gscales + r * (cols / GP_Q4_GROUP);
         for (size_t g = 0; g < cols / GP_Q4_GROUP; g++) {
             const uint8_t *b = q + g * (GP_Q4_GROUP / 2);
+            float s = gp_f16_to_f32(s16[g]);
             for (int i = 0; i < GP_Q4_GROUP / 2; i++) {
-                dst[g * GP_Q4_GROUP + i] = (float)((b[i] & 15) - 8) * s[g];
-                dst[g * GP_Q4_GROUP + i + GP_Q4_GROUP / 2] = (float)((b[i] >> 4) - 8) * s[g];
+                dst[g * GP_Q4_GROUP + i] = (float)((b[i] & 15) - 8) * s;
+                dst[g * GP_Q4_GROUP + i + GP_Q4_GROUP / 2] = (float)((b[i] >> 4) - 8) * s;
             }
         }
         break;
@@ -175,14 +183,16 @@ void gp_matrix_row_f32(const gp_matrix *m, int r, float *dst) {
 
 /* ---- kernel level selection ---- */
 
-static const gp_kernel_table *level_tables[3] = {&gp_kernels_scalar, NULL, NULL};
+static const gp_kernel_table *level_tables[3] = {&gp_kernels_scalar, &gp_kernels_avx2,
+                                                 &gp_kernels_avx512};
 static int active_level = -1;
 
 static bool cpu_supports(gp_kernel_level level) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (level == GP_KERNELS_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
     if (level == GP_KERNELS_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
@@ -222,6 +232,11 @@ const char *gp_kernel_level_name(gp_kernel_level level) {
 }
 
 const gp_kernel_table *gp_kernel_table_active(void) { return level_tables[gp_kernels_active()]; }
+
+const gp_kernel_table *gp_kernel_table_for(gp_kernel_level level) {
+    if ((unsigned)level > GP_KERNELS_AVX512 || !cpu_supports(level)) return NULL;
+    return level_tables[level];
+}
 
 /* ---- threaded driver ---- */
 

@@ -22,18 +22,25 @@ typedef enum gp_weight_format {
     GP_WEIGHTS_F32 = 0,
     GP_WEIGHTS_BF16 = 1,
     GP_WEIGHTS_INT8 = 2, /* symmetric int8, one f32 scale per row */
-    GP_WEIGHTS_Q4 = 3,   /* symmetric 4-bit, one f32 scale per group of GP_Q4_GROUP columns */
+    GP_WEIGHTS_Q4 = 3,   /* symmetric 4-bit, one f16 scale per group of GP_Q4_GROUP columns */
 } gp_weight_format;
 
 #define GP_Q4_GROUP 32
 
 typedef struct gp_matrix {
     gp_weight_format format;
-    int rows;      /* output features */
-    int cols;      /* input features */
-    void *data;    /* f32 / uint16 bf16 / int8 / packed nibbles, row-major, owned */
-    float *scales; /* int8: [rows]; q4: [rows][cols / GP_Q4_GROUP]; owned */
+    int rows;          /* output features */
+    int cols;          /* input features */
+    void *data;        /* f32 / uint16 bf16 / int8 / packed nibbles, row-major, owned */
+    float *scales;     /* int8: [rows] f32 row scales; owned */
+    uint16_t *gscales; /* q4: [rows][cols / GP_Q4_GROUP] f16 group scales; owned */
 } gp_matrix;
+
+/* The q4 layout: row r's nibbles start at byte r * cols / 2; group g of a row
+ * is GP_Q4_GROUP / 2 bytes, byte k holding element k in its low nibble and
+ * element k + GP_Q4_GROUP / 2 in its high nibble, as the unsigned value
+ * q + 8 (q in [-8, 7]). Element value = q * gscales[r][g] (f16 widened). The
+ * f16 scale keeps a group at 18 bytes (0.5625 bytes per weight). */
 
 /* Parse "f32" | "bf16" | "int8" | "q4"; returns -1 if unknown. */
 int gp_weight_format_parse(const char *name);

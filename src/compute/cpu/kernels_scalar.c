@@ -2,6 +2,7 @@
  * accumulation in index order. Every SIMD kernel is tested against these. */
 #include <string.h>
 
+#include "compute/attention.h"
 #include "compute/kernels.h"
 
 static void matmul_rows_f32(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
@@ -52,7 +53,7 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
     const int half = GP_Q4_GROUP / 2;
     for (int r = r0; r < r1; r++) {
         const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->cols / 2;
-        const float *scales = w->scales + (size_t)r * groups;
+        const uint16_t *scales = w->gscales + (size_t)r * groups;
         for (int j = 0; j < n; j++) {
             const float *xj = x + (size_t)j * ldx;
             float acc = 0;
@@ -63,7 +64,7 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
                 for (int i = 0; i < half; i++)
                     part +=
                         (float)((b[i] & 15) - 8) * xg[i] + (float)((b[i] >> 4) - 8) * xg[i + half];
-                acc += part * scales[g];
+                acc += part * gp_f16_to_f32(scales[g]);
             }
             y[(size_t)j * ldy + r] = acc;
         }
@@ -73,4 +74,5 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
 const gp_kernel_table gp_kernels_scalar = {
     .name = "scalar",
     .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
+    .attend = gp_attend_cached_scalar,
 };

@@ -1,0 +1,509 @@
+/* kernels_avx512.c — the AVX-512 kernel table (F/BW/DQ/VL with VNNI; built
+ * with those flags because of the file name, called only after matrix.c's
+ * CPU check).
+ *
+ * Matrix products work on tiles of 4 weight rows × up to 4 input rows: each
+ * weight vector is loaded (and widened) once and multiplied into every input
+ * row of the tile, so one row of x (n = 1) streams every weight byte exactly
+ * once with four independent accumulators, and small batches reuse each
+ * weight block from registers. Input rows are taken in chunks that stay in
+ * L2 so prefill-sized batches do not re-stream x from memory for every tile.
+ *
+ * f32 / bf16 / int8 widen the weights to f32 (bf16 by a 16-bit shift, int8
+ * by sign extension and conversion) and multiply by the exact f32
+ * activations. q4 rounds each input row to int8 per group of 32 (see
+ * kernels.h for the bound on that error) and multiplies nibbles by those
+ * bytes with VPDPBUSD; the per-group correction for the +8 nibble offset is
+ * precomputed with the activations.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "compute/attention.h"
+#include "compute/cpu/kernels_q8.h"
+#include "compute/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+#define TILE_ROWS 4 /* weight rows per tile */
+#define TILE_X 4    /* input rows per tile (dense formats) */
+#define TILE_X_Q4 2 /* input rows per tile (q4: more live vectors per row) */
+#define X_CHUNK_BYTES (256 * 1024)
+
+enum { K_F32, K_BF16, K_I8 };
+
+/* {Σa, Σb, Σc, Σd} of four vectors. */
+INLINE __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m256 b8 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
+    __m256 c8 = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+    __m256 d8 = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a8, b8), _mm256_hadd_ps(c8, d8));
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+/* Store the four sums of a tile column, dropping rows past the range end. */
+INLINE void store4(float *dst, __m128 s, int valid) {
+    if (valid == TILE_ROWS) {
+        _mm_storeu_ps(dst, s);
+        return;
+    }
+    float t[4];
+    _mm_storeu_ps(t, s);
+    for (int i = 0; i < valid; i++) dst[i] = t[i];
+}
+
+/* ---- f32 / bf16 / int8 ---- */
+
+INLINE size_t elem_size(int kind) { return kind == K_F32 ? 4 : kind == K_BF16 ? 2 : 1; }
+
+/* 16 weights from column c of a row, as f32; `m` selects a partial tail. */
+INLINE __m512 load_w(int kind, const unsigned char *row, size_t c, __mmask16 m, int masked) {
+    if (kind == K_F32) {
+        const float *p = (const float *)row + c;
+        return masked ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p);
+    }
+    if (kind == K_BF16) {
+        const uint16_t *p = (const uint16_t *)row + c;
+        __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const void *)p);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    const int8_t *p = (const int8_t *)row + c;
+    __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const void *)p);
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+}
+
+/* One step of 16 columns for a tile: acc[i][j] += W[i][c..] · x[j][c..]. */
+INLINE void dense_step(int kind, const unsigned char *const *row, const float *x, int ldx, int nb,
+                       size_t c, __mmask16 m, int masked, size_t ahead,
+                       __m512 acc[TILE_ROWS][TILE_X]) {
+    __m512 xv[TILE_X];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        xv[j] = masked ? _mm512_maskz_loadu_ps(m, x + (size_t)j * ldx + c)
+                       : _mm512_loadu_ps(x + (size_t)j * ldx + c);
+#pragma GCC unroll 4
+    for (int i = 0; i < TILE_ROWS; i++) {
+        if (!masked)
+            _mm_prefetch((const char *)(row[i] + c * elem_size(kind) + ahead), _MM_HINT_T0);
+        __m512 wv = load_w(kind, row[i], c, m, masked);
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+}
+
+/* Rows [r, r + 4) ∩ [r, r_end) of y for input rows x[0 .. nb). Rows past
+ * r_end repeat the last row (computed, not stored). */
+INLINE void dense_tile(int kind, const gp_matrix *w, int r, int r_end, const float *x, int ldx,
+                       int nb, float *y, int ldy) {
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind);
+    const unsigned char *row[TILE_ROWS];
+    float scale[TILE_ROWS];
+    for (int i = 0; i < TILE_ROWS; i++) {
+        int rr = r + i < r_end ? r + i : r_end - 1;
+        row[i] = (const unsigned char *)w->data + (size_t)rr * cols * esz;
+        scale[i] = kind == K_I8 ? w->scales[rr] : 1.0f;
+    }
+    __m512 acc[TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < TILE_ROWS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
+    size_t c = 0;
+    const size_t ahead = TILE_ROWS * cols * esz; /* the next tile, same column */
+    for (; c + 16 <= cols; c += 16) dense_step(kind, row, x, ldx, nb, c, 0, 0, ahead, acc);
+    if (c < cols)
+        dense_step(kind, row, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, 0, acc);
+    const int valid = r_end - r < TILE_ROWS ? r_end - r : TILE_ROWS;
+    const __m128 sc = _mm_loadu_ps(scale);
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++) {
+        __m128 s = hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+        if (kind == K_I8) s = _mm_mul_ps(s, sc);
+        store4(y + (size_t)j * ldy + r, s, valid);
+    }
+}
+
+/* n = 1: one weight row at a time, so the whole row range is one sequential
+ * stream; four accumulators keep the FMAs independent. */
+INLINE void dense_single(int kind, const gp_matrix *w, const float *x, float *y, int r0, int r1) {
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind);
+    for (int r = r0; r < r1; r++) {
+        const unsigned char *row = (const unsigned char *)w->data + (size_t)r * cols * esz;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        size_t c = 0;
+        for (; c + 64 <= cols; c += 64) {
+            a0 = _mm512_fmadd_ps(load_w(kind, row, c, 0, 0), _mm512_loadu_ps(x + c), a0);
+            a1 = _mm512_fmadd_ps(load_w(kind, row, c + 16, 0, 0), _mm512_loadu_ps(x + c + 16), a1);
+            a2 = _mm512_fmadd_ps(load_w(kind, row, c + 32, 0, 0), _mm512_loadu_ps(x + c + 32), a2);
+            a3 = _mm512_fmadd_ps(load_w(kind, row, c + 48, 0, 0), _mm512_loadu_ps(x + c + 48), a3);
+        }
+        for (; c < cols; c += 16) {
+            __mmask16 m = cols - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
+            a0 = _mm512_fmadd_ps(load_w(kind, row, c, m, 1), _mm512_maskz_loadu_ps(m, x + c), a0);
+        }
+        float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+        y[r] = kind == K_I8 ? s * w->scales[r] : s;
+    }
+}
+
+INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
+                       int ldy, int r0, int r1) {
+    if (n == 1) {
+        dense_single(kind, w, x, y, r0, r1);
+        return;
+    }
+    int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
+    if (chunk < TILE_X) chunk = TILE_X;
+    for (int j0 = 0; j0 < n; j0 += chunk) {
+        const int j1 = n - j0 < chunk ? n : j0 + chunk;
+        for (int r = r0; r < r1; r += TILE_ROWS)
+            for (int j = j0; j < j1; j += TILE_X) {
+                const float *xj = x + (size_t)j * ldx;
+                float *yj = y + (size_t)j * ldy;
+                switch (j1 - j) {
+                case 1: dense_tile(kind, w, r, r1, xj, ldx, 1, yj, ldy); break;
+                case 2: dense_tile(kind, w, r, r1, xj, ldx, 2, yj, ldy); break;
+                case 3: dense_tile(kind, w, r, r1, xj, ldx, 3, yj, ldy); break;
+                default: dense_tile(kind, w, r, r1, xj, ldx, 4, yj, ldy); break;
+                }
+            }
+    }
+}
+
+static void matmul_rows_f32(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                            int r0, int r1) {
+    dense_rows(K_F32, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                             int r0, int r1) {
+    dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+static void matmul_rows_int8(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                             int r0, int r1) {
+    dense_rows(K_I8, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+/* ---- q4 ---- */
+
+/* Round one input row to int8 per group of 32 into the gp_q8_row layout
+ * (kernels_q8.h). */
+static void q8_quantize_row(const float *x, int cols, const gp_q8_row *out) {
+    const int groups = cols / GP_Q4_GROUP, padded = (groups + 3) & ~3;
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    for (int g = 0; g < padded; g++) {
+        int8_t *lo = out->q + (g >> 2) * 128 + (g & 3) * 16;
+        int32_t *corr = out->corr + (g >> 2) * 16 + (g & 3) * 4;
+        float *xs = out->xs + (g >> 2) * 16 + (g & 3) * 4;
+        if (g >= groups) {
+            memset(lo, 0, 16);
+            memset(lo + 64, 0, 16);
+            memset(corr, 0, 4 * sizeof *corr);
+            memset(xs, 0, 4 * sizeof *xs);
+            continue;
+        }
+        __m512 v0 = _mm512_loadu_ps(x + g * GP_Q4_GROUP);
+        __m512 v1 = _mm512_loadu_ps(x + g * GP_Q4_GROUP + 16);
+        float amax = _mm512_reduce_max_ps(
+            _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask)));
+        float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(inv)));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
+        _mm_storeu_si128((void *)lo, _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((void *)(lo + 64), _mm512_cvtsepi32_epi8(i1));
+        corr[0] = -8 * _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        corr[1] = corr[2] = corr[3] = 0;
+        xs[0] = xs[1] = xs[2] = xs[3] = s;
+    }
+}
+
+/* One weight row's block of 4 groups: the 64 nibble bytes split into low
+ * and high nibbles, and the 4 f16 group scales spread to 4 lanes each. */
+typedef struct q4_block {
+    __m512i lo, hi;
+    __m512 sc;
+} q4_block;
+
+INLINE q4_block q4_unpack(__m512i wv, __m128i s16) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    q4_block k = {_mm512_and_si512(wv, low4), _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4),
+                  _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(s16)))};
+    return k;
+}
+
+/* acc += per-group scale · (nibbles · x_int8 − 8 Σ x_int8), lane-wise. */
+INLINE __m512 q4_dot(q4_block k, __m512i xl, __m512i xh, __m512i xc, __m512 xs, __m512 acc) {
+    __m512i d = _mm512_dpbusd_epi32(xc, k.lo, xl);
+    d = _mm512_dpbusd_epi32(d, k.hi, xh);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(k.sc, xs), acc);
+}
+
+INLINE __m512 q4_dot_row(q4_block k, const gp_q8_row *xr, size_t b, __m512 acc) {
+    return q4_dot(k, _mm512_load_si512(xr->q + b * 128), _mm512_load_si512(xr->q + b * 128 + 64),
+                  _mm512_load_si512(xr->corr + b * 16), _mm512_load_ps(xr->xs + b * 16), acc);
+}
+
+/* n = 1: one weight row at a time, so nibbles and scales are each one
+ * sequential stream; two accumulators alternate between blocks. */
+static void q4_single(const gp_matrix *w, const gp_q8_row *xr, float *y, int r0, int r1) {
+    const size_t cols = (size_t)w->cols, groups = cols / GP_Q4_GROUP;
+    const size_t full = groups / 4, rem = groups % 4;
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *wq = (const uint8_t *)w->data + (size_t)r * cols / 2;
+        const uint16_t *ws = w->gscales + (size_t)r * groups;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        size_t b = 0;
+        for (; b + 2 <= full; b += 2) {
+            q4_block k0 = q4_unpack(_mm512_loadu_si512(wq + b * 64),
+                                    _mm_loadl_epi64((const void *)(ws + b * 4)));
+            q4_block k1 = q4_unpack(_mm512_loadu_si512(wq + b * 64 + 64),
+                                    _mm_loadl_epi64((const void *)(ws + b * 4 + 4)));
+            a0 = q4_dot_row(k0, xr, b, a0);
+            a1 = q4_dot_row(k1, xr, b + 1, a1);
+        }
+        if (b < full) {
+            q4_block k = q4_unpack(_mm512_loadu_si512(wq + b * 64),
+                                   _mm_loadl_epi64((const void *)(ws + b * 4)));
+            a0 = q4_dot_row(k, xr, b, a0);
+            b++;
+        }
+        if (rem) {
+            q4_block k = q4_unpack(_mm512_maskz_loadu_epi8((1ull << (rem * 16)) - 1, wq + b * 64),
+                                   _mm_maskz_loadu_epi16((__mmask8)((1u << rem) - 1), ws + b * 4));
+            a1 = q4_dot_row(k, xr, b, a1);
+        }
+        y[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    }
+}
+
+/* Block b (4 groups, 128 columns) of a tile: wv[i] holds row i's 64 nibble
+ * bytes, s16[i] its 4 f16 scales. */
+INLINE void q4_step(const __m512i *wv, const __m128i *s16, const gp_q8_row *xr, int nb, size_t b,
+                    __m512 acc[TILE_ROWS][TILE_X]) {
+    __m512i xl[TILE_X_Q4], xh[TILE_X_Q4], xc[TILE_X_Q4];
+    __m512 xs[TILE_X_Q4];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++) {
+        xl[j] = _mm512_load_si512(xr[j].q + b * 128);
+        xh[j] = _mm512_load_si512(xr[j].q + b * 128 + 64);
+        xc[j] = _mm512_load_si512(xr[j].corr + b * 16);
+        xs[j] = _mm512_load_ps(xr[j].xs + b * 16);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < TILE_ROWS; i++) {
+        q4_block k = q4_unpack(wv[i], s16[i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = q4_dot(k, xl[j], xh[j], xc[j], xs[j], acc[i][j]);
+    }
+}
+
+INLINE void q4_tile(const gp_matrix *w, int r, int r_end, const gp_q8_row *xr, int nb, float *y,
+                    int ldy) {
+    const size_t cols = (size_t)w->cols, groups = cols / GP_Q4_GROUP;
+    const size_t full = groups / 4, rem = groups % 4;
+    const uint8_t *wq[TILE_ROWS];
+    const uint16_t *ws[TILE_ROWS];
+    for (int i = 0; i < TILE_ROWS; i++) {
+        int rr = r + i < r_end ? r + i : r_end - 1;
+        wq[i] = (const uint8_t *)w->data + (size_t)rr * cols / 2;
+        ws[i] = w->gscales + (size_t)rr * groups;
+    }
+    __m512 acc[TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < TILE_ROWS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
+    __m512i wv[TILE_ROWS];
+    __m128i s16[TILE_ROWS];
+    const size_t ahead = TILE_ROWS * cols / 2; /* the next tile, same block */
+    for (size_t b = 0; b < full; b++) {
+#pragma GCC unroll 4
+        for (int i = 0; i < TILE_ROWS; i++) {
+            _mm_prefetch((const char *)(wq[i] + b * 64 + ahead), _MM_HINT_T0);
+            wv[i] = _mm512_loadu_si512(wq[i] + b * 64);
+            s16[i] = _mm_loadl_epi64((const void *)(ws[i] + b * 4));
+        }
+        q4_step(wv, s16, xr, nb, b, acc);
+    }
+    if (rem) {
+        const __mmask64 mw = (1ull << (rem * 16)) - 1;
+        const __mmask8 ms = (__mmask8)((1u << rem) - 1);
+#pragma GCC unroll 4
+        for (int i = 0; i < TILE_ROWS; i++) {
+            wv[i] = _mm512_maskz_loadu_epi8(mw, wq[i] + full * 64);
+            s16[i] = _mm_maskz_loadu_epi16(ms, ws[i] + full * 4);
+        }
+        q4_step(wv, s16, xr, nb, full, acc);
+    }
+    const int valid = r_end - r < TILE_ROWS ? r_end - r : TILE_ROWS;
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        store4(y + (size_t)j * ldy + r, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), valid);
+}
+
+static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                           int r0, int r1) {
+    const size_t row_bytes = gp_q8_row_bytes(w->cols);
+    if (w->cols % GP_Q4_GROUP || row_bytes > GP_Q8_SCRATCH) {
+        gp_kernels_scalar.matmul_rows[GP_WEIGHTS_Q4](w, x, n, ldx, y, ldy, r0, r1);
+        return;
+    }
+    _Alignas(64) unsigned char scratch[GP_Q8_SCRATCH];
+    gp_q8_row xr[GP_Q8_MAX_ROWS];
+    int chunk = (int)(GP_Q8_SCRATCH / row_bytes);
+    if (chunk > GP_Q8_MAX_ROWS) chunk = GP_Q8_MAX_ROWS;
+    for (int j0 = 0; j0 < n; j0 += chunk) {
+        const int jn = n - j0 < chunk ? n - j0 : chunk;
+        for (int j = 0; j < jn; j++) {
+            xr[j] = gp_q8_row_at(scratch + (size_t)j * row_bytes, w->cols);
+            q8_quantize_row(x + (size_t)(j0 + j) * ldx, w->cols, &xr[j]);
+        }
+        if (jn == 1) {
+            q4_single(w, &xr[0], y + (size_t)j0 * ldy, r0, r1);
+            continue;
+        }
+        for (int r = r0; r < r1; r += TILE_ROWS)
+            for (int j = 0; j < jn; j += TILE_X_Q4) {
+                float *yj = y + (size_t)(j0 + j) * ldy;
+                if (jn - j == 1)
+                    q4_tile(w, r, r1, xr + j, 1, yj, ldy);
+                else
+                    q4_tile(w, r, r1, xr + j, 2, yj, ldy);
+            }
+    }
+}
+
+/* ---- attention ---- */
+
+/* e^x for x <= 0 (softmax arguments): Cody-Waite reduction by ln 2 and the
+ * Cephes expf polynomial; about 1 ulp. Arguments below -87 give ~1e-38. */
+INLINE __m512 exp_neg(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* q · k over D floats (D % 16 handled with a mask). */
+INLINE __m512 dot_acc(const float *q, const float *k, int D, __m512 acc) {
+    int d = 0;
+    for (; d + 16 <= D; d += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(k + d), acc);
+    if (d < D) {
+        __mmask16 m = (__mmask16)((1u << (D - d)) - 1);
+        acc =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), _mm512_maskz_loadu_ps(m, k + d), acc);
+    }
+    return acc;
+}
+
+/* scores[j] = scale · q·K_j for the `count` keys of one block. */
+static void attend_scores(const float *q, const float *keys, int count, int D, float scale,
+                          float *scores) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float *k = keys + (size_t)j * D;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int d = 0;
+        for (; d + 16 <= D; d += 16) {
+            __m512 qv = _mm512_loadu_ps(q + d);
+            a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + d), a0);
+            a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + D + d), a1);
+            a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 2 * (size_t)D + d), a2);
+            a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 3 * (size_t)D + d), a3);
+        }
+        if (d < D) {
+            a0 = dot_acc(q + d, k + d, D - d, a0);
+            a1 = dot_acc(q + d, k + D + d, D - d, a1);
+            a2 = dot_acc(q + d, k + 2 * (size_t)D + d, D - d, a2);
+            a3 = dot_acc(q + d, k + 3 * (size_t)D + d, D - d, a3);
+        }
+        _mm_storeu_ps(scores + j, _mm_mul_ps(hsum4(a0, a1, a2, a3), _mm_set1_ps(scale)));
+    }
+    for (; j < count; j++)
+        scores[j] =
+            _mm512_reduce_add_ps(dot_acc(q, keys + (size_t)j * D, D, _mm512_setzero_ps())) * scale;
+}
+
+/* out[D] += Σ_j p[j] · V_j over the `count` values of one block. */
+static void attend_values(const float *values, const float *p, int count, int D, float *out) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float *v = values + (size_t)j * D;
+        const __m512 p0 = _mm512_set1_ps(p[j]), p1 = _mm512_set1_ps(p[j + 1]);
+        const __m512 p2 = _mm512_set1_ps(p[j + 2]), p3 = _mm512_set1_ps(p[j + 3]);
+        for (int d = 0; d < D; d += 16) {
+            __mmask16 m = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1);
+            __m512 o = _mm512_maskz_loadu_ps(m, out + d);
+            o = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(m, v + d), o);
+            o = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(m, v + D + d), o);
+            o = _mm512_fmadd_ps(p2, _mm512_maskz_loadu_ps(m, v + 2 * (size_t)D + d), o);
+            o = _mm512_fmadd_ps(p3, _mm512_maskz_loadu_ps(m, v + 3 * (size_t)D + d), o);
+            _mm512_mask_storeu_ps(out + d, m, o);
+        }
+    }
+    for (; j < count; j++) {
+        const float *v = values + (size_t)j * D;
+        const __m512 pj = _mm512_set1_ps(p[j]);
+        for (int d = 0; d < D; d += 16) {
+            __mmask16 m = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1);
+            __m512 o = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m, v + d),
+                                       _mm512_maskz_loadu_ps(m, out + d));
+            _mm512_mask_storeu_ps(out + d, m, o);
+        }
+    }
+}
+
+/* scores[j] = e^(scores[j] - max) for j < n; returns the sum. */
+static float softmax_exp(float *scores, int n) {
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, scores + j));
+    }
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), mx));
+        _mm512_mask_storeu_ps(scores + j, m, e);
+        sum = _mm512_mask_add_ps(sum, m, sum, e);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+static void attend(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                   const float *q, int n_positions, float scale, float *out, float *scores) {
+    const int D = kv->head_dim, bs = kv->block_size;
+    for (int start = 0; start < n_positions; start += bs) {
+        int count = n_positions - start < bs ? n_positions - start : bs;
+        attend_scores(q, gp_kv_at(kv, seq, layer, 0, kv_head, start), count, D, scale,
+                      scores + start);
+    }
+    const float inv = 1.0f / softmax_exp(scores, n_positions);
+    memset(out, 0, (size_t)D * sizeof(float));
+    for (int start = 0; start < n_positions; start += bs) {
+        int count = n_positions - start < bs ? n_positions - start : bs;
+        attend_values(gp_kv_at(kv, seq, layer, 1, kv_head, start), scores + start, count, D, out);
+    }
+    for (int d = 0; d < D; d++) out[d] *= inv;
+}
+
+const gp_kernel_table gp_kernels_avx512 = {
+    .name = "avx512",
+    .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
+    .attend = attend,
+};

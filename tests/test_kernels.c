@@ -7,6 +7,7 @@
  *    the dense formats, not even of 8), n = 1, 2, 3, 7, 16, 33 input rows,
  *    strided x/y and partial row ranges (rows outside the range untouched);
  *  - gp_matmul over a thread pool against the single-threaded kernel;
+ *  - the thread pool waking workers that went to sleep between jobs;
  *  - cached attention over paged KV blocks (positions not a multiple of the
  *    block size, head dims not a multiple of 16 or 8, shuffled blocks);
  *  - the model-tiny teacher-forced case and a 30-frame greedy generation with
@@ -30,6 +31,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/dtype.h"
@@ -593,4 +595,36 @@ TEST(kernels_model_tiny_every_format) {
     free(ref_codes);
     gp_pool_free(pool);
     golden_close(&g);
+}
+
+/* ---- the pool's sleep/wake path ---- */
+
+typedef struct wake_ctx {
+    int hits[64];
+} wake_ctx;
+
+static void wake_task(void *ctx, int task, int worker) {
+    (void)worker;
+    ((wake_ctx *)ctx)->hits[task]++;
+}
+
+/* Dispatch skips the condition variable while workers spin; after a pause
+ * long enough for them to fall asleep (~0.4 ms of spinning) every job must
+ * still run each task exactly once and return. */
+TEST(kernels_pool_wakes_sleeping_workers) {
+    gp_pool *pool;
+    gp_error err;
+    REQUIRE_OK(gp_pool_create(3, &pool, &err), &err);
+    static const long pauses_us[] = {0, 50, 300, 1000, 3000};
+    for (int round = 0; round < 20; round++) {
+        long us = pauses_us[round % 5];
+        struct timespec ts = {0, us * 1000};
+        if (us) nanosleep(&ts, NULL);
+        wake_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        int n = 2 + round % 40;
+        gp_pool_parallel_for(pool, n, wake_task, &ctx);
+        for (int i = 0; i < n; i++) CHECK_EQ_INT(ctx.hits[i], 1);
+    }
+    gp_pool_free(pool);
 }

@@ -6,6 +6,7 @@
  *    multiple of 4 or 16, columns a multiple of 32 but not of 64/128 and, for
  *    the dense formats, not even of 8), n = 1, 2, 3, 7, 16, 33 input rows,
  *    strided x/y and partial row ranges (rows outside the range untouched);
+ *  - batch invariance: each row of a batch equals that row computed alone;
  *  - gp_matmul over a thread pool against the single-threaded kernel;
  *  - the thread pool waking workers that went to sleep between jobs;
  *  - cached attention over paged KV blocks (positions not a multiple of the
@@ -266,8 +267,37 @@ TEST(kernels_layout_consistent_with_row_f32) {
         for (int i = 0; i < 32; i++)
             CHECK(fabsf(back[g * 32 + i] - src[g * 32 + i]) <= amax / 8 * 1.01f);
     }
-    CHECK_EQ_INT(gp_matrix_bytes(&m), 32 + 2 * 2);
+    /* tiled: 4 rows (3 of zeros) × 128 columns of nibbles + 16 f16 scales */
+    CHECK_EQ_INT(gp_matrix_bytes(&m), 4 * 64 + 16 * 2);
     gp_matrix_free(&m);
+}
+
+/* Every output's arithmetic is the same whatever the batch: row j of an
+ * n-row product equals, bitwise, the product of row j alone (so a stream's
+ * result never depends on what it is batched with). */
+TEST(kernels_batch_invariant) {
+    gp_rng rng;
+    gp_rng_seed(&rng, 12);
+    for (int l = 0; l < 3; l++) {
+        const gp_kernel_table *t = gp_kernel_table_for((gp_kernel_level)l);
+        if (!t) continue;
+        for (int f = 0; f < 4; f++) {
+            mm_case c;
+            REQUIRE(mm_case_init(&c, (gp_weight_format)f, 45, 416, 9, &rng) == 0);
+            float *all = run_rows(t, &c, 0, c.rows);
+            int differ = 0;
+            for (int j = 0; j < c.n; j++) {
+                float *one = malloc((size_t)c.rows * sizeof(float));
+                t->matmul_rows[f](&c.w, c.x + (size_t)j * c.ldx, 1, c.ldx, one, c.rows, 0, c.rows);
+                differ += memcmp(one, all + (size_t)j * c.ldy, (size_t)c.rows * sizeof(float)) != 0;
+                free(one);
+            }
+            CHECK_MSG(differ == 0, "%s %s: %d of %d rows differ between n=%d and n=1", t->name,
+                      gp_weight_format_name((gp_weight_format)f), differ, c.n, c.n);
+            free(all);
+            mm_case_free(&c);
+        }
+    }
 }
 
 /* gp_matmul over pools of 2 and 3 threads equals the one-thread result

@@ -2,11 +2,12 @@
  * -mf16c because of the file name, called only after matrix.c's CPU check).
  *
  * Same structure as kernels_avx512.c with 8-float vectors and 16 registers:
- * tiles of 4 weight rows × up to 2 input rows, each weight vector widened
- * once and multiplied into every input row of the tile; input rows in
- * L2-sized chunks. f32 / bf16 / int8 multiply exact f32 activations; q4 uses
- * the int8 activation rows of kernels_q8.h with VPMADDUBSW/VPMADDWD, which
- * give bit-identical integer sums to the AVX-512 VNNI kernel.
+ * a tile of 4 weight rows (one sequential stream in the tiled layout) times
+ * up to 2 input rows, each weight vector widened once; one accumulator per
+ * (weight row, input row), so results do not depend on the batch size;
+ * input rows in L2-sized chunks. f32 / bf16 / int8 multiply exact f32
+ * activations; q4 uses the int8 activation rows of kernels_q8.h with
+ * VPMADDUBSW/VPMADDWD, which give the same integer sums as AVX-512 VNNI.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -18,13 +19,12 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-#define TILE_ROWS 4
 #define TILE_X 2
 #define X_CHUNK_BYTES (256 * 1024)
 
 enum { K_F32, K_BF16, K_I8 };
 
-/* {Σa, Σb, Σc, Σd} of four vectors. */
+/* {Σa, Σb, Σc, Σd} of four vectors; each sum uses the same order. */
 INLINE __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
     __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
     return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
@@ -37,122 +37,88 @@ INLINE float hsum(__m256 a) {
     return _mm_cvtss_f32(s);
 }
 
-INLINE void store4(float *dst, __m128 s, int valid) {
-    if (valid == TILE_ROWS) {
-        _mm_storeu_ps(dst, s);
+/* Store a tile's four sums for one input row: rows 4t + i inside [r0, r1). */
+INLINE void store_tile(float *y, size_t t, __m128 s, int r0, int r1) {
+    const int first = (int)t * GP_TILE_ROWS;
+    if (first >= r0 && first + GP_TILE_ROWS <= r1) {
+        _mm_storeu_ps(y + first, s);
         return;
     }
-    float t[4];
-    _mm_storeu_ps(t, s);
-    for (int i = 0; i < valid; i++) dst[i] = t[i];
+    float v[GP_TILE_ROWS];
+    _mm_storeu_ps(v, s);
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+        if (first + i >= r0 && first + i < r1) y[first + i] = v[i];
 }
 
 /* ---- f32 / bf16 / int8 ---- */
 
 INLINE size_t elem_size(int kind) { return kind == K_F32 ? 4 : kind == K_BF16 ? 2 : 1; }
 
-/* 8 weights from column c of a row, as f32. */
-INLINE __m256 load_w(int kind, const unsigned char *row, size_t c) {
-    if (kind == K_F32) return _mm256_loadu_ps((const float *)row + c);
-    if (kind == K_BF16) {
-        __m128i h = _mm_loadu_si128((const void *)((const uint16_t *)row + c));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-    __m128i b = _mm_loadl_epi64((const void *)((const int8_t *)row + c));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+/* 8 weights as f32. */
+INLINE __m256 load_w(int kind, const unsigned char *p) {
+    if (kind == K_F32) return _mm256_loadu_ps((const float *)(const void *)p);
+    if (kind == K_BF16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)p)), 16));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const void *)p)));
 }
 
-/* One weight as f32 (for the column tail). */
-INLINE float weight_at(int kind, const unsigned char *row, size_t c) {
-    if (kind == K_F32) return ((const float *)row)[c];
-    if (kind == K_BF16) return gp_bf16_to_f32(((const uint16_t *)row)[c]);
-    return (float)((const int8_t *)row)[c];
+/* 8 activations from column c, zero past cols (weights there are zero). */
+INLINE __m256 load_x(const float *x, size_t c, size_t cols) {
+    if (cols - c >= 8) return _mm256_loadu_ps(x + c);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(cols - c)), lanes);
+    return _mm256_maskload_ps(x + c, mask);
 }
 
-INLINE void dense_tile(int kind, const gp_matrix *w, int r, int r_end, const float *x, int ldx,
-                       int nb, float *y, int ldy) {
+INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
+                       float *y, int ldy, int r0, int r1) {
     const size_t cols = (size_t)w->cols, esz = elem_size(kind);
-    const unsigned char *row[TILE_ROWS];
-    float scale[TILE_ROWS];
-    for (int i = 0; i < TILE_ROWS; i++) {
-        int rr = r + i < r_end ? r + i : r_end - 1;
-        row[i] = (const unsigned char *)w->data + (size_t)rr * cols * esz;
-        scale[i] = kind == K_I8 ? w->scales[rr] : 1.0f;
-    }
-    __m256 acc[TILE_ROWS][TILE_X];
+    const unsigned char *p =
+        (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    __m256 acc[GP_TILE_ROWS][TILE_X];
 #pragma GCC unroll 4
-    for (int i = 0; i < TILE_ROWS; i++)
+    for (int i = 0; i < GP_TILE_ROWS; i++)
 #pragma GCC unroll 2
         for (int j = 0; j < nb; j++) acc[i][j] = _mm256_setzero_ps();
-    const size_t ahead = TILE_ROWS * cols * esz; /* the next tile, same column */
-    size_t c = 0;
-    for (; c + 8 <= cols; c += 8) {
+    /* a chunk is 16 columns: two 8-wide halves per row */
+    for (size_t c = 0; c < cols; c += 8) {
+        const unsigned char *q = p + (c / 16) * GP_TILE_ROWS * 16 * esz + (c % 16) * esz;
         __m256 xv[TILE_X];
 #pragma GCC unroll 2
-        for (int j = 0; j < nb; j++) xv[j] = _mm256_loadu_ps(x + (size_t)j * ldx + c);
+        for (int j = 0; j < nb; j++) xv[j] = load_x(x + (size_t)j * ldx, c, cols);
 #pragma GCC unroll 4
-        for (int i = 0; i < TILE_ROWS; i++) {
-            _mm_prefetch((const char *)(row[i] + c * esz + ahead), _MM_HINT_T0);
-            __m256 wv = load_w(kind, row[i], c);
+        for (int i = 0; i < GP_TILE_ROWS; i++) {
+            __m256 wv = load_w(kind, q + (size_t)i * 16 * esz);
 #pragma GCC unroll 2
             for (int j = 0; j < nb; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-    float tail[TILE_ROWS][TILE_X] = {{0}};
-    for (; c < cols; c++)
-        for (int i = 0; i < TILE_ROWS; i++)
-            for (int j = 0; j < nb; j++)
-                tail[i][j] += weight_at(kind, row[i], c) * x[(size_t)j * ldx + c];
-    const int valid = r_end - r < TILE_ROWS ? r_end - r : TILE_ROWS;
+    const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
 #pragma GCC unroll 2
     for (int j = 0; j < nb; j++) {
         __m128 s = hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
-        s = _mm_add_ps(s, _mm_setr_ps(tail[0][j], tail[1][j], tail[2][j], tail[3][j]));
-        if (kind == K_I8) s = _mm_mul_ps(s, _mm_loadu_ps(scale));
-        store4(y + (size_t)j * ldy + r, s, valid);
-    }
-}
-
-/* n = 1: one weight row at a time (one sequential stream), four
- * accumulators. */
-INLINE void dense_single(int kind, const gp_matrix *w, const float *x, float *y, int r0, int r1) {
-    const size_t cols = (size_t)w->cols, esz = elem_size(kind);
-    for (int r = r0; r < r1; r++) {
-        const unsigned char *row = (const unsigned char *)w->data + (size_t)r * cols * esz;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        size_t c = 0;
-        for (; c + 32 <= cols; c += 32) {
-            a0 = _mm256_fmadd_ps(load_w(kind, row, c), _mm256_loadu_ps(x + c), a0);
-            a1 = _mm256_fmadd_ps(load_w(kind, row, c + 8), _mm256_loadu_ps(x + c + 8), a1);
-            a2 = _mm256_fmadd_ps(load_w(kind, row, c + 16), _mm256_loadu_ps(x + c + 16), a2);
-            a3 = _mm256_fmadd_ps(load_w(kind, row, c + 24), _mm256_loadu_ps(x + c + 24), a3);
-        }
-        for (; c + 8 <= cols; c += 8)
-            a0 = _mm256_fmadd_ps(load_w(kind, row, c), _mm256_loadu_ps(x + c), a0);
-        float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-        for (; c < cols; c++) s += weight_at(kind, row, c) * x[c];
-        y[r] = kind == K_I8 ? s * w->scales[r] : s;
+        if (kind == K_I8) s = _mm_mul_ps(s, sc);
+        store_tile(y + (size_t)j * ldy, t, s, r0, r1);
     }
 }
 
 INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
                        int ldy, int r0, int r1) {
-    if (n == 1) {
-        dense_single(kind, w, x, y, r0, r1);
-        return;
-    }
     int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
     if (chunk < TILE_X) chunk = TILE_X;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     for (int j0 = 0; j0 < n; j0 += chunk) {
         const int j1 = n - j0 < chunk ? n : j0 + chunk;
-        for (int r = r0; r < r1; r += TILE_ROWS)
+        for (size_t t = t0; t < t1; t++)
             for (int j = j0; j < j1; j += TILE_X) {
                 const float *xj = x + (size_t)j * ldx;
                 float *yj = y + (size_t)j * ldy;
                 if (j1 - j == 1)
-                    dense_tile(kind, w, r, r1, xj, ldx, 1, yj, ldy);
+                    dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1);
                 else
-                    dense_tile(kind, w, r, r1, xj, ldx, 2, yj, ldy);
+                    dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1);
             }
     }
 }
@@ -223,8 +189,15 @@ static void q8_quantize_row(const float *x, int cols, const gp_q8_row *out) {
     }
 }
 
-/* Two groups (64 columns, step h of block b) of one weight row against the
- * tile's input rows. */
+/* The f16 scales of groups g and g + 1 of one row (lanes 0, 1). */
+INLINE __m128 scales2(const uint16_t *p) {
+    uint32_t s;
+    memcpy(&s, p, sizeof s);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)s));
+}
+
+/* Half h (groups 2h, 2h+1) of block b of one weight row: wv holds its 32
+ * nibble bytes, s2 the two scales; acc[j] += that part of row · x_j. */
 INLINE void q4_pair(__m256i wv, __m128 s2, const gp_q8_row *xr, int nb, size_t b, size_t h,
                     __m256 *acc) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
@@ -246,75 +219,27 @@ INLINE void q4_pair(__m256i wv, __m128 s2, const gp_q8_row *xr, int nb, size_t b
     }
 }
 
-/* The f16 scales of groups g and g + 1 (lanes 0, 1). */
-INLINE __m128 scales2(const uint16_t *ws, size_t g) {
-    uint32_t s;
-    memcpy(&s, ws + g, sizeof s);
-    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)s));
-}
-
-/* n = 1: one weight row at a time (sequential nibble and scale streams). */
-static void q4_single(const gp_matrix *w, const gp_q8_row *xr, float *y, int r0, int r1) {
-    const size_t cols = (size_t)w->cols, groups = cols / GP_Q4_GROUP;
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *wq = (const uint8_t *)w->data + (size_t)r * cols / 2;
-        const uint16_t *ws = w->gscales + (size_t)r * groups;
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        size_t g = 0;
-        for (; g + 4 <= groups; g += 4) {
-            q4_pair(_mm256_loadu_si256((const void *)(wq + g * 16)), scales2(ws, g), xr, 1, g / 4,
-                    0, &acc[0]);
-            q4_pair(_mm256_loadu_si256((const void *)(wq + g * 16 + 32)), scales2(ws, g + 2), xr, 1,
-                    g / 4, 1, &acc[1]);
-        }
-        for (; g + 2 <= groups; g += 2)
-            q4_pair(_mm256_loadu_si256((const void *)(wq + g * 16)), scales2(ws, g), xr, 1, g / 4,
-                    (g / 2) % 2, &acc[0]);
-        if (g < groups) {
-            __m256i wv = _mm256_zextsi128_si256(_mm_loadu_si128((const void *)(wq + g * 16)));
-            q4_pair(wv, _mm_cvtph_ps(_mm_cvtsi32_si128(ws[g])), xr, 1, g / 4, (g / 2) % 2, &acc[1]);
-        }
-        y[r] = hsum(_mm256_add_ps(acc[0], acc[1]));
-    }
-}
-
-INLINE void q4_tile(const gp_matrix *w, int r, int r_end, const gp_q8_row *xr, int nb, float *y,
-                    int ldy) {
-    const size_t cols = (size_t)w->cols, groups = cols / GP_Q4_GROUP;
-    __m256 acc[TILE_ROWS][TILE_X];
+INLINE void q4_tile(const gp_matrix *w, size_t t, const gp_q8_row *xr, int nb, float *y, int ldy,
+                    int r0, int r1) {
+    const size_t blocks = gp_matrix_padded_cols(w) / 128;
+    const uint8_t *p = (const uint8_t *)w->data + t * blocks * 256;
+    const uint16_t *sc16 = w->gscales + t * blocks * 16;
+    __m256 acc[GP_TILE_ROWS][TILE_X];
 #pragma GCC unroll 4
-    for (int i = 0; i < TILE_ROWS; i++)
+    for (int i = 0; i < GP_TILE_ROWS; i++)
 #pragma GCC unroll 2
         for (int j = 0; j < nb; j++) acc[i][j] = _mm256_setzero_ps();
-    const uint8_t *wq[TILE_ROWS];
-    const uint16_t *ws[TILE_ROWS];
-    for (int i = 0; i < TILE_ROWS; i++) {
-        int rr = r + i < r_end ? r + i : r_end - 1;
-        wq[i] = (const uint8_t *)w->data + (size_t)rr * cols / 2;
-        ws[i] = w->gscales + (size_t)rr * groups;
-    }
-    const size_t ahead = TILE_ROWS * cols / 2; /* the next tile, same groups */
-    size_t g = 0;
-    for (; g + 2 <= groups; g += 2) {
+    for (size_t b = 0; b < blocks; b++)
+        for (size_t h = 0; h < 2; h++)
 #pragma GCC unroll 4
-        for (int i = 0; i < TILE_ROWS; i++) {
-            _mm_prefetch((const char *)(wq[i] + g * 16 + ahead), _MM_HINT_T0);
-            __m256i wv = _mm256_loadu_si256((const void *)(wq[i] + g * 16));
-            q4_pair(wv, scales2(ws[i], g), xr, nb, g / 4, (g / 2) % 2, acc[i]);
-        }
-    }
-    if (g < groups) { /* one group left: upper half of the pair is zero */
-#pragma GCC unroll 4
-        for (int i = 0; i < TILE_ROWS; i++) {
-            __m256i wv = _mm256_zextsi128_si256(_mm_loadu_si128((const void *)(wq[i] + g * 16)));
-            __m128 s2 = _mm_cvtph_ps(_mm_cvtsi32_si128(ws[i][g]));
-            q4_pair(wv, s2, xr, nb, g / 4, (g / 2) % 2, acc[i]);
-        }
-    }
-    const int valid = r_end - r < TILE_ROWS ? r_end - r : TILE_ROWS;
+            for (int i = 0; i < GP_TILE_ROWS; i++) {
+                __m256i wv = _mm256_loadu_si256((const void *)(p + b * 256 + i * 64 + h * 32));
+                q4_pair(wv, scales2(sc16 + b * 16 + i * 4 + h * 2), xr, nb, b, h, acc[i]);
+            }
 #pragma GCC unroll 2
     for (int j = 0; j < nb; j++)
-        store4(y + (size_t)j * ldy + r, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), valid);
+        store_tile(y + (size_t)j * ldy, t, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), r0,
+                   r1);
 }
 
 static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
@@ -328,23 +253,21 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
     gp_q8_row xr[GP_Q8_MAX_ROWS];
     int chunk = (int)(GP_Q8_SCRATCH / row_bytes);
     if (chunk > GP_Q8_MAX_ROWS) chunk = GP_Q8_MAX_ROWS;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     for (int j0 = 0; j0 < n; j0 += chunk) {
         const int jn = n - j0 < chunk ? n - j0 : chunk;
         for (int j = 0; j < jn; j++) {
             xr[j] = gp_q8_row_at(scratch + (size_t)j * row_bytes, w->cols);
             q8_quantize_row(x + (size_t)(j0 + j) * ldx, w->cols, &xr[j]);
         }
-        if (jn == 1) {
-            q4_single(w, &xr[0], y + (size_t)j0 * ldy, r0, r1);
-            continue;
-        }
-        for (int r = r0; r < r1; r += TILE_ROWS)
+        for (size_t t = t0; t < t1; t++)
             for (int j = 0; j < jn; j += TILE_X) {
                 float *yj = y + (size_t)(j0 + j) * ldy;
                 if (jn - j == 1)
-                    q4_tile(w, r, r1, xr + j, 1, yj, ldy);
+                    q4_tile(w, t, xr + j, 1, yj, ldy, r0, r1);
                 else
-                    q4_tile(w, r, r1, xr + j, 2, yj, ldy);
+                    q4_tile(w, t, xr + j, 2, yj, ldy, r0, r1);
             }
     }
 }

@@ -2,12 +2,14 @@
  * with those flags because of the file name, called only after matrix.c's
  * CPU check).
  *
- * Matrix products work on tiles of 4 weight rows × up to 4 input rows: each
- * weight vector is loaded (and widened) once and multiplied into every input
- * row of the tile, so one row of x (n = 1) streams every weight byte exactly
- * once with four independent accumulators, and small batches reuse each
- * weight block from registers. Input rows are taken in chunks that stay in
- * L2 so prefill-sized batches do not re-stream x from memory for every tile.
+ * Matrix products walk the tiled layout of matrix.h: a tile of 4 weight rows
+ * is one sequential stream, read once; each chunk is widened (or unpacked)
+ * once and multiplied into up to 4 input rows held in registers, with one
+ * accumulator per (weight row, input row). An output's arithmetic is thus
+ * the same for every batch size and every split of rows over threads, so a
+ * stream's result does not depend on what it is batched with. Input rows are
+ * taken in chunks that stay in L2 so prefill-sized batches do not re-stream
+ * x from memory for every tile.
  *
  * f32 / bf16 / int8 widen the weights to f32 (bf16 by a 16-bit shift, int8
  * by sign extension and conversion) and multiply by the exact f32
@@ -26,14 +28,13 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-#define TILE_ROWS 4 /* weight rows per tile */
 #define TILE_X 4    /* input rows per tile (dense formats) */
 #define TILE_X_Q4 2 /* input rows per tile (q4: more live vectors per row) */
 #define X_CHUNK_BYTES (256 * 1024)
 
 enum { K_F32, K_BF16, K_I8 };
 
-/* {Σa, Σb, Σc, Σd} of four vectors. */
+/* {Σa, Σb, Σc, Σd} of four vectors; each sum uses the same order. */
 INLINE __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
     __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
     __m256 b8 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
@@ -43,130 +44,91 @@ INLINE __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
     return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
-/* Store the four sums of a tile column, dropping rows past the range end. */
-INLINE void store4(float *dst, __m128 s, int valid) {
-    if (valid == TILE_ROWS) {
-        _mm_storeu_ps(dst, s);
+/* Store a tile's four sums for one input row: rows 4t + i inside [r0, r1). */
+INLINE void store_tile(float *y, size_t t, __m128 s, int r0, int r1) {
+    const int first = (int)t * GP_TILE_ROWS;
+    if (first >= r0 && first + GP_TILE_ROWS <= r1) {
+        _mm_storeu_ps(y + first, s);
         return;
     }
-    float t[4];
-    _mm_storeu_ps(t, s);
-    for (int i = 0; i < valid; i++) dst[i] = t[i];
+    float v[GP_TILE_ROWS];
+    _mm_storeu_ps(v, s);
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+        if (first + i >= r0 && first + i < r1) y[first + i] = v[i];
 }
 
 /* ---- f32 / bf16 / int8 ---- */
 
 INLINE size_t elem_size(int kind) { return kind == K_F32 ? 4 : kind == K_BF16 ? 2 : 1; }
 
-/* 16 weights from column c of a row, as f32; `m` selects a partial tail. */
-INLINE __m512 load_w(int kind, const unsigned char *row, size_t c, __mmask16 m, int masked) {
-    if (kind == K_F32) {
-        const float *p = (const float *)row + c;
-        return masked ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p);
-    }
-    if (kind == K_BF16) {
-        const uint16_t *p = (const uint16_t *)row + c;
-        __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const void *)p);
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    }
-    const int8_t *p = (const int8_t *)row + c;
-    __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const void *)p);
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+/* The 16 weights of one row's chunk, as f32. */
+INLINE __m512 load_w(int kind, const unsigned char *p) {
+    if (kind == K_F32) return _mm512_loadu_ps(p);
+    if (kind == K_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)p)));
 }
 
-/* One step of 16 columns for a tile: acc[i][j] += W[i][c..] · x[j][c..]. */
-INLINE void dense_step(int kind, const unsigned char *const *row, const float *x, int ldx, int nb,
-                       size_t c, __mmask16 m, int masked, size_t ahead,
-                       __m512 acc[TILE_ROWS][TILE_X]) {
+/* One chunk of a tile (16 columns from c; p its 4 rows × 16 weights):
+ * acc[i][j] += W[i][c..] · x[j][c..]. `m` masks x past the last column
+ * (the weights there are zero). */
+INLINE void dense_chunk(int kind, const unsigned char *p, const float *x, int ldx, int nb, size_t c,
+                        __mmask16 m, int masked, __m512 acc[GP_TILE_ROWS][TILE_X]) {
+    const size_t esz = elem_size(kind);
     __m512 xv[TILE_X];
 #pragma GCC unroll 4
     for (int j = 0; j < nb; j++)
         xv[j] = masked ? _mm512_maskz_loadu_ps(m, x + (size_t)j * ldx + c)
                        : _mm512_loadu_ps(x + (size_t)j * ldx + c);
 #pragma GCC unroll 4
-    for (int i = 0; i < TILE_ROWS; i++) {
-        if (!masked)
-            _mm_prefetch((const char *)(row[i] + c * elem_size(kind) + ahead), _MM_HINT_T0);
-        __m512 wv = load_w(kind, row[i], c, m, masked);
+    for (int i = 0; i < GP_TILE_ROWS; i++) {
+        __m512 wv = load_w(kind, p + (size_t)i * 16 * esz);
 #pragma GCC unroll 4
         for (int j = 0; j < nb; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
     }
 }
 
-/* Rows [r, r + 4) ∩ [r, r_end) of y for input rows x[0 .. nb). Rows past
- * r_end repeat the last row (computed, not stored). */
-INLINE void dense_tile(int kind, const gp_matrix *w, int r, int r_end, const float *x, int ldx,
-                       int nb, float *y, int ldy) {
-    const size_t cols = (size_t)w->cols, esz = elem_size(kind);
-    const unsigned char *row[TILE_ROWS];
-    float scale[TILE_ROWS];
-    for (int i = 0; i < TILE_ROWS; i++) {
-        int rr = r + i < r_end ? r + i : r_end - 1;
-        row[i] = (const unsigned char *)w->data + (size_t)rr * cols * esz;
-        scale[i] = kind == K_I8 ? w->scales[rr] : 1.0f;
-    }
-    __m512 acc[TILE_ROWS][TILE_X];
+/* Tile t against input rows x[0 .. nb): y[j][4t + i] for rows in [r0, r1). */
+INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
+                       float *y, int ldy, int r0, int r1) {
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
+    const unsigned char *p =
+        (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    __m512 acc[GP_TILE_ROWS][TILE_X];
 #pragma GCC unroll 4
-    for (int i = 0; i < TILE_ROWS; i++)
+    for (int i = 0; i < GP_TILE_ROWS; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
     size_t c = 0;
-    const size_t ahead = TILE_ROWS * cols * esz; /* the next tile, same column */
-    for (; c + 16 <= cols; c += 16) dense_step(kind, row, x, ldx, nb, c, 0, 0, ahead, acc);
-    if (c < cols)
-        dense_step(kind, row, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, 0, acc);
-    const int valid = r_end - r < TILE_ROWS ? r_end - r : TILE_ROWS;
-    const __m128 sc = _mm_loadu_ps(scale);
+    for (; c + 16 <= cols; c += 16, p += step) dense_chunk(kind, p, x, ldx, nb, c, 0, 0, acc);
+    if (c < cols) dense_chunk(kind, p, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);
+    const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
 #pragma GCC unroll 4
     for (int j = 0; j < nb; j++) {
         __m128 s = hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
         if (kind == K_I8) s = _mm_mul_ps(s, sc);
-        store4(y + (size_t)j * ldy + r, s, valid);
-    }
-}
-
-/* n = 1: one weight row at a time, so the whole row range is one sequential
- * stream; four accumulators keep the FMAs independent. */
-INLINE void dense_single(int kind, const gp_matrix *w, const float *x, float *y, int r0, int r1) {
-    const size_t cols = (size_t)w->cols, esz = elem_size(kind);
-    for (int r = r0; r < r1; r++) {
-        const unsigned char *row = (const unsigned char *)w->data + (size_t)r * cols * esz;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        size_t c = 0;
-        for (; c + 64 <= cols; c += 64) {
-            a0 = _mm512_fmadd_ps(load_w(kind, row, c, 0, 0), _mm512_loadu_ps(x + c), a0);
-            a1 = _mm512_fmadd_ps(load_w(kind, row, c + 16, 0, 0), _mm512_loadu_ps(x + c + 16), a1);
-            a2 = _mm512_fmadd_ps(load_w(kind, row, c + 32, 0, 0), _mm512_loadu_ps(x + c + 32), a2);
-            a3 = _mm512_fmadd_ps(load_w(kind, row, c + 48, 0, 0), _mm512_loadu_ps(x + c + 48), a3);
-        }
-        for (; c < cols; c += 16) {
-            __mmask16 m = cols - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - c)) - 1);
-            a0 = _mm512_fmadd_ps(load_w(kind, row, c, m, 1), _mm512_maskz_loadu_ps(m, x + c), a0);
-        }
-        float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-        y[r] = kind == K_I8 ? s * w->scales[r] : s;
+        store_tile(y + (size_t)j * ldy, t, s, r0, r1);
     }
 }
 
 INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
                        int ldy, int r0, int r1) {
-    if (n == 1) {
-        dense_single(kind, w, x, y, r0, r1);
-        return;
-    }
     int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
     if (chunk < TILE_X) chunk = TILE_X;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     for (int j0 = 0; j0 < n; j0 += chunk) {
         const int j1 = n - j0 < chunk ? n : j0 + chunk;
-        for (int r = r0; r < r1; r += TILE_ROWS)
+        for (size_t t = t0; t < t1; t++)
             for (int j = j0; j < j1; j += TILE_X) {
                 const float *xj = x + (size_t)j * ldx;
                 float *yj = y + (size_t)j * ldy;
                 switch (j1 - j) {
-                case 1: dense_tile(kind, w, r, r1, xj, ldx, 1, yj, ldy); break;
-                case 2: dense_tile(kind, w, r, r1, xj, ldx, 2, yj, ldy); break;
-                case 3: dense_tile(kind, w, r, r1, xj, ldx, 3, yj, ldy); break;
-                default: dense_tile(kind, w, r, r1, xj, ldx, 4, yj, ldy); break;
+                case 1: dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1); break;
+                case 2: dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1); break;
+                case 3: dense_tile(kind, w, t, xj, ldx, 3, yj, ldy, r0, r1); break;
+                default: dense_tile(kind, w, t, xj, ldx, 4, yj, ldy, r0, r1); break;
                 }
             }
     }
@@ -220,70 +182,11 @@ static void q8_quantize_row(const float *x, int cols, const gp_q8_row *out) {
     }
 }
 
-/* One weight row's block of 4 groups: the 64 nibble bytes split into low
- * and high nibbles, and the 4 f16 group scales spread to 4 lanes each. */
-typedef struct q4_block {
-    __m512i lo, hi;
-    __m512 sc;
-} q4_block;
-
-INLINE q4_block q4_unpack(__m512i wv, __m128i s16) {
+/* Block b of a tile: p holds the 4 rows' 64 nibble bytes (256 bytes), sc16
+ * their 16 f16 scales (row-major 4 × 4). */
+INLINE void q4_block(const uint8_t *p, const uint16_t *sc16, const gp_q8_row *xr, int nb, size_t b,
+                     __m512 acc[GP_TILE_ROWS][TILE_X]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    q4_block k = {_mm512_and_si512(wv, low4), _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4),
-                  _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_cvtph_ps(s16)))};
-    return k;
-}
-
-/* acc += per-group scale · (nibbles · x_int8 − 8 Σ x_int8), lane-wise. */
-INLINE __m512 q4_dot(q4_block k, __m512i xl, __m512i xh, __m512i xc, __m512 xs, __m512 acc) {
-    __m512i d = _mm512_dpbusd_epi32(xc, k.lo, xl);
-    d = _mm512_dpbusd_epi32(d, k.hi, xh);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(k.sc, xs), acc);
-}
-
-INLINE __m512 q4_dot_row(q4_block k, const gp_q8_row *xr, size_t b, __m512 acc) {
-    return q4_dot(k, _mm512_load_si512(xr->q + b * 128), _mm512_load_si512(xr->q + b * 128 + 64),
-                  _mm512_load_si512(xr->corr + b * 16), _mm512_load_ps(xr->xs + b * 16), acc);
-}
-
-/* n = 1: one weight row at a time, so nibbles and scales are each one
- * sequential stream; two accumulators alternate between blocks. */
-static void q4_single(const gp_matrix *w, const gp_q8_row *xr, float *y, int r0, int r1) {
-    const size_t cols = (size_t)w->cols, groups = cols / GP_Q4_GROUP;
-    const size_t full = groups / 4, rem = groups % 4;
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *wq = (const uint8_t *)w->data + (size_t)r * cols / 2;
-        const uint16_t *ws = w->gscales + (size_t)r * groups;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-        size_t b = 0;
-        for (; b + 2 <= full; b += 2) {
-            q4_block k0 = q4_unpack(_mm512_loadu_si512(wq + b * 64),
-                                    _mm_loadl_epi64((const void *)(ws + b * 4)));
-            q4_block k1 = q4_unpack(_mm512_loadu_si512(wq + b * 64 + 64),
-                                    _mm_loadl_epi64((const void *)(ws + b * 4 + 4)));
-            a0 = q4_dot_row(k0, xr, b, a0);
-            a1 = q4_dot_row(k1, xr, b + 1, a1);
-        }
-        if (b < full) {
-            q4_block k = q4_unpack(_mm512_loadu_si512(wq + b * 64),
-                                   _mm_loadl_epi64((const void *)(ws + b * 4)));
-            a0 = q4_dot_row(k, xr, b, a0);
-            b++;
-        }
-        if (rem) {
-            q4_block k = q4_unpack(_mm512_maskz_loadu_epi8((1ull << (rem * 16)) - 1, wq + b * 64),
-                                   _mm_maskz_loadu_epi16((__mmask8)((1u << rem) - 1), ws + b * 4));
-            a1 = q4_dot_row(k, xr, b, a1);
-        }
-        y[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    }
-}
-
-/* Block b (4 groups, 128 columns) of a tile: wv[i] holds row i's 64 nibble
- * bytes, s16[i] its 4 f16 scales. */
-INLINE void q4_step(const __m512i *wv, const __m128i *s16, const gp_q8_row *xr, int nb, size_t b,
-                    __m512 acc[TILE_ROWS][TILE_X]) {
     __m512i xl[TILE_X_Q4], xh[TILE_X_Q4], xc[TILE_X_Q4];
     __m512 xs[TILE_X_Q4];
 #pragma GCC unroll 4
@@ -293,56 +196,42 @@ INLINE void q4_step(const __m512i *wv, const __m128i *s16, const gp_q8_row *xr, 
         xc[j] = _mm512_load_si512(xr[j].corr + b * 16);
         xs[j] = _mm512_load_ps(xr[j].xs + b * 16);
     }
+    const __m512 scales = _mm512_cvtph_ps(_mm256_loadu_si256((const void *)sc16));
 #pragma GCC unroll 4
-    for (int i = 0; i < TILE_ROWS; i++) {
-        q4_block k = q4_unpack(wv[i], s16[i]);
+    for (int i = 0; i < GP_TILE_ROWS; i++) {
+        /* lanes 4g..4g+3 get row i's scale of group g */
+        const __m512i spread = _mm512_set_epi32(
+            4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2,
+            4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i, 4 * i, 4 * i, 4 * i);
+        const __m512 sc = _mm512_permutexvar_ps(spread, scales);
+        const __m512i wv = _mm512_loadu_si512(p + i * 64);
+        const __m512i lo = _mm512_and_si512(wv, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4);
 #pragma GCC unroll 4
-        for (int j = 0; j < nb; j++) acc[i][j] = q4_dot(k, xl[j], xh[j], xc[j], xs[j], acc[i][j]);
+        for (int j = 0; j < nb; j++) {
+            /* lanes of group g: Σ nibble·x − 8 Σ x, then × (w scale · x scale) */
+            __m512i d = _mm512_dpbusd_epi32(xc[j], lo, xl[j]);
+            d = _mm512_dpbusd_epi32(d, hi, xh[j]);
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sc, xs[j]), acc[i][j]);
+        }
     }
 }
 
-INLINE void q4_tile(const gp_matrix *w, int r, int r_end, const gp_q8_row *xr, int nb, float *y,
-                    int ldy) {
-    const size_t cols = (size_t)w->cols, groups = cols / GP_Q4_GROUP;
-    const size_t full = groups / 4, rem = groups % 4;
-    const uint8_t *wq[TILE_ROWS];
-    const uint16_t *ws[TILE_ROWS];
-    for (int i = 0; i < TILE_ROWS; i++) {
-        int rr = r + i < r_end ? r + i : r_end - 1;
-        wq[i] = (const uint8_t *)w->data + (size_t)rr * cols / 2;
-        ws[i] = w->gscales + (size_t)rr * groups;
-    }
-    __m512 acc[TILE_ROWS][TILE_X];
+INLINE void q4_tile(const gp_matrix *w, size_t t, const gp_q8_row *xr, int nb, float *y, int ldy,
+                    int r0, int r1) {
+    const size_t blocks = gp_matrix_padded_cols(w) / 128;
+    const uint8_t *p = (const uint8_t *)w->data + t * blocks * 256;
+    const uint16_t *sc16 = w->gscales + t * blocks * 16;
+    __m512 acc[GP_TILE_ROWS][TILE_X];
 #pragma GCC unroll 4
-    for (int i = 0; i < TILE_ROWS; i++)
+    for (int i = 0; i < GP_TILE_ROWS; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
-    __m512i wv[TILE_ROWS];
-    __m128i s16[TILE_ROWS];
-    const size_t ahead = TILE_ROWS * cols / 2; /* the next tile, same block */
-    for (size_t b = 0; b < full; b++) {
-#pragma GCC unroll 4
-        for (int i = 0; i < TILE_ROWS; i++) {
-            _mm_prefetch((const char *)(wq[i] + b * 64 + ahead), _MM_HINT_T0);
-            wv[i] = _mm512_loadu_si512(wq[i] + b * 64);
-            s16[i] = _mm_loadl_epi64((const void *)(ws[i] + b * 4));
-        }
-        q4_step(wv, s16, xr, nb, b, acc);
-    }
-    if (rem) {
-        const __mmask64 mw = (1ull << (rem * 16)) - 1;
-        const __mmask8 ms = (__mmask8)((1u << rem) - 1);
-#pragma GCC unroll 4
-        for (int i = 0; i < TILE_ROWS; i++) {
-            wv[i] = _mm512_maskz_loadu_epi8(mw, wq[i] + full * 64);
-            s16[i] = _mm_maskz_loadu_epi16(ms, ws[i] + full * 4);
-        }
-        q4_step(wv, s16, xr, nb, full, acc);
-    }
-    const int valid = r_end - r < TILE_ROWS ? r_end - r : TILE_ROWS;
+    for (size_t b = 0; b < blocks; b++) q4_block(p + b * 256, sc16 + b * 16, xr, nb, b, acc);
 #pragma GCC unroll 4
     for (int j = 0; j < nb; j++)
-        store4(y + (size_t)j * ldy + r, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), valid);
+        store_tile(y + (size_t)j * ldy, t, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), r0,
+                   r1);
 }
 
 static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
@@ -356,23 +245,21 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
     gp_q8_row xr[GP_Q8_MAX_ROWS];
     int chunk = (int)(GP_Q8_SCRATCH / row_bytes);
     if (chunk > GP_Q8_MAX_ROWS) chunk = GP_Q8_MAX_ROWS;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     for (int j0 = 0; j0 < n; j0 += chunk) {
         const int jn = n - j0 < chunk ? n - j0 : chunk;
         for (int j = 0; j < jn; j++) {
             xr[j] = gp_q8_row_at(scratch + (size_t)j * row_bytes, w->cols);
             q8_quantize_row(x + (size_t)(j0 + j) * ldx, w->cols, &xr[j]);
         }
-        if (jn == 1) {
-            q4_single(w, &xr[0], y + (size_t)j0 * ldy, r0, r1);
-            continue;
-        }
-        for (int r = r0; r < r1; r += TILE_ROWS)
+        for (size_t t = t0; t < t1; t++)
             for (int j = 0; j < jn; j += TILE_X_Q4) {
                 float *yj = y + (size_t)(j0 + j) * ldy;
                 if (jn - j == 1)
-                    q4_tile(w, r, r1, xr + j, 1, yj, ldy);
+                    q4_tile(w, t, xr + j, 1, yj, ldy, r0, r1);
                 else
-                    q4_tile(w, r, r1, xr + j, 2, yj, ldy);
+                    q4_tile(w, t, xr + j, 2, yj, ldy, r0, r1);
             }
     }
 }

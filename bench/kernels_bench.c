@@ -7,7 +7,9 @@
  * n = 1, 4, 16 input rows and 1 and 2 threads, and prints ms per frame, the
  * weight bandwidth achieved and its share of the machine's read bandwidth,
  * which it measures first with a plain streaming-read loop. It also measures
- * the fixed cost of one gp_pool_parallel_for and of one small gp_matmul.
+ * the fixed cost of one gp_pool_parallel_for and one frame of cached
+ * attention (14 layers × 8 query heads over 2 KV heads of 256, contexts 512
+ * and 2048) with the scalar and the active kernels.
  *
  *   kernels-bench [--formats f32,bf16,int8,q4] [--n 1,4,16] [--threads 1,2]
  *                 [--reps 7] [--layers 14] [--level scalar|avx2|avx512]
@@ -22,6 +24,8 @@
 #include "base/pool.h"
 #include "base/rng.h"
 #include "base/timing.h"
+#include "compute/kernels.h"
+#include "compute/kv_cache.h"
 #include "compute/matrix.h"
 
 #define MAX_LIST 8
@@ -128,6 +132,64 @@ static void overheads(gp_pool *pool) {
     printf("  gp_pool_parallel_for (%d empty tasks): %.0f ns per call\n", gp_pool_size(pool), pf);
 }
 
+/* ---- attention ---- */
+
+typedef struct attn_job {
+    const gp_kernel_table *table;
+    gp_kv_pool *kv;
+    gp_kv_seq *seq;
+    int layer, positions;
+    const float *q;
+    float *out, *scores;
+} attn_job;
+
+static void attn_task(void *ctx, int task, int worker) {
+    attn_job *job = ctx;
+    const int D = job->kv->head_dim;
+    job->table->attend(job->kv, job->seq, job->layer, task / 4, job->q + (size_t)task * D,
+                       job->positions, 0.0625f, job->out + (size_t)task * D,
+                       job->scores + (size_t)worker * job->positions);
+}
+
+/* ms for 14 layers × 8 heads at `positions` cached positions (best of 5). */
+static double attention_frame(const gp_kernel_table *table, int positions, gp_pool *pool) {
+    const int layers = 14, kv_heads = 2, heads = 8, D = 256, bs = 16;
+    gp_kv_pool *kv;
+    gp_error err;
+    if (gp_kv_pool_create(layers, kv_heads, D, bs, (positions + bs - 1) / bs, &kv, &err)) return 0;
+    gp_kv_seq seq;
+    gp_kv_seq_init(&seq);
+    gp_kv_seq_reserve(kv, &seq, positions, &err);
+    gp_rng rng;
+    gp_rng_seed(&rng, 3);
+    for (int l = 0; l < layers; l++)
+        for (int h = 0; h < kv_heads; h++)
+            for (int p = 0; p < positions; p++)
+                for (int v = 0; v < 2; v++) {
+                    float *dst = gp_kv_at(kv, &seq, l, v, h, p);
+                    for (int d = 0; d < D; d++) dst[d] = (float)(gp_rng_uniform(&rng) - 0.5);
+                }
+    float *q = gp_aligned_alloc((size_t)heads * D * sizeof(float));
+    float *out = gp_aligned_alloc((size_t)heads * D * sizeof(float));
+    float *scores = gp_aligned_alloc((size_t)gp_pool_size(pool) * positions * sizeof(float));
+    for (int i = 0; i < heads * D; i++) q[i] = (float)(gp_rng_uniform(&rng) - 0.5);
+    attn_job job = {table, kv, &seq, 0, positions, q, out, scores};
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        uint64_t t0 = gp_now_ns();
+        for (job.layer = 0; job.layer < layers; job.layer++)
+            gp_pool_parallel_for(pool, heads, attn_task, &job);
+        double ms = (double)(gp_now_ns() - t0) * 1e-6;
+        if (ms < best) best = ms;
+    }
+    gp_aligned_free(q);
+    gp_aligned_free(out);
+    gp_aligned_free(scores);
+    gp_kv_seq_release(kv, &seq);
+    gp_kv_pool_free(kv);
+    return best;
+}
+
 /* ---- one decode step of matrix products ---- */
 
 enum { N_MATS = 7 };
@@ -206,6 +268,11 @@ int main(int argc, char **argv) {
         stream[t] = stream_bandwidth(pools[t], threads.v[t]);
         printf("streaming read, %d thread(s): %.1f GB/s\n", threads.v[t], stream[t]);
         overheads(pools[t]);
+        for (int ctx = 512; ctx <= 2048; ctx *= 4)
+            printf("  attention, context %4d: scalar %.2f ms, %s %.2f ms per frame\n", ctx,
+                   attention_frame(&gp_kernels_scalar, ctx, pools[t]),
+                   gp_kernel_table_active()->name,
+                   attention_frame(gp_kernel_table_active(), ctx, pools[t]));
     }
 
     size_t max_cols = 3584, max_rows = 4096, max_n = 1;

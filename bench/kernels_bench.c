@@ -9,7 +9,8 @@
  * which it measures first with a plain streaming-read loop. It also measures
  * the fixed cost of one gp_pool_parallel_for and one frame of cached
  * attention (14 layers × 8 query heads over 2 KV heads of 256, contexts 512
- * and 2048) with the scalar and the active kernels.
+ * and 2048) with the scalar and the active kernels, one call per query head
+ * and grouped (one call per KV head, gp_attend_cached_group).
  *
  *   kernels-bench [--formats f32,bf16,int8,q4] [--n 1,4,16] [--threads 1,2]
  *                 [--reps 7] [--layers 14] [--level scalar|avx2|avx512]
@@ -136,6 +137,7 @@ static void overheads(gp_pool *pool) {
 
 typedef struct attn_job {
     const gp_kernel_table *table;
+    int grouped;
     gp_kv_pool *kv;
     gp_kv_seq *seq;
     int layer, positions;
@@ -146,13 +148,21 @@ typedef struct attn_job {
 static void attn_task(void *ctx, int task, int worker) {
     attn_job *job = ctx;
     const int D = job->kv->head_dim;
+    if (job->grouped) { /* task = KV head: its 4 query heads in one pass */
+        job->table->attend_group(job->kv, job->seq, job->layer, task, job->q + (size_t)task * 4 * D,
+                                 D, 4, job->positions, 0.0625f, job->out + (size_t)task * 4 * D, D,
+                                 job->scores + (size_t)worker * 4 * job->positions);
+        return;
+    }
     job->table->attend(job->kv, job->seq, job->layer, task / 4, job->q + (size_t)task * D,
                        job->positions, 0.0625f, job->out + (size_t)task * D,
                        job->scores + (size_t)worker * job->positions);
 }
 
-/* ms for 14 layers × 8 heads at `positions` cached positions (best of 5). */
-static double attention_frame(const gp_kernel_table *table, int positions, gp_pool *pool) {
+/* ms for 14 layers × 8 heads at `positions` cached positions (best of 5),
+ * one task per query head or (grouped) per KV head. */
+static double attention_frame(const gp_kernel_table *table, int grouped, int positions,
+                              gp_pool *pool) {
     const int layers = 14, kv_heads = 2, heads = 8, D = 256, bs = 16;
     gp_kv_pool *kv;
     gp_error err;
@@ -171,14 +181,14 @@ static double attention_frame(const gp_kernel_table *table, int positions, gp_po
                 }
     float *q = gp_aligned_alloc((size_t)heads * D * sizeof(float));
     float *out = gp_aligned_alloc((size_t)heads * D * sizeof(float));
-    float *scores = gp_aligned_alloc((size_t)gp_pool_size(pool) * positions * sizeof(float));
+    float *scores = gp_aligned_alloc((size_t)gp_pool_size(pool) * 4 * positions * sizeof(float));
     for (int i = 0; i < heads * D; i++) q[i] = (float)(gp_rng_uniform(&rng) - 0.5);
-    attn_job job = {table, kv, &seq, 0, positions, q, out, scores};
+    attn_job job = {table, grouped, kv, &seq, 0, positions, q, out, scores};
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
         uint64_t t0 = gp_now_ns();
         for (job.layer = 0; job.layer < layers; job.layer++)
-            gp_pool_parallel_for(pool, heads, attn_task, &job);
+            gp_pool_parallel_for(pool, grouped ? kv_heads : heads, attn_task, &job);
         double ms = (double)(gp_now_ns() - t0) * 1e-6;
         if (ms < best) best = ms;
     }
@@ -268,11 +278,13 @@ int main(int argc, char **argv) {
         stream[t] = stream_bandwidth(pools[t], threads.v[t]);
         printf("streaming read, %d thread(s): %.1f GB/s\n", threads.v[t], stream[t]);
         overheads(pools[t]);
+        const gp_kernel_table *best = gp_kernel_table_active();
         for (int ctx = 512; ctx <= 2048; ctx *= 4)
-            printf("  attention, context %4d: scalar %.2f ms, %s %.2f ms per frame\n", ctx,
-                   attention_frame(&gp_kernels_scalar, ctx, pools[t]),
-                   gp_kernel_table_active()->name,
-                   attention_frame(gp_kernel_table_active(), ctx, pools[t]));
+            printf("  attention, context %4d: scalar %.2f ms, %s %.2f ms per head, %.2f ms "
+                   "grouped per frame\n",
+                   ctx, attention_frame(&gp_kernels_scalar, 0, ctx, pools[t]), best->name,
+                   attention_frame(best, 0, ctx, pools[t]),
+                   attention_frame(best, 1, ctx, pools[t]));
     }
 
     size_t max_cols = 3584, max_rows = 4096, max_n = 1;

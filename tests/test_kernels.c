@@ -10,7 +10,8 @@
  *  - gp_matmul over a thread pool against the single-threaded kernel;
  *  - the thread pool waking workers that went to sleep between jobs;
  *  - cached attention over paged KV blocks (positions not a multiple of the
- *    block size, head dims not a multiple of 16 or 8, shuffled blocks);
+ *    block size, head dims not a multiple of 16 or 8, shuffled blocks), one
+ *    head at a time and grouped (heads sharing a KV head in one pass);
  *  - the model-tiny teacher-forced case and a 30-frame greedy generation with
  *    every weight format at the best level, printing hidden-state and
  *    head-logit errors against the f32 goldens and the greedy-code agreement.
@@ -356,8 +357,12 @@ static double attention_case(const gp_kernel_table *t, int D, int bs, int positi
                 fill_random(gp_kv_at(kv, &a, l, 0, h, p), (size_t)D, rng, 1.0f);
                 fill_random(gp_kv_at(kv, &a, l, 1, h, p), (size_t)D, rng, 1.0f);
             }
-    float *q = malloc((size_t)D * sizeof(float)), *scores = malloc((size_t)positions * 4);
-    float *want = malloc((size_t)D * sizeof(float)), *got = malloc((size_t)D * sizeof(float));
+    enum { MAX_Q = 5 };
+    const int qs = D + 3, os = D + 5; /* strided heads */
+    float *q = malloc((size_t)MAX_Q * qs * sizeof(float));
+    float *scores = malloc((size_t)MAX_Q * positions * sizeof(float));
+    float *want = malloc((size_t)MAX_Q * os * sizeof(float));
+    float *got = malloc((size_t)MAX_Q * os * sizeof(float));
     double worst = 0;
     for (int l = 0; l < layers; l++)
         for (int h = 0; h < heads; h++) {
@@ -371,6 +376,26 @@ static double attention_case(const gp_kernel_table *t, int D, int bs, int positi
                       "%s attention D=%d block=%d positions=%d: relative error %.3g", t->name, D,
                       bs, positions, rel);
             if (rel > worst) worst = rel;
+            /* grouped heads: against the scalar per-head reference, and each
+             * head bitwise equal to the same level's single-head call */
+            const int n_q = 1 + (l * 2 + h + positions) % MAX_Q;
+            fill_random(q, (size_t)MAX_Q * qs, rng, 4.0f);
+            gp_attend_cached_group_scalar(kv, &a, l, h, q, qs, n_q, positions, scale, want, os,
+                                          scores);
+            t->attend_group(kv, &a, l, h, q, qs, n_q, positions, scale, got, os, scores);
+            float *one = malloc((size_t)D * sizeof(float));
+            for (int g = 0; g < n_q; g++) {
+                rel = test_rel_error(got + (size_t)g * os, want + (size_t)g * os, (size_t)D);
+                CHECK_MSG(rel <= ATTENTION_TOLERANCE,
+                          "%s grouped attention (%d heads) D=%d positions=%d: relative error %.3g",
+                          t->name, n_q, D, positions, rel);
+                if (rel > worst) worst = rel;
+                t->attend(kv, &a, l, h, q + (size_t)g * qs, positions, scale, one, scores);
+                CHECK_MSG(memcmp(one, got + (size_t)g * os, (size_t)D * sizeof(float)) == 0,
+                          "%s: grouped head %d of %d differs from the single-head call", t->name, g,
+                          n_q);
+            }
+            free(one);
         }
     free(q);
     free(scores);

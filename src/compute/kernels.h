@@ -27,10 +27,17 @@ typedef void (*gp_attend_fn)(const gp_kv_pool *kv, const gp_kv_seq *seq, int lay
                              const float *q, int n_positions, float scale, float *out,
                              float *scores);
 
+/* gp_attend_cached_group (attention.h) at one level. */
+typedef void (*gp_attend_group_fn)(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer,
+                                   int kv_head, const float *q, int q_stride, int n_q,
+                                   int n_positions, float scale, float *out, int out_stride,
+                                   float *scores);
+
 typedef struct gp_kernel_table {
     const char *name;
     gp_matmul_rows_fn matmul_rows[4]; /* indexed by gp_weight_format */
     gp_attend_fn attend;
+    gp_attend_group_fn attend_group;
 } gp_kernel_table;
 
 /* The scalar reference table (always present) and the SIMD tables, which

@@ -74,8 +74,8 @@ static inline size_t gp_matrix_index(const gp_matrix *m, int r, int c) {
  * index of its group's scale in gscales. */
 static inline size_t gp_q4_byte_index(const gp_matrix *m, int r, int c) {
     size_t g = (size_t)c / GP_Q4_GROUP;
-    return (size_t)(r / GP_TILE_ROWS) * gp_matrix_padded_cols(m) / 2 * GP_TILE_ROWS +
-           g / 4 * 256 + (size_t)(r % GP_TILE_ROWS) * 64 + g % 4 * 16 + (size_t)c % 16;
+    return (size_t)(r / GP_TILE_ROWS) * gp_matrix_padded_cols(m) / 2 * GP_TILE_ROWS + g / 4 * 256 +
+           (size_t)(r % GP_TILE_ROWS) * 64 + g % 4 * 16 + (size_t)c % 16;
 }
 static inline size_t gp_q4_scale_index(const gp_matrix *m, int r, int c) {
     size_t g = (size_t)c / GP_Q4_GROUP;

@@ -280,74 +280,137 @@ INLINE __m256 exp_neg(__m256 x) {
     x = _mm256_max_ps(x, _mm256_set1_ps(-86.0f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f) /* ln 2, high bits */, x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.1219444005469e-4f) /* ln 2 - high */, r);
+    /* Taylor series to r^7 / 7!: |r| <= ln2 / 2 leaves a truncation error
+     * below 5e-9, under f32 rounding */
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
 }
 
-static float dot(const float *q, const float *k, int D) {
-    __m256 acc = _mm256_setzero_ps();
-    int d = 0;
-    for (; d + 8 <= D; d += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
-    float s = hsum(acc);
-    for (; d < D; d++) s += q[d] * k[d];
-    return s;
+#define HEAD_SET 2 /* query heads per pass over a block (16 registers) */
+
+/* 8 floats at p of which `left` are valid (a masked load/store in the
+ * head-dimension tail, plain ones elsewhere). */
+INLINE __m256 load8(const float *p, int left) {
+    if (left >= 8) return _mm256_loadu_ps(p);
+    return _mm256_maskload_ps(
+        p, _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-static void attend_scores(const float *q, const float *keys, int count, int D, float scale,
-                          float *scores) {
+INLINE void store8(float *p, __m256 v, int left) {
+    if (left >= 8) {
+        _mm256_storeu_ps(p, v);
+        return;
+    }
+    _mm256_maskstore_ps(
+        p, _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+        v);
+}
+
+/* scores[h·ss + j] = scale · q_h·K_j for one block and nh <= HEAD_SET heads,
+ * four keys at a time (each key vector loaded once for all heads). */
+INLINE void group_scores(const float *q, int qs, int nh, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
     int j = 0;
-    if (D % 8 == 0)
-        for (; j + 4 <= count; j += 4) {
-            const float *k = keys + (size_t)j * D;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int d = 0; d < D; d += 8) {
-                __m256 qv = _mm256_loadu_ps(q + d);
-                a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + d), a0);
-                a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + D + d), a1);
-                a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * (size_t)D + d), a2);
-                a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * (size_t)D + d), a3);
+    for (; j + 4 <= count; j += 4) {
+        const float *k = keys + (size_t)j * D;
+        __m256 a[HEAD_SET][4];
+#pragma GCC unroll 2
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) a[h][p] = _mm256_setzero_ps();
+        for (int d = 0; d < D; d += 8) {
+            __m256 kv[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) kv[p] = load8(k + (size_t)p * D + d, D - d);
+#pragma GCC unroll 2
+            for (int h = 0; h < nh; h++) {
+                __m256 qv = load8(q + (size_t)h * qs + d, D - d);
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) a[h][p] = _mm256_fmadd_ps(qv, kv[p], a[h][p]);
             }
-            _mm_storeu_ps(scores + j, _mm_mul_ps(hsum4(a0, a1, a2, a3), _mm_set1_ps(scale)));
         }
-    for (; j < count; j++) scores[j] = dot(q, keys + (size_t)j * D, D) * scale;
+#pragma GCC unroll 2
+        for (int h = 0; h < nh; h++)
+            _mm_storeu_ps(
+                scores + (size_t)h * ss + j,
+                _mm_mul_ps(hsum4(a[h][0], a[h][1], a[h][2], a[h][3]), _mm_set1_ps(scale)));
+    }
+    for (; j < count; j++)
+        for (int h = 0; h < nh; h++) {
+            __m256 a = _mm256_setzero_ps();
+            for (int d = 0; d < D; d += 8) {
+                a = _mm256_fmadd_ps(load8(q + (size_t)h * qs + d, D - d),
+                                    load8(keys + (size_t)j * D + d, D - d), a);
+            }
+            scores[(size_t)h * ss + j] = hsum(a) * scale;
+        }
 }
 
-static void attend_values(const float *values, const float *p, int count, int D, float *out) {
+/* out_h[D] += Σ_j p_h[j] · V_j for one block and nh <= HEAD_SET heads. */
+INLINE void group_values(const float *values, const float *p, int ss, int nh, int count, int D,
+                         float *out, int os) {
     int j = 0;
-    const int D8 = D & ~7;
     for (; j + 4 <= count; j += 4) {
         const float *v = values + (size_t)j * D;
-        const __m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
-        const __m256 p2 = _mm256_set1_ps(p[j + 2]), p3 = _mm256_set1_ps(p[j + 3]);
-        for (int d = 0; d < D8; d += 8) {
-            __m256 o = _mm256_loadu_ps(out + d);
-            o = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v + d), o);
-            o = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v + D + d), o);
-            o = _mm256_fmadd_ps(p2, _mm256_loadu_ps(v + 2 * (size_t)D + d), o);
-            o = _mm256_fmadd_ps(p3, _mm256_loadu_ps(v + 3 * (size_t)D + d), o);
-            _mm256_storeu_ps(out + d, o);
+        __m256 w[HEAD_SET][4];
+#pragma GCC unroll 2
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) w[h][k] = _mm256_set1_ps(p[(size_t)h * ss + j + k]);
+        for (int d = 0; d < D; d += 8) {
+            __m256 vv[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) vv[k] = load8(v + (size_t)k * D + d, D - d);
+#pragma GCC unroll 2
+            for (int h = 0; h < nh; h++) {
+                float *o = out + (size_t)h * os + d;
+                __m256 acc = load8(o, D - d);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) acc = _mm256_fmadd_ps(w[h][k], vv[k], acc);
+                store8(o, acc, D - d);
+            }
         }
-        for (int d = D8; d < D; d++)
-            out[d] += p[j] * v[d] + p[j + 1] * v[D + d] + p[j + 2] * v[2 * (size_t)D + d] +
-                      p[j + 3] * v[3 * (size_t)D + d];
     }
-    for (; j < count; j++) {
-        const float *v = values + (size_t)j * D;
-        const __m256 pj = _mm256_set1_ps(p[j]);
-        for (int d = 0; d < D8; d += 8)
-            _mm256_storeu_ps(out + d,
-                             _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + d), _mm256_loadu_ps(out + d)));
-        for (int d = D8; d < D; d++) out[d] += p[j] * v[d];
+    for (; j < count; j++)
+        for (int h = 0; h < nh; h++) {
+            const __m256 wj = _mm256_set1_ps(p[(size_t)h * ss + j]);
+            float *o = out + (size_t)h * os;
+            for (int d = 0; d < D; d += 8) {
+                __m256 acc = _mm256_fmadd_ps(wj, load8(values + (size_t)j * D + d, D - d),
+                                             load8(o + d, D - d));
+                store8(o + d, acc, D - d);
+            }
+        }
+}
+
+static void block_scores(const float *q, int qs, int n_q, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        if (n_q - h == 1)
+            group_scores(q + (size_t)h * qs, qs, 1, keys, count, D, scale, scores + (size_t)h * ss,
+                         ss);
+        else
+            group_scores(q + (size_t)h * qs, qs, 2, keys, count, D, scale, scores + (size_t)h * ss,
+                         ss);
+    }
+}
+
+static void block_values(const float *values, const float *p, int ss, int n_q, int count, int D,
+                         float *out, int os) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        if (n_q - h == 1)
+            group_values(values, p + (size_t)h * ss, ss, 1, count, D, out + (size_t)h * os, os);
+        else
+            group_values(values, p + (size_t)h * ss, ss, 2, count, D, out + (size_t)h * os, os);
     }
 }
 
@@ -383,25 +446,58 @@ static float softmax_exp(float *scores, int n) {
     return total;
 }
 
+/* Up to GROUP_MAX heads per pass over the cache (more are done in turns). */
+#define GROUP_MAX 16
+
+/* Ask for the next block's run of keys or values while this one is
+ * computed (see kernels_avx512.c). */
+static void prefetch_run(const float *p, int count, int D) {
+    const char *c = (const char *)p, *end = (const char *)(p + (size_t)count * D);
+    for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_T1);
+}
+
+static void attend_group(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                         const float *q, int q_stride, int n_q, int n_positions, float scale,
+                         float *out, int out_stride, float *scores) {
+    const int D = kv->head_dim, bs = kv->block_size, n = n_positions;
+    for (int h0 = 0; h0 < n_q; h0 += GROUP_MAX) {
+        const int nh = n_q - h0 < GROUP_MAX ? n_q - h0 : GROUP_MAX;
+        const float *qg = q + (size_t)h0 * q_stride;
+        float *og = out + (size_t)h0 * out_stride, *sg = scores + (size_t)h0 * n;
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 0, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_scores(qg, q_stride, nh, gp_kv_at(kv, seq, layer, 0, kv_head, start), count, D,
+                         scale, sg + start, n);
+        }
+        float inv[GROUP_MAX];
+        for (int h = 0; h < nh; h++) {
+            inv[h] = 1.0f / softmax_exp(sg + (size_t)h * n, n);
+            memset(og + (size_t)h * out_stride, 0, (size_t)D * sizeof(float));
+        }
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 1, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_values(gp_kv_at(kv, seq, layer, 1, kv_head, start), sg + start, n, nh, count, D,
+                         og, out_stride);
+        }
+        for (int h = 0; h < nh; h++)
+            for (int d = 0; d < D; d++) og[(size_t)h * out_stride + d] *= inv[h];
+    }
+}
+
 static void attend(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
                    const float *q, int n_positions, float scale, float *out, float *scores) {
-    const int D = kv->head_dim, bs = kv->block_size;
-    for (int start = 0; start < n_positions; start += bs) {
-        int count = n_positions - start < bs ? n_positions - start : bs;
-        attend_scores(q, gp_kv_at(kv, seq, layer, 0, kv_head, start), count, D, scale,
-                      scores + start);
-    }
-    const float inv = 1.0f / softmax_exp(scores, n_positions);
-    memset(out, 0, (size_t)D * sizeof(float));
-    for (int start = 0; start < n_positions; start += bs) {
-        int count = n_positions - start < bs ? n_positions - start : bs;
-        attend_values(gp_kv_at(kv, seq, layer, 1, kv_head, start), scores + start, count, D, out);
-    }
-    for (int d = 0; d < D; d++) out[d] *= inv;
+    attend_group(kv, seq, layer, kv_head, q, 0, 1, n_positions, scale, out, 0, scores);
 }
 
 const gp_kernel_table gp_kernels_avx2 = {
     .name = "avx2",
     .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
     .attend = attend,
+    .attend_group = attend_group,
 };

@@ -267,89 +267,141 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
 /* ---- attention ---- */
 
 /* e^x for x <= 0 (softmax arguments): Cody-Waite reduction by ln 2 and the
- * Cephes expf polynomial; about 1 ulp. Arguments below -87 give ~1e-38. */
+ * Taylor polynomial; about 1 ulp. Arguments below -87 give ~1e-38. */
 INLINE __m512 exp_neg(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f) /* ln 2, high bits */, x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.1219444005469e-4f) /* ln 2 - high */, r);
+    /* Taylor series to r^7 / 7!: |r| <= ln2 / 2 leaves a truncation error
+     * below 5e-9, under f32 rounding */
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n);
 }
 
-/* q · k over D floats (D % 16 handled with a mask). */
-INLINE __m512 dot_acc(const float *q, const float *k, int D, __m512 acc) {
-    int d = 0;
-    for (; d + 16 <= D; d += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(k + d), acc);
-    if (d < D) {
-        __mmask16 m = (__mmask16)((1u << (D - d)) - 1);
-        acc =
-            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), _mm512_maskz_loadu_ps(m, k + d), acc);
-    }
-    return acc;
+#define HEAD_SET 4 /* query heads per pass over a block */
+
+INLINE __mmask16 tail_mask(int left) {
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
 }
 
-/* scores[j] = scale · q·K_j for the `count` keys of one block. */
-static void attend_scores(const float *q, const float *keys, int count, int D, float scale,
-                          float *scores) {
+/* scores[h·ss + j] = scale · q_h·K_j for the `count` keys of one block and
+ * nh <= HEAD_SET heads (q_h = q + h·qs): four keys at a time, each key
+ * vector loaded once for all heads. */
+INLINE void group_scores(const float *q, int qs, int nh, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
     int j = 0;
     for (; j + 4 <= count; j += 4) {
         const float *k = keys + (size_t)j * D;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        int d = 0;
-        for (; d + 16 <= D; d += 16) {
-            __m512 qv = _mm512_loadu_ps(q + d);
-            a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + d), a0);
-            a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + D + d), a1);
-            a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 2 * (size_t)D + d), a2);
-            a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 3 * (size_t)D + d), a3);
+        __m512 a[HEAD_SET][4];
+#pragma GCC unroll 4
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) a[h][p] = _mm512_setzero_ps();
+        for (int d = 0; d < D; d += 16) {
+            const __mmask16 m = tail_mask(D - d);
+            __m512 kv[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) kv[p] = _mm512_maskz_loadu_ps(m, k + (size_t)p * D + d);
+#pragma GCC unroll 4
+            for (int h = 0; h < nh; h++) {
+                __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)h * qs + d);
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) a[h][p] = _mm512_fmadd_ps(qv, kv[p], a[h][p]);
+            }
         }
-        if (d < D) {
-            a0 = dot_acc(q + d, k + d, D - d, a0);
-            a1 = dot_acc(q + d, k + D + d, D - d, a1);
-            a2 = dot_acc(q + d, k + 2 * (size_t)D + d, D - d, a2);
-            a3 = dot_acc(q + d, k + 3 * (size_t)D + d, D - d, a3);
-        }
-        _mm_storeu_ps(scores + j, _mm_mul_ps(hsum4(a0, a1, a2, a3), _mm_set1_ps(scale)));
+#pragma GCC unroll 4
+        for (int h = 0; h < nh; h++)
+            _mm_storeu_ps(
+                scores + (size_t)h * ss + j,
+                _mm_mul_ps(hsum4(a[h][0], a[h][1], a[h][2], a[h][3]), _mm_set1_ps(scale)));
     }
     for (; j < count; j++)
-        scores[j] =
-            _mm512_reduce_add_ps(dot_acc(q, keys + (size_t)j * D, D, _mm512_setzero_ps())) * scale;
+        for (int h = 0; h < nh; h++) {
+            __m512 a = _mm512_setzero_ps();
+            for (int d = 0; d < D; d += 16) {
+                const __mmask16 m = tail_mask(D - d);
+                a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)h * qs + d),
+                                    _mm512_maskz_loadu_ps(m, keys + (size_t)j * D + d), a);
+            }
+            scores[(size_t)h * ss + j] = _mm512_reduce_add_ps(a) * scale;
+        }
 }
 
-/* out[D] += Σ_j p[j] · V_j over the `count` values of one block. */
-static void attend_values(const float *values, const float *p, int count, int D, float *out) {
+/* out_h[D] += Σ_j p_h[j] · V_j over the `count` values of one block, for nh
+ * <= HEAD_SET heads (p_h = p + h·ss, out_h = out + h·os): each value vector
+ * loaded once for all heads, four positions per pass over out_h. */
+INLINE void group_values(const float *values, const float *p, int ss, int nh, int count, int D,
+                         float *out, int os) {
     int j = 0;
     for (; j + 4 <= count; j += 4) {
         const float *v = values + (size_t)j * D;
-        const __m512 p0 = _mm512_set1_ps(p[j]), p1 = _mm512_set1_ps(p[j + 1]);
-        const __m512 p2 = _mm512_set1_ps(p[j + 2]), p3 = _mm512_set1_ps(p[j + 3]);
+        __m512 w[HEAD_SET][4];
+#pragma GCC unroll 4
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) w[h][k] = _mm512_set1_ps(p[(size_t)h * ss + j + k]);
         for (int d = 0; d < D; d += 16) {
-            __mmask16 m = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1);
-            __m512 o = _mm512_maskz_loadu_ps(m, out + d);
-            o = _mm512_fmadd_ps(p0, _mm512_maskz_loadu_ps(m, v + d), o);
-            o = _mm512_fmadd_ps(p1, _mm512_maskz_loadu_ps(m, v + D + d), o);
-            o = _mm512_fmadd_ps(p2, _mm512_maskz_loadu_ps(m, v + 2 * (size_t)D + d), o);
-            o = _mm512_fmadd_ps(p3, _mm512_maskz_loadu_ps(m, v + 3 * (size_t)D + d), o);
-            _mm512_mask_storeu_ps(out + d, m, o);
+            const __mmask16 m = tail_mask(D - d);
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) vv[k] = _mm512_maskz_loadu_ps(m, v + (size_t)k * D + d);
+#pragma GCC unroll 4
+            for (int h = 0; h < nh; h++) {
+                float *o = out + (size_t)h * os + d;
+                __m512 acc = _mm512_maskz_loadu_ps(m, o);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) acc = _mm512_fmadd_ps(w[h][k], vv[k], acc);
+                _mm512_mask_storeu_ps(o, m, acc);
+            }
         }
     }
-    for (; j < count; j++) {
-        const float *v = values + (size_t)j * D;
-        const __m512 pj = _mm512_set1_ps(p[j]);
-        for (int d = 0; d < D; d += 16) {
-            __mmask16 m = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1);
-            __m512 o = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m, v + d),
-                                       _mm512_maskz_loadu_ps(m, out + d));
-            _mm512_mask_storeu_ps(out + d, m, o);
+    for (; j < count; j++)
+        for (int h = 0; h < nh; h++) {
+            const __m512 wj = _mm512_set1_ps(p[(size_t)h * ss + j]);
+            float *o = out + (size_t)h * os;
+            for (int d = 0; d < D; d += 16) {
+                const __mmask16 m = tail_mask(D - d);
+                __m512 acc =
+                    _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps(m, values + (size_t)j * D + d),
+                                    _mm512_maskz_loadu_ps(m, o + d));
+                _mm512_mask_storeu_ps(o + d, m, acc);
+            }
+        }
+}
+
+/* One block's scores or values for every head, in head sets. */
+static void block_scores(const float *q, int qs, int n_q, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        const float *qh = q + (size_t)h * qs;
+        float *sh = scores + (size_t)h * ss;
+        switch (n_q - h) {
+        case 1: group_scores(qh, qs, 1, keys, count, D, scale, sh, ss); break;
+        case 2: group_scores(qh, qs, 2, keys, count, D, scale, sh, ss); break;
+        case 3: group_scores(qh, qs, 3, keys, count, D, scale, sh, ss); break;
+        default: group_scores(qh, qs, 4, keys, count, D, scale, sh, ss); break;
+        }
+    }
+}
+
+static void block_values(const float *values, const float *p, int ss, int n_q, int count, int D,
+                         float *out, int os) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        const float *ph = p + (size_t)h * ss;
+        float *oh = out + (size_t)h * os;
+        switch (n_q - h) {
+        case 1: group_values(values, ph, ss, 1, count, D, oh, os); break;
+        case 2: group_values(values, ph, ss, 2, count, D, oh, os); break;
+        case 3: group_values(values, ph, ss, 3, count, D, oh, os); break;
+        default: group_values(values, ph, ss, 4, count, D, oh, os); break;
         }
     }
 }
@@ -372,25 +424,66 @@ static float softmax_exp(float *scores, int n) {
     return _mm512_reduce_add_ps(sum);
 }
 
+/* Up to GROUP_MAX heads per pass over the cache (more are done in turns). */
+#define GROUP_MAX 16
+
+/* Ask for the next block's run of keys or values (count vectors of D
+ * floats) while this one is computed: the runs of consecutive blocks lie far
+ * apart, so the hardware prefetchers would start each one cold. */
+static void prefetch_run(const float *p, int count, int D) {
+    const char *c = (const char *)p, *end = (const char *)(p + (size_t)count * D);
+    for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_T1);
+}
+
+static void attend_group(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                         const float *q, int q_stride, int n_q, int n_positions, float scale,
+                         float *out, int out_stride, float *scores) {
+    const int D = kv->head_dim, bs = kv->block_size, n = n_positions;
+    for (int h0 = 0; h0 < n_q; h0 += GROUP_MAX) {
+        const int nh = n_q - h0 < GROUP_MAX ? n_q - h0 : GROUP_MAX;
+        const float *qg = q + (size_t)h0 * q_stride;
+        float *og = out + (size_t)h0 * out_stride, *sg = scores + (size_t)h0 * n;
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 0, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_scores(qg, q_stride, nh, gp_kv_at(kv, seq, layer, 0, kv_head, start), count, D,
+                         scale, sg + start, n);
+        }
+        float inv[GROUP_MAX];
+        for (int h = 0; h < nh; h++) {
+            inv[h] = 1.0f / softmax_exp(sg + (size_t)h * n, n);
+            memset(og + (size_t)h * out_stride, 0, (size_t)D * sizeof(float));
+        }
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 1, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_values(gp_kv_at(kv, seq, layer, 1, kv_head, start), sg + start, n, nh, count, D,
+                         og, out_stride);
+        }
+        for (int h = 0; h < nh; h++) {
+            float *o = og + (size_t)h * out_stride;
+            for (int d = 0; d < D; d += 16) {
+                const __mmask16 m = tail_mask(D - d);
+                _mm512_mask_storeu_ps(
+                    o + d, m,
+                    _mm512_mul_ps(_mm512_set1_ps(inv[h]), _mm512_maskz_loadu_ps(m, o + d)));
+            }
+        }
+    }
+}
+
 static void attend(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
                    const float *q, int n_positions, float scale, float *out, float *scores) {
-    const int D = kv->head_dim, bs = kv->block_size;
-    for (int start = 0; start < n_positions; start += bs) {
-        int count = n_positions - start < bs ? n_positions - start : bs;
-        attend_scores(q, gp_kv_at(kv, seq, layer, 0, kv_head, start), count, D, scale,
-                      scores + start);
-    }
-    const float inv = 1.0f / softmax_exp(scores, n_positions);
-    memset(out, 0, (size_t)D * sizeof(float));
-    for (int start = 0; start < n_positions; start += bs) {
-        int count = n_positions - start < bs ? n_positions - start : bs;
-        attend_values(gp_kv_at(kv, seq, layer, 1, kv_head, start), scores + start, count, D, out);
-    }
-    for (int d = 0; d < D; d++) out[d] *= inv;
+    attend_group(kv, seq, layer, kv_head, q, 0, 1, n_positions, scale, out, 0, scores);
 }
 
 const gp_kernel_table gp_kernels_avx512 = {
     .name = "avx512",
     .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
     .attend = attend,
+    .attend_group = attend_group,
 };

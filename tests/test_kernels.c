@@ -631,17 +631,29 @@ TEST(kernels_model_tiny_every_format) {
                 total++;
                 if (!eq && first_diff < 0) first_diff = t;
             }
+        char diff[48] = "none";
+        if (first_diff >= 0) snprintf(diff, sizeof diff, "frame %d", first_diff);
         test_note("%-4s @ %s: hidden rel error %.3g, head-logit rel error %.3g, "
-                  "teacher-forced arg-max %d/%d; greedy run %d/%d codes agree, first difference "
-                  "at frame %d of %d",
-                  name, gp_kernel_level_name(best), eh, el, agree, steps, same, total, first_diff,
-                  n_frames);
+                  "teacher-forced arg-max %d/%d; greedy run %d/%d codes agree over %d frames, "
+                  "first difference: %s",
+                  name, gp_kernel_level_name(best), eh, el, agree, steps, same, total, n_frames,
+                  diff);
         CHECK_EQ_INT(n_frames, ref_frames);
         if (f == GP_WEIGHTS_F32 || f == GP_WEIGHTS_BF16) {
             /* f32: the reference tolerance of test_model_tf.c; bf16: the bf16 budget */
             double tol = f == GP_WEIGHTS_F32 ? 1e-4 : BF16_MODEL_TOLERANCE;
             CHECK_MSG(eh <= tol && el <= tol, "%s: hidden %.3g / logits %.3g > %g", name, eh, el,
                       tol);
+        } else {
+            /* Not accuracy claims but regression guards at about twice what
+             * this random tiny model measures (int8 ~0.015 hidden / ~0.012
+             * logits, 412 of 416 arg-max; q4 ~0.28 / ~0.23, 356 of 416). */
+            double tol = f == GP_WEIGHTS_INT8 ? 0.05 : 0.6;
+            int min_agree = f == GP_WEIGHTS_INT8 ? steps * 9 / 10 : steps * 3 / 4;
+            CHECK_MSG(eh <= tol && el <= tol, "%s: hidden %.3g / logits %.3g > guard %g", name, eh,
+                      el, tol);
+            CHECK_MSG(agree >= min_agree, "%s: arg-max agreement %d/%d below guard %d", name, agree,
+                      steps, min_agree);
         }
         free(codes);
     }

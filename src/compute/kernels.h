@@ -1,9 +1,14 @@
 /* kernels.h — the per-instruction-set kernel table behind gp_matmul, the
  * cached attention and the other hot loops. One table per level (scalar
  * reference in cpu/kernels_scalar.c, AVX2+FMA in cpu/kernels_avx2.c,
- * AVX-512 with BF16/VNNI in cpu/kernels_avx512.c); each matmul entry computes
- * a range of output rows so the caller can split work across threads. Tables
+ * AVX-512 with VNNI in cpu/kernels_avx512.c); each matmul entry computes a
+ * range of output rows so the caller can split work across threads. Tables
  * for levels the CPU lacks are never called.
+ *
+ * The SIMD matmuls walk matrix.h's tiled layout one 4-row tile at a time
+ * (one sequential stream) and give every output the same arithmetic whatever
+ * the batch size or thread split, so a row's result never depends on what it
+ * is batched with.
  *
  * Exactness: f32, bf16 and int8 entries of every level multiply the stored
  * weights by the f32 activations exactly (only the summation order differs

@@ -126,8 +126,10 @@ static void store_row(gp_matrix *m, int r, const float *row, void *tmp) {
                    (size_t)(cols - c < 16 ? cols - c : 16) * sizeof(float));
         break;
     case GP_WEIGHTS_BF16:
-        for (int c = 0; c < cols; c++)
-            ((uint16_t *)m->data)[gp_matrix_index(m, r, c)] = gp_f32_to_bf16(row[c]);
+        for (int c = 0; c < cols; c += 16) {
+            uint16_t *dst = (uint16_t *)m->data + gp_matrix_index(m, r, c);
+            for (int k = 0; k < 16 && c + k < cols; k++) dst[k] = gp_f32_to_bf16(row[c + k]);
+        }
         break;
     case GP_WEIGHTS_INT8: {
         int8_t *q = tmp;

@@ -4,6 +4,7 @@
 #   make test     install missing packages, build with ASan+UBSan, run every test
 #   make demo     install missing packages, build, and speak a sentence
 #   make bench    build and run `gepard bench` on synthetic real-size weights
+#   make bench-kernels  build and run the matrix-kernel micro-benchmark (BENCH_ARGS=...)
 #   make deps     install the Debian packages the build needs
 #   make format   clang-format every source file
 #
@@ -52,7 +53,8 @@ ASAN_TESTS := $(BUILD)/asan/gepard-tests
 REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SRC))
 REL_BENCH_TOOLS := $(patsubst bench/%.c,$(BUILD)/release/bench/%,$(BENCH_SRC))
 
-.PHONY: all test demo bench deps format clean check-format release asan examples bench-tools
+.PHONY: all test demo bench bench-kernels deps format clean check-format release asan examples \
+        bench-tools
 
 all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES)
 	@ln -sf release/gepard $(BUILD)/gepard
@@ -128,6 +130,13 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/bench.sh $(REL_BIN)
+
+# bench/kernels_bench.c: one decode step of real-size matrix products per
+# weight format, thread count and batch size (see the file for options).
+bench-kernels: $(REL_LIB)
+	$(CC) $(BASE_CFLAGS) $(RELEASE_CFLAGS) -o $(BUILD)/release/kernels-bench \
+	  bench/kernels_bench.c $(REL_LIB) $(LIBS)
+	$(BUILD)/release/kernels-bench $(BENCH_ARGS)
 
 FORMAT_FILES = $(shell find include src tests examples bench -name '*.[ch]' 2>/dev/null)
 format:

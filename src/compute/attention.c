@@ -1,13 +1,41 @@
 /* attention.c — reference causal attention over the paged KV cache (see
- * attention.h). Walks the sequence block by block so each block's keys and
- * values are contiguous. */
+ * attention.h) and the dispatch to the active kernel level. Walks the
+ * sequence block by block so each block's keys and values are contiguous. */
 #include "compute/attention.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "compute/kernels.h"
+
 void gp_attend_cached(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
                       const float *q, int n_positions, float scale, float *out, float *scores) {
+    gp_attend_fn fn = gp_kernel_table_active()->attend;
+    if (!fn) fn = gp_attend_cached_scalar;
+    fn(kv, seq, layer, kv_head, q, n_positions, scale, out, scores);
+}
+
+void gp_attend_cached_group(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                            const float *q, int q_stride, int n_q, int n_positions, float scale,
+                            float *out, int out_stride, float *scores) {
+    gp_attend_group_fn fn = gp_kernel_table_active()->attend_group;
+    if (!fn) fn = gp_attend_cached_group_scalar;
+    fn(kv, seq, layer, kv_head, q, q_stride, n_q, n_positions, scale, out, out_stride, scores);
+}
+
+void gp_attend_cached_group_scalar(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer,
+                                   int kv_head, const float *q, int q_stride, int n_q,
+                                   int n_positions, float scale, float *out, int out_stride,
+                                   float *scores) {
+    for (int h = 0; h < n_q; h++)
+        gp_attend_cached_scalar(kv, seq, layer, kv_head, q + (size_t)h * q_stride, n_positions,
+                                scale, out + (size_t)h * out_stride,
+                                scores + (size_t)h * n_positions);
+}
+
+void gp_attend_cached_scalar(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                             const float *q, int n_positions, float scale, float *out,
+                             float *scores) {
     const int D = kv->head_dim, bs = kv->block_size;
     float max_score = -INFINITY;
     for (int start = 0; start < n_positions; start += bs) {

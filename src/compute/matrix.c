@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -24,22 +25,50 @@ const char *gp_weight_format_name(gp_weight_format format) {
     return (unsigned)format < 4 ? names[format] : "?";
 }
 
-size_t gp_matrix_bytes(const gp_matrix *m) {
-    size_t n = (size_t)m->rows * (size_t)m->cols;
+/* Bytes of the data array and of the scale array (padded layout). */
+static size_t data_bytes(const gp_matrix *m) {
+    size_t n = gp_matrix_padded_rows(m) * gp_matrix_padded_cols(m);
     switch (m->format) {
     case GP_WEIGHTS_F32: return n * 4;
     case GP_WEIGHTS_BF16: return n * 2;
-    case GP_WEIGHTS_INT8: return n + (size_t)m->rows * 4;
-    case GP_WEIGHTS_Q4: return n / 2 + n / GP_Q4_GROUP * 4;
+    case GP_WEIGHTS_INT8: return n;
+    case GP_WEIGHTS_Q4: return n / 2;
     }
     return 0;
 }
+
+static size_t scale_bytes(const gp_matrix *m) {
+    if (m->format == GP_WEIGHTS_INT8) return gp_matrix_padded_rows(m) * sizeof(float);
+    if (m->format == GP_WEIGHTS_Q4)
+        return gp_matrix_padded_rows(m) * gp_matrix_padded_cols(m) / GP_Q4_GROUP * 2;
+    return 0;
+}
+
+size_t gp_matrix_bytes(const gp_matrix *m) { return data_bytes(m) + scale_bytes(m); }
 
 void gp_matrix_free(gp_matrix *m) {
     if (!m) return;
     gp_aligned_free(m->data);
     gp_aligned_free(m->scales);
+    gp_aligned_free(m->gscales);
     memset(m, 0, sizeof *m);
+}
+
+/* Weight arrays of 2 MiB or more start on a 2 MiB boundary and ask for
+ * transparent huge pages over their whole 2 MiB pages: the kernels stream
+ * them once per step, and with 4 KiB pages the hardware prefetchers restart
+ * at every page boundary (and the TLB misses on every page). Smaller arrays
+ * and the tail keep ordinary pages; freeing is plain gp_aligned_free. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void *weights_alloc(size_t bytes) {
+    if (bytes < HUGE_PAGE) return gp_aligned_alloc(bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* a hint; failure is harmless */
+#endif
+    return p;
 }
 
 static void quantize_row_int8(const float *src, int cols, int8_t *dst, float *scale) {
@@ -54,10 +83,11 @@ static void quantize_row_int8(const float *src, int cols, int8_t *dst, float *sc
     *scale = s;
 }
 
-/* Groups of GP_Q4_GROUP values share a scale; value = (nibble - 8) * scale.
- * Byte k of a group holds element k in its low nibble and element k+16 in
- * its high nibble, which lets SIMD kernels unpack with one shift. */
-static void quantize_row_q4(const float *src, int cols, uint8_t *dst, float *scales) {
+/* Groups of GP_Q4_GROUP values share an f16 scale; value = (nibble - 8) *
+ * scale. Byte k of a group holds element k in its low nibble and element
+ * k+16 in its high nibble, which lets SIMD kernels unpack with one shift.
+ * Writes the row's groups one after another (the caller places them). */
+static void quantize_row_q4(const float *src, int cols, uint8_t *dst, uint16_t *scales) {
     for (int g = 0; g < cols / GP_Q4_GROUP; g++) {
         const float *x = src + g * GP_Q4_GROUP;
         float amax = 0, signed_max = 0;
@@ -68,6 +98,11 @@ static void quantize_row_q4(const float *src, int cols, uint8_t *dst, float *sca
             }
         /* Map the largest magnitude to -8 so the full [-8, 7] range is used. */
         float s = signed_max / -8.0f;
+        /* Round the scale to f16 first so the nibbles fit the stored scale. */
+        if (s > 65504.0f) s = 65504.0f;
+        if (s < -65504.0f) s = -65504.0f;
+        uint16_t s16 = gp_f32_to_f16(s);
+        s = gp_f16_to_f32(s16);
         float inv = s != 0 ? 1.0f / s : 0;
         uint8_t *out = dst + g * (GP_Q4_GROUP / 2);
         for (int i = 0; i < GP_Q4_GROUP / 2; i++) {
@@ -76,7 +111,45 @@ static void quantize_row_q4(const float *src, int cols, uint8_t *dst, float *sca
             hi = hi < -8 ? -8 : hi > 7 ? 7 : hi;
             out[i] = (uint8_t)((lo + 8) | ((hi + 8) << 4));
         }
-        scales[g] = s;
+        scales[g] = s16;
+    }
+}
+
+/* Store one converted row (f32 values in `row`, scratch `tmp` of cols
+ * bytes / halves / f16 scales) into its tiled place. */
+static void store_row(gp_matrix *m, int r, const float *row, void *tmp) {
+    const int cols = m->cols;
+    switch (m->format) {
+    case GP_WEIGHTS_F32:
+        for (int c = 0; c < cols; c += 16)
+            memcpy((float *)m->data + gp_matrix_index(m, r, c), row + c,
+                   (size_t)(cols - c < 16 ? cols - c : 16) * sizeof(float));
+        break;
+    case GP_WEIGHTS_BF16:
+        for (int c = 0; c < cols; c += 16) {
+            uint16_t *dst = (uint16_t *)m->data + gp_matrix_index(m, r, c);
+            for (int k = 0; k < 16 && c + k < cols; k++) dst[k] = gp_f32_to_bf16(row[c + k]);
+        }
+        break;
+    case GP_WEIGHTS_INT8: {
+        int8_t *q = tmp;
+        quantize_row_int8(row, cols, q, &m->scales[r]);
+        for (int c = 0; c < cols; c += 16)
+            memcpy((int8_t *)m->data + gp_matrix_index(m, r, c), q + c,
+                   (size_t)(cols - c < 16 ? cols - c : 16));
+        break;
+    }
+    case GP_WEIGHTS_Q4: {
+        uint8_t *q = tmp;
+        uint16_t *sc = (uint16_t *)(void *)(q + cols / 2);
+        quantize_row_q4(row, cols, q, sc);
+        for (int g = 0; g < cols / GP_Q4_GROUP; g++) {
+            memcpy((uint8_t *)m->data + gp_q4_byte_index(m, r, g * GP_Q4_GROUP),
+                   q + g * (GP_Q4_GROUP / 2), GP_Q4_GROUP / 2);
+            m->gscales[gp_q4_scale_index(m, r, g * GP_Q4_GROUP)] = sc[g];
+        }
+        break;
+    }
     }
 }
 
@@ -88,6 +161,8 @@ int gp_matrix_from_f32(gp_matrix *m, gp_weight_format format, int rows, int cols
 int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int cols,
                         gp_dtype src_dtype, const void *src, gp_error *err) {
     memset(m, 0, sizeof *m);
+    if (rows < 0 || cols < 0)
+        return gp_fail(err, GEPARD_ERR_INTERNAL, "a weight matrix cannot be %dx%d", rows, cols);
     if (format == GP_WEIGHTS_Q4 && cols % GP_Q4_GROUP) {
         GP_WARN("a %dx%d matrix cannot use q4 (columns not a multiple of %d); using int8", rows,
                 cols, GP_Q4_GROUP);
@@ -96,93 +171,68 @@ int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int col
     m->format = format;
     m->rows = rows;
     m->cols = cols;
-    size_t n = (size_t)rows * (size_t)cols;
-    size_t elem = gp_dtype_size(src_dtype);
+    const size_t elem = gp_dtype_size(src_dtype), dbytes = data_bytes(m), sbytes = scale_bytes(m);
     float *row = gp_aligned_alloc((size_t)cols * sizeof(float));
-    if (!row) return gp_fail_oom(err, "matrix row", (size_t)cols * 4);
-    switch (format) {
-    case GP_WEIGHTS_F32: m->data = gp_aligned_alloc(n * 4); break;
-    case GP_WEIGHTS_BF16: m->data = gp_aligned_alloc(n * 2); break;
-    case GP_WEIGHTS_INT8:
-        m->data = gp_aligned_alloc(n);
-        m->scales = gp_aligned_alloc((size_t)rows * 4);
-        break;
-    case GP_WEIGHTS_Q4:
-        m->data = gp_aligned_alloc(n / 2);
-        m->scales = gp_aligned_alloc(n / GP_Q4_GROUP * 4);
-        break;
-    }
-    if (!m->data || (format >= GP_WEIGHTS_INT8 && !m->scales)) {
+    void *tmp = gp_aligned_alloc((size_t)cols * 2);
+    m->data = weights_alloc(dbytes);
+    if (sbytes && format == GP_WEIGHTS_INT8) m->scales = gp_aligned_alloc(sbytes);
+    if (sbytes && format == GP_WEIGHTS_Q4) m->gscales = gp_aligned_alloc(sbytes);
+    if (!row || !tmp || !m->data || (sbytes && !m->scales && !m->gscales)) {
         gp_aligned_free(row);
+        gp_aligned_free(tmp);
         gp_matrix_free(m);
-        return gp_fail_oom(err, "weight matrix", n * 4);
+        return gp_fail_oom(err, "weight matrix", dbytes + sbytes);
     }
+    /* padding rows and columns stay zero (q4: zero scales, so zero values) */
+    memset(m->data, 0, dbytes);
+    if (m->scales) memset(m->scales, 0, sbytes);
+    if (m->gscales) memset(m->gscales, 0, sbytes);
     for (int r = 0; r < rows; r++) {
-        const unsigned char *src_row = (const unsigned char *)src + (size_t)r * cols * elem;
-        if (format == GP_WEIGHTS_BF16 && src_dtype == GP_BF16) {
-            memcpy((uint16_t *)m->data + (size_t)r * cols, src_row, (size_t)cols * 2);
-            continue;
-        }
-        gp_convert_to_f32(src_dtype, src_row, row, (size_t)cols);
-        switch (format) {
-        case GP_WEIGHTS_F32:
-            memcpy((float *)m->data + (size_t)r * cols, row, (size_t)cols * 4);
-            break;
-        case GP_WEIGHTS_BF16: {
-            uint16_t *dst = (uint16_t *)m->data + (size_t)r * cols;
-            for (int i = 0; i < cols; i++) dst[i] = gp_f32_to_bf16(row[i]);
-            break;
-        }
-        case GP_WEIGHTS_INT8:
-            quantize_row_int8(row, cols, (int8_t *)m->data + (size_t)r * cols, &m->scales[r]);
-            break;
-        case GP_WEIGHTS_Q4:
-            quantize_row_q4(row, cols, (uint8_t *)m->data + (size_t)r * cols / 2,
-                            m->scales + (size_t)r * (cols / GP_Q4_GROUP));
-            break;
-        }
+        gp_convert_to_f32(src_dtype, (const unsigned char *)src + (size_t)r * cols * elem, row,
+                          (size_t)cols);
+        store_row(m, r, row, tmp);
     }
     gp_aligned_free(row);
+    gp_aligned_free(tmp);
     return GEPARD_OK;
 }
 
 void gp_matrix_row_f32(const gp_matrix *m, int r, float *dst) {
-    size_t cols = (size_t)m->cols;
+    const int cols = m->cols;
     switch (m->format) {
-    case GP_WEIGHTS_F32: memcpy(dst, (const float *)m->data + r * cols, cols * 4); break;
+    case GP_WEIGHTS_F32:
+        for (int c = 0; c < cols; c++) dst[c] = ((const float *)m->data)[gp_matrix_index(m, r, c)];
+        break;
     case GP_WEIGHTS_BF16:
-        gp_convert_to_f32(GP_BF16, (const uint16_t *)m->data + r * cols, dst, cols);
+        for (int c = 0; c < cols; c++)
+            dst[c] = gp_bf16_to_f32(((const uint16_t *)m->data)[gp_matrix_index(m, r, c)]);
         break;
-    case GP_WEIGHTS_INT8: {
-        const int8_t *q = (const int8_t *)m->data + r * cols;
-        for (size_t i = 0; i < cols; i++) dst[i] = (float)q[i] * m->scales[r];
+    case GP_WEIGHTS_INT8:
+        for (int c = 0; c < cols; c++)
+            dst[c] = (float)((const int8_t *)m->data)[gp_matrix_index(m, r, c)] * m->scales[r];
         break;
-    }
-    case GP_WEIGHTS_Q4: {
-        const uint8_t *q = (const uint8_t *)m->data + r * cols / 2;
-        const float *s = m->scales + r * (cols / GP_Q4_GROUP);
-        for (size_t g = 0; g < cols / GP_Q4_GROUP; g++) {
-            const uint8_t *b = q + g * (GP_Q4_GROUP / 2);
-            for (int i = 0; i < GP_Q4_GROUP / 2; i++) {
-                dst[g * GP_Q4_GROUP + i] = (float)((b[i] & 15) - 8) * s[g];
-                dst[g * GP_Q4_GROUP + i + GP_Q4_GROUP / 2] = (float)((b[i] >> 4) - 8) * s[g];
-            }
+    case GP_WEIGHTS_Q4:
+        for (int c = 0; c < cols; c++) {
+            uint8_t b = ((const uint8_t *)m->data)[gp_q4_byte_index(m, r, c)];
+            int q = (c % GP_Q4_GROUP < GP_Q4_GROUP / 2 ? b & 15 : b >> 4) - 8;
+            dst[c] = (float)q * gp_f16_to_f32(m->gscales[gp_q4_scale_index(m, r, c)]);
         }
         break;
-    }
     }
 }
 
 /* ---- kernel level selection ---- */
 
-static const gp_kernel_table *level_tables[3] = {&gp_kernels_scalar, NULL, NULL};
+static const gp_kernel_table *level_tables[3] = {&gp_kernels_scalar, &gp_kernels_avx2,
+                                                 &gp_kernels_avx512};
 static int active_level = -1;
 
 static bool cpu_supports(gp_kernel_level level) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (level == GP_KERNELS_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
     if (level == GP_KERNELS_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
@@ -222,6 +272,11 @@ const char *gp_kernel_level_name(gp_kernel_level level) {
 }
 
 const gp_kernel_table *gp_kernel_table_active(void) { return level_tables[gp_kernels_active()]; }
+
+const gp_kernel_table *gp_kernel_table_for(gp_kernel_level level) {
+    if ((unsigned)level > GP_KERNELS_AVX512 || !cpu_supports(level)) return NULL;
+    return level_tables[level];
+}
 
 /* ---- threaded driver ---- */
 

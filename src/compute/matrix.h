@@ -22,18 +22,66 @@ typedef enum gp_weight_format {
     GP_WEIGHTS_F32 = 0,
     GP_WEIGHTS_BF16 = 1,
     GP_WEIGHTS_INT8 = 2, /* symmetric int8, one f32 scale per row */
-    GP_WEIGHTS_Q4 = 3,   /* symmetric 4-bit, one f32 scale per group of GP_Q4_GROUP columns */
+    GP_WEIGHTS_Q4 = 3,   /* symmetric 4-bit, one f16 scale per group of GP_Q4_GROUP columns */
 } gp_weight_format;
 
 #define GP_Q4_GROUP 32
 
 typedef struct gp_matrix {
     gp_weight_format format;
-    int rows;      /* output features */
-    int cols;      /* input features */
-    void *data;    /* f32 / uint16 bf16 / int8 / packed nibbles, row-major, owned */
-    float *scales; /* int8: [rows]; q4: [rows][cols / GP_Q4_GROUP]; owned */
+    int rows;          /* output features */
+    int cols;          /* input features */
+    void *data;        /* f32 / uint16 bf16 / int8 / packed nibbles, tiled (below), owned */
+    float *scales;     /* int8: [padded rows] f32 row scales; owned */
+    uint16_t *gscales; /* q4: f16 group scales, tiled (below); owned */
 } gp_matrix;
+
+/* Storage layout (every format). Rows are grouped in tiles of GP_TILE_ROWS;
+ * a tile is stored chunk by chunk, each chunk holding gp_matrix_chunk()
+ * columns of the tile's first row, then of its second row, and so on. The
+ * last tile is padded with zero rows and every row with zero columns up to a
+ * whole chunk. One tile is thus one sequential stream that the kernels read
+ * once, multiplying each chunk into every input row (the same arithmetic for
+ * any batch size). Element (r, c) of a f32/bf16/int8 matrix is at
+ * gp_matrix_index(m, r, c).
+ *
+ * q4: a chunk of a row is 4 groups of GP_Q4_GROUP columns in 64 bytes; byte
+ * k of group g holds element 32g + k in its low nibble and 32g + 16 + k in
+ * its high nibble, as the unsigned value q + 8 (q in [-8, 7]); value =
+ * q * scale (f16 widened). The 16 f16 scales of a tile's chunk (4 rows × 4
+ * groups, row-major) follow each other in gscales. 18 bytes per group. */
+#define GP_TILE_ROWS 4
+
+/* Columns per chunk: 128 for q4, 16 for the other formats. */
+static inline int gp_matrix_chunk(gp_weight_format format) {
+    return format == GP_WEIGHTS_Q4 ? 128 : 16;
+}
+static inline size_t gp_matrix_padded_rows(const gp_matrix *m) {
+    return ((size_t)m->rows + GP_TILE_ROWS - 1) / GP_TILE_ROWS * GP_TILE_ROWS;
+}
+static inline size_t gp_matrix_padded_cols(const gp_matrix *m) {
+    size_t chunk = (size_t)gp_matrix_chunk(m->format);
+    return ((size_t)m->cols + chunk - 1) / chunk * chunk;
+}
+/* Element index of (r, c) in a f32 / bf16 / int8 matrix's data. */
+static inline size_t gp_matrix_index(const gp_matrix *m, int r, int c) {
+    const size_t chunk = 16;
+    return ((size_t)(r / GP_TILE_ROWS) * gp_matrix_padded_cols(m) + (size_t)c / chunk * chunk) *
+               GP_TILE_ROWS +
+           (size_t)(r % GP_TILE_ROWS) * chunk + (size_t)c % chunk;
+}
+/* q4: byte holding element (r, c) (low nibble when c % 32 < 16), and the
+ * index of its group's scale in gscales. */
+static inline size_t gp_q4_byte_index(const gp_matrix *m, int r, int c) {
+    size_t g = (size_t)c / GP_Q4_GROUP;
+    return (size_t)(r / GP_TILE_ROWS) * gp_matrix_padded_cols(m) / 2 * GP_TILE_ROWS + g / 4 * 256 +
+           (size_t)(r % GP_TILE_ROWS) * 64 + g % 4 * 16 + (size_t)c % 16;
+}
+static inline size_t gp_q4_scale_index(const gp_matrix *m, int r, int c) {
+    size_t g = (size_t)c / GP_Q4_GROUP;
+    return (size_t)(r / GP_TILE_ROWS) * gp_matrix_padded_cols(m) / GP_Q4_GROUP * GP_TILE_ROWS +
+           g / 4 * 16 + (size_t)(r % GP_TILE_ROWS) * 4 + g % 4;
+}
 
 /* Parse "f32" | "bf16" | "int8" | "q4"; returns -1 if unknown. */
 int gp_weight_format_parse(const char *name);

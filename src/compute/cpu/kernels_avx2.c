@@ -1,0 +1,503 @@
+/* kernels_avx2.c — the AVX2+FMA kernel table (built with -mavx2 -mfma
+ * -mf16c because of the file name, called only after matrix.c's CPU check).
+ *
+ * Same structure as kernels_avx512.c with 8-float vectors and 16 registers:
+ * a tile of 4 weight rows (one sequential stream in the tiled layout) times
+ * up to 2 input rows, each weight vector widened once; one accumulator per
+ * (weight row, input row), so results do not depend on the batch size;
+ * input rows in L2-sized chunks. f32 / bf16 / int8 multiply exact f32
+ * activations; q4 uses the int8 activation rows of kernels_q8.h with
+ * VPMADDUBSW/VPMADDWD, which give the same integer sums as AVX-512 VNNI.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "compute/attention.h"
+#include "compute/cpu/kernels_q8.h"
+#include "compute/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+#define TILE_X 2
+#define X_CHUNK_BYTES (256 * 1024)
+
+enum { K_F32, K_BF16, K_I8 };
+
+/* {Σa, Σb, Σc, Σd} of four vectors; each sum uses the same order. */
+INLINE __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+INLINE float hsum(__m256 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Store a tile's four sums for one input row: rows 4t + i inside [r0, r1). */
+INLINE void store_tile(float *y, size_t t, __m128 s, int r0, int r1) {
+    const int first = (int)t * GP_TILE_ROWS;
+    if (first >= r0 && first + GP_TILE_ROWS <= r1) {
+        _mm_storeu_ps(y + first, s);
+        return;
+    }
+    float v[GP_TILE_ROWS];
+    _mm_storeu_ps(v, s);
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+        if (first + i >= r0 && first + i < r1) y[first + i] = v[i];
+}
+
+/* ---- f32 / bf16 / int8 ---- */
+
+INLINE size_t elem_size(int kind) { return kind == K_F32 ? 4 : kind == K_BF16 ? 2 : 1; }
+
+/* 8 weights as f32. */
+INLINE __m256 load_w(int kind, const unsigned char *p) {
+    if (kind == K_F32) return _mm256_loadu_ps((const float *)(const void *)p);
+    if (kind == K_BF16)
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)p)), 16));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const void *)p)));
+}
+
+/* 8 activations from column c, zero past cols (weights there are zero). */
+INLINE __m256 load_x(const float *x, size_t c, size_t cols) {
+    if (cols - c >= 8) return _mm256_loadu_ps(x + c);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(cols - c)), lanes);
+    return _mm256_maskload_ps(x + c, mask);
+}
+
+INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
+                       float *y, int ldy, int r0, int r1) {
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind);
+    const unsigned char *p =
+        (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    __m256 acc[GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm256_setzero_ps();
+    /* a chunk is 16 columns: two 8-wide halves per row */
+    for (size_t c = 0; c < cols; c += 8) {
+        const unsigned char *q = p + (c / 16) * GP_TILE_ROWS * 16 * esz + (c % 16) * esz;
+        __m256 xv[TILE_X];
+#pragma GCC unroll 2
+        for (int j = 0; j < nb; j++) xv[j] = load_x(x + (size_t)j * ldx, c, cols);
+#pragma GCC unroll 4
+        for (int i = 0; i < GP_TILE_ROWS; i++) {
+            __m256 wv = load_w(kind, q + (size_t)i * 16 * esz);
+#pragma GCC unroll 2
+            for (int j = 0; j < nb; j++) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+    const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
+#pragma GCC unroll 2
+    for (int j = 0; j < nb; j++) {
+        __m128 s = hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+        if (kind == K_I8) s = _mm_mul_ps(s, sc);
+        store_tile(y + (size_t)j * ldy, t, s, r0, r1);
+    }
+}
+
+INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
+                       int ldy, int r0, int r1) {
+    int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
+    if (chunk < TILE_X) chunk = TILE_X;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    for (int j0 = 0; j0 < n; j0 += chunk) {
+        const int j1 = n - j0 < chunk ? n : j0 + chunk;
+        for (size_t t = t0; t < t1; t++)
+            for (int j = j0; j < j1; j += TILE_X) {
+                const float *xj = x + (size_t)j * ldx;
+                float *yj = y + (size_t)j * ldy;
+                if (j1 - j == 1)
+                    dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1);
+                else
+                    dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1);
+            }
+    }
+}
+
+static void matmul_rows_f32(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                            int r0, int r1) {
+    dense_rows(K_F32, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                             int r0, int r1) {
+    dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+static void matmul_rows_int8(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                             int r0, int r1) {
+    dense_rows(K_I8, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+/* ---- q4 ---- */
+
+/* Same rounding as the AVX-512 version (kernels_q8.h), so both levels see
+ * identical int8 rows. */
+static void q8_quantize_row(const float *x, int cols, const gp_q8_row *out) {
+    const int groups = cols / GP_Q4_GROUP, padded = (groups + 3) & ~3;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i pack_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int g = 0; g < padded; g++) {
+        int8_t *lo = out->q + (g >> 2) * 128 + (g & 3) * 16;
+        int32_t *corr = out->corr + (g >> 2) * 16 + (g & 3) * 4;
+        float *xs = out->xs + (g >> 2) * 16 + (g & 3) * 4;
+        if (g >= groups) {
+            memset(lo, 0, 16);
+            memset(lo + 64, 0, 16);
+            memset(corr, 0, 4 * sizeof *corr);
+            memset(xs, 0, 4 * sizeof *xs);
+            continue;
+        }
+        const float *xg = x + g * GP_Q4_GROUP;
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xg + 8 * k);
+            m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        __m256i iv[4], sum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            iv[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(inv)));
+            sum = _mm256_add_epi32(sum, iv[k]);
+        }
+        /* int32 → int16 → int8 packs work per 128-bit lane; undo the lane
+         * interleave with one dword permutation. */
+        __m256i w16 = _mm256_packs_epi32(iv[0], iv[1]);
+        __m256i w16b = _mm256_packs_epi32(iv[2], iv[3]);
+        __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, w16b), pack_order);
+        _mm_storeu_si128((void *)lo, _mm256_castsi256_si128(b8));
+        _mm_storeu_si128((void *)(lo + 64), _mm256_extracti128_si256(b8, 1));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        corr[0] = -8 * _mm_cvtsi128_si32(s4);
+        corr[1] = corr[2] = corr[3] = 0;
+        xs[0] = xs[1] = xs[2] = xs[3] = s;
+    }
+}
+
+/* The f16 scales of groups g and g + 1 of one row (lanes 0, 1). */
+INLINE __m128 scales2(const uint16_t *p) {
+    uint32_t s;
+    memcpy(&s, p, sizeof s);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)s));
+}
+
+/* Half h (groups 2h, 2h+1) of block b of one weight row: wv holds its 32
+ * nibble bytes, s2 the two scales; acc[j] += that part of row · x_j. */
+INLINE void q4_pair(__m256i wv, __m128 s2, const gp_q8_row *xr, int nb, size_t b, size_t h,
+                    __m256 *acc) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i lo = _mm256_and_si256(wv, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4);
+    const __m256 sc = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), spread);
+#pragma GCC unroll 2
+    for (int j = 0; j < nb; j++) {
+        const int8_t *q = xr[j].q + b * 128 + h * 32;
+        __m256i p =
+            _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_load_si256((const void *)q)),
+                             _mm256_maddubs_epi16(hi, _mm256_load_si256((const void *)(q + 64))));
+        __m256i d =
+            _mm256_add_epi32(_mm256_madd_epi16(p, ones),
+                             _mm256_load_si256((const void *)(xr[j].corr + b * 16 + h * 8)));
+        __m256 xs = _mm256_load_ps(xr[j].xs + b * 16 + h * 8);
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sc, xs), acc[j]);
+    }
+}
+
+INLINE void q4_tile(const gp_matrix *w, size_t t, const gp_q8_row *xr, int nb, float *y, int ldy,
+                    int r0, int r1) {
+    const size_t blocks = gp_matrix_padded_cols(w) / 128;
+    const uint8_t *p = (const uint8_t *)w->data + t * blocks * 256;
+    const uint16_t *sc16 = w->gscales + t * blocks * 16;
+    __m256 acc[GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm256_setzero_ps();
+    for (size_t b = 0; b < blocks; b++)
+        for (size_t h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int i = 0; i < GP_TILE_ROWS; i++) {
+                __m256i wv = _mm256_loadu_si256((const void *)(p + b * 256 + i * 64 + h * 32));
+                q4_pair(wv, scales2(sc16 + b * 16 + i * 4 + h * 2), xr, nb, b, h, acc[i]);
+            }
+#pragma GCC unroll 2
+    for (int j = 0; j < nb; j++)
+        store_tile(y + (size_t)j * ldy, t, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), r0,
+                   r1);
+}
+
+static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                           int r0, int r1) {
+    const size_t row_bytes = gp_q8_row_bytes(w->cols);
+    if (w->cols % GP_Q4_GROUP || row_bytes > GP_Q8_SCRATCH) {
+        gp_kernels_scalar.matmul_rows[GP_WEIGHTS_Q4](w, x, n, ldx, y, ldy, r0, r1);
+        return;
+    }
+    _Alignas(64) unsigned char scratch[GP_Q8_SCRATCH];
+    gp_q8_row xr[GP_Q8_MAX_ROWS];
+    int chunk = (int)(GP_Q8_SCRATCH / row_bytes);
+    if (chunk > GP_Q8_MAX_ROWS) chunk = GP_Q8_MAX_ROWS;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    for (int j0 = 0; j0 < n; j0 += chunk) {
+        const int jn = n - j0 < chunk ? n - j0 : chunk;
+        for (int j = 0; j < jn; j++) {
+            xr[j] = gp_q8_row_at(scratch + (size_t)j * row_bytes, w->cols);
+            q8_quantize_row(x + (size_t)(j0 + j) * ldx, w->cols, &xr[j]);
+        }
+        for (size_t t = t0; t < t1; t++)
+            for (int j = 0; j < jn; j += TILE_X) {
+                float *yj = y + (size_t)(j0 + j) * ldy;
+                if (jn - j == 1)
+                    q4_tile(w, t, xr + j, 1, yj, ldy, r0, r1);
+                else
+                    q4_tile(w, t, xr + j, 2, yj, ldy, r0, r1);
+            }
+    }
+}
+
+/* ---- attention ---- */
+
+/* e^x for x <= 0, as in kernels_avx512.c; 2^n is built in the exponent
+ * field, so arguments are clamped at -86 (n >= -125 stays normal). */
+INLINE __m256 exp_neg(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-86.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f) /* ln 2, high bits */, x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.1219444005469e-4f) /* ln 2 - high */, r);
+    /* Taylor series to r^7 / 7!: |r| <= ln2 / 2 leaves a truncation error
+     * below 5e-9, under f32 rounding */
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+}
+
+#define HEAD_SET 2 /* query heads per pass over a block (16 registers) */
+
+/* 8 floats at p of which `left` are valid (a masked load/store in the
+ * head-dimension tail, plain ones elsewhere). */
+INLINE __m256 load8(const float *p, int left) {
+    if (left >= 8) return _mm256_loadu_ps(p);
+    return _mm256_maskload_ps(
+        p, _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+INLINE void store8(float *p, __m256 v, int left) {
+    if (left >= 8) {
+        _mm256_storeu_ps(p, v);
+        return;
+    }
+    _mm256_maskstore_ps(
+        p, _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+        v);
+}
+
+/* scores[h·ss + j] = scale · q_h·K_j for one block and nh <= HEAD_SET heads,
+ * four keys at a time (each key vector loaded once for all heads). */
+INLINE void group_scores(const float *q, int qs, int nh, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float *k = keys + (size_t)j * D;
+        __m256 a[HEAD_SET][4];
+#pragma GCC unroll 2
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) a[h][p] = _mm256_setzero_ps();
+        for (int d = 0; d < D; d += 8) {
+            __m256 kv[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) kv[p] = load8(k + (size_t)p * D + d, D - d);
+#pragma GCC unroll 2
+            for (int h = 0; h < nh; h++) {
+                __m256 qv = load8(q + (size_t)h * qs + d, D - d);
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) a[h][p] = _mm256_fmadd_ps(qv, kv[p], a[h][p]);
+            }
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < nh; h++)
+            _mm_storeu_ps(
+                scores + (size_t)h * ss + j,
+                _mm_mul_ps(hsum4(a[h][0], a[h][1], a[h][2], a[h][3]), _mm_set1_ps(scale)));
+    }
+    for (; j < count; j++)
+        for (int h = 0; h < nh; h++) {
+            __m256 a = _mm256_setzero_ps();
+            for (int d = 0; d < D; d += 8) {
+                a = _mm256_fmadd_ps(load8(q + (size_t)h * qs + d, D - d),
+                                    load8(keys + (size_t)j * D + d, D - d), a);
+            }
+            scores[(size_t)h * ss + j] = hsum(a) * scale;
+        }
+}
+
+/* out_h[D] += Σ_j p_h[j] · V_j for one block and nh <= HEAD_SET heads. */
+INLINE void group_values(const float *values, const float *p, int ss, int nh, int count, int D,
+                         float *out, int os) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float *v = values + (size_t)j * D;
+        __m256 w[HEAD_SET][4];
+#pragma GCC unroll 2
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) w[h][k] = _mm256_set1_ps(p[(size_t)h * ss + j + k]);
+        for (int d = 0; d < D; d += 8) {
+            __m256 vv[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) vv[k] = load8(v + (size_t)k * D + d, D - d);
+#pragma GCC unroll 2
+            for (int h = 0; h < nh; h++) {
+                float *o = out + (size_t)h * os + d;
+                __m256 acc = load8(o, D - d);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) acc = _mm256_fmadd_ps(w[h][k], vv[k], acc);
+                store8(o, acc, D - d);
+            }
+        }
+    }
+    for (; j < count; j++)
+        for (int h = 0; h < nh; h++) {
+            const __m256 wj = _mm256_set1_ps(p[(size_t)h * ss + j]);
+            float *o = out + (size_t)h * os;
+            for (int d = 0; d < D; d += 8) {
+                __m256 acc = _mm256_fmadd_ps(wj, load8(values + (size_t)j * D + d, D - d),
+                                             load8(o + d, D - d));
+                store8(o + d, acc, D - d);
+            }
+        }
+}
+
+static void block_scores(const float *q, int qs, int n_q, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        if (n_q - h == 1)
+            group_scores(q + (size_t)h * qs, qs, 1, keys, count, D, scale, scores + (size_t)h * ss,
+                         ss);
+        else
+            group_scores(q + (size_t)h * qs, qs, 2, keys, count, D, scale, scores + (size_t)h * ss,
+                         ss);
+    }
+}
+
+static void block_values(const float *values, const float *p, int ss, int n_q, int count, int D,
+                         float *out, int os) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        if (n_q - h == 1)
+            group_values(values, p + (size_t)h * ss, ss, 1, count, D, out + (size_t)h * os, os);
+        else
+            group_values(values, p + (size_t)h * ss, ss, 2, count, D, out + (size_t)h * os, os);
+    }
+}
+
+static float softmax_exp(float *scores, int n) {
+    float mx = -INFINITY;
+    int j = 0;
+    if (n >= 8) {
+        __m256 vmax = _mm256_loadu_ps(scores);
+        for (j = 8; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(scores + j));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        mx = _mm_cvtss_f32(m4);
+    }
+    for (; j < n; j++) mx = scores[j] > mx ? scores[j] : mx;
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 sum = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n; j += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(scores + j), vmx));
+        _mm256_storeu_ps(scores + j, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float total = hsum(sum);
+    if (j < n) { /* tail through a padded buffer so every lane uses the same formula */
+        float t[8] = {0};
+        memcpy(t, scores + j, (size_t)(n - j) * sizeof(float));
+        _mm256_storeu_ps(t, exp_neg(_mm256_sub_ps(_mm256_loadu_ps(t), vmx)));
+        for (int i = 0; i < n - j; i++) {
+            scores[j + i] = t[i];
+            total += t[i];
+        }
+    }
+    return total;
+}
+
+/* Up to GROUP_MAX heads per pass over the cache (more are done in turns). */
+#define GROUP_MAX 16
+
+/* Ask for the next block's run of keys or values while this one is
+ * computed (see kernels_avx512.c). */
+static void prefetch_run(const float *p, int count, int D) {
+    const char *c = (const char *)p, *end = (const char *)(p + (size_t)count * D);
+    for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_T1);
+}
+
+static void attend_group(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                         const float *q, int q_stride, int n_q, int n_positions, float scale,
+                         float *out, int out_stride, float *scores) {
+    const int D = kv->head_dim, bs = kv->block_size, n = n_positions;
+    for (int h0 = 0; h0 < n_q; h0 += GROUP_MAX) {
+        const int nh = n_q - h0 < GROUP_MAX ? n_q - h0 : GROUP_MAX;
+        const float *qg = q + (size_t)h0 * q_stride;
+        float *og = out + (size_t)h0 * out_stride, *sg = scores + (size_t)h0 * n;
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 0, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_scores(qg, q_stride, nh, gp_kv_at(kv, seq, layer, 0, kv_head, start), count, D,
+                         scale, sg + start, n);
+        }
+        float inv[GROUP_MAX];
+        for (int h = 0; h < nh; h++) {
+            inv[h] = 1.0f / softmax_exp(sg + (size_t)h * n, n);
+            memset(og + (size_t)h * out_stride, 0, (size_t)D * sizeof(float));
+        }
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 1, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_values(gp_kv_at(kv, seq, layer, 1, kv_head, start), sg + start, n, nh, count, D,
+                         og, out_stride);
+        }
+        for (int h = 0; h < nh; h++)
+            for (int d = 0; d < D; d++) og[(size_t)h * out_stride + d] *= inv[h];
+    }
+}
+
+static void attend(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                   const float *q, int n_positions, float scale, float *out, float *scores) {
+    attend_group(kv, seq, layer, kv_head, q, 0, 1, n_positions, scale, out, 0, scores);
+}
+
+const gp_kernel_table gp_kernels_avx2 = {
+    .name = "avx2",
+    .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
+    .attend = attend,
+    .attend_group = attend_group,
+};

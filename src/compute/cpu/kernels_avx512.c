@@ -1,0 +1,489 @@
+/* kernels_avx512.c — the AVX-512 kernel table (F/BW/DQ/VL with VNNI; built
+ * with those flags because of the file name, called only after matrix.c's
+ * CPU check).
+ *
+ * Matrix products walk the tiled layout of matrix.h: a tile of 4 weight rows
+ * is one sequential stream, read once; each chunk is widened (or unpacked)
+ * once and multiplied into up to 4 input rows held in registers, with one
+ * accumulator per (weight row, input row). An output's arithmetic is thus
+ * the same for every batch size and every split of rows over threads, so a
+ * stream's result does not depend on what it is batched with. Input rows are
+ * taken in chunks that stay in L2 so prefill-sized batches do not re-stream
+ * x from memory for every tile.
+ *
+ * f32 / bf16 / int8 widen the weights to f32 (bf16 by a 16-bit shift, int8
+ * by sign extension and conversion) and multiply by the exact f32
+ * activations. q4 rounds each input row to int8 per group of 32 (see
+ * kernels.h for the bound on that error) and multiplies nibbles by those
+ * bytes with VPDPBUSD; the per-group correction for the +8 nibble offset is
+ * precomputed with the activations.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "compute/attention.h"
+#include "compute/cpu/kernels_q8.h"
+#include "compute/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+#define TILE_X 4    /* input rows per tile (dense formats) */
+#define TILE_X_Q4 2 /* input rows per tile (q4: more live vectors per row) */
+#define X_CHUNK_BYTES (256 * 1024)
+
+enum { K_F32, K_BF16, K_I8 };
+
+/* {Σa, Σb, Σc, Σd} of four vectors; each sum uses the same order. */
+INLINE __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m256 b8 = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
+    __m256 c8 = _mm256_add_ps(_mm512_castps512_ps256(c), _mm512_extractf32x8_ps(c, 1));
+    __m256 d8 = _mm256_add_ps(_mm512_castps512_ps256(d), _mm512_extractf32x8_ps(d, 1));
+    __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a8, b8), _mm256_hadd_ps(c8, d8));
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+/* Store a tile's four sums for one input row: rows 4t + i inside [r0, r1). */
+INLINE void store_tile(float *y, size_t t, __m128 s, int r0, int r1) {
+    const int first = (int)t * GP_TILE_ROWS;
+    if (first >= r0 && first + GP_TILE_ROWS <= r1) {
+        _mm_storeu_ps(y + first, s);
+        return;
+    }
+    float v[GP_TILE_ROWS];
+    _mm_storeu_ps(v, s);
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+        if (first + i >= r0 && first + i < r1) y[first + i] = v[i];
+}
+
+/* ---- f32 / bf16 / int8 ---- */
+
+INLINE size_t elem_size(int kind) { return kind == K_F32 ? 4 : kind == K_BF16 ? 2 : 1; }
+
+/* The 16 weights of one row's chunk, as f32. */
+INLINE __m512 load_w(int kind, const unsigned char *p) {
+    if (kind == K_F32) return _mm512_loadu_ps(p);
+    if (kind == K_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)p)), 16));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)p)));
+}
+
+/* One chunk of a tile (16 columns from c; p its 4 rows × 16 weights):
+ * acc[i][j] += W[i][c..] · x[j][c..]. `m` masks x past the last column
+ * (the weights there are zero). */
+INLINE void dense_chunk(int kind, const unsigned char *p, const float *x, int ldx, int nb, size_t c,
+                        __mmask16 m, int masked, __m512 acc[GP_TILE_ROWS][TILE_X]) {
+    const size_t esz = elem_size(kind);
+    __m512 xv[TILE_X];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        xv[j] = masked ? _mm512_maskz_loadu_ps(m, x + (size_t)j * ldx + c)
+                       : _mm512_loadu_ps(x + (size_t)j * ldx + c);
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++) {
+        __m512 wv = load_w(kind, p + (size_t)i * 16 * esz);
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+}
+
+/* Tile t against input rows x[0 .. nb): y[j][4t + i] for rows in [r0, r1). */
+INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
+                       float *y, int ldy, int r0, int r1) {
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
+    const unsigned char *p =
+        (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    __m512 acc[GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
+    size_t c = 0;
+    for (; c + 16 <= cols; c += 16, p += step) dense_chunk(kind, p, x, ldx, nb, c, 0, 0, acc);
+    if (c < cols) dense_chunk(kind, p, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);
+    const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++) {
+        __m128 s = hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+        if (kind == K_I8) s = _mm_mul_ps(s, sc);
+        store_tile(y + (size_t)j * ldy, t, s, r0, r1);
+    }
+}
+
+INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
+                       int ldy, int r0, int r1) {
+    int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
+    if (chunk < TILE_X) chunk = TILE_X;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    for (int j0 = 0; j0 < n; j0 += chunk) {
+        const int j1 = n - j0 < chunk ? n : j0 + chunk;
+        for (size_t t = t0; t < t1; t++)
+            for (int j = j0; j < j1; j += TILE_X) {
+                const float *xj = x + (size_t)j * ldx;
+                float *yj = y + (size_t)j * ldy;
+                switch (j1 - j) {
+                case 1: dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1); break;
+                case 2: dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1); break;
+                case 3: dense_tile(kind, w, t, xj, ldx, 3, yj, ldy, r0, r1); break;
+                default: dense_tile(kind, w, t, xj, ldx, 4, yj, ldy, r0, r1); break;
+                }
+            }
+    }
+}
+
+static void matmul_rows_f32(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                            int r0, int r1) {
+    dense_rows(K_F32, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                             int r0, int r1) {
+    dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+static void matmul_rows_int8(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                             int r0, int r1) {
+    dense_rows(K_I8, w, x, n, ldx, y, ldy, r0, r1);
+}
+
+/* ---- q4 ---- */
+
+/* Round one input row to int8 per group of 32 into the gp_q8_row layout
+ * (kernels_q8.h). */
+static void q8_quantize_row(const float *x, int cols, const gp_q8_row *out) {
+    const int groups = cols / GP_Q4_GROUP, padded = (groups + 3) & ~3;
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+    for (int g = 0; g < padded; g++) {
+        int8_t *lo = out->q + (g >> 2) * 128 + (g & 3) * 16;
+        int32_t *corr = out->corr + (g >> 2) * 16 + (g & 3) * 4;
+        float *xs = out->xs + (g >> 2) * 16 + (g & 3) * 4;
+        if (g >= groups) {
+            memset(lo, 0, 16);
+            memset(lo + 64, 0, 16);
+            memset(corr, 0, 4 * sizeof *corr);
+            memset(xs, 0, 4 * sizeof *xs);
+            continue;
+        }
+        __m512 v0 = _mm512_loadu_ps(x + g * GP_Q4_GROUP);
+        __m512 v1 = _mm512_loadu_ps(x + g * GP_Q4_GROUP + 16);
+        float amax = _mm512_reduce_max_ps(
+            _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask)));
+        float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(inv)));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
+        _mm_storeu_si128((void *)lo, _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128((void *)(lo + 64), _mm512_cvtsepi32_epi8(i1));
+        corr[0] = -8 * _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+        corr[1] = corr[2] = corr[3] = 0;
+        xs[0] = xs[1] = xs[2] = xs[3] = s;
+    }
+}
+
+/* Block b of a tile: p holds the 4 rows' 64 nibble bytes (256 bytes), sc16
+ * their 16 f16 scales (row-major 4 × 4). */
+INLINE void q4_block(const uint8_t *p, const uint16_t *sc16, const gp_q8_row *xr, int nb, size_t b,
+                     __m512 acc[GP_TILE_ROWS][TILE_X]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512i xl[TILE_X_Q4], xh[TILE_X_Q4], xc[TILE_X_Q4];
+    __m512 xs[TILE_X_Q4];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++) {
+        xl[j] = _mm512_load_si512(xr[j].q + b * 128);
+        xh[j] = _mm512_load_si512(xr[j].q + b * 128 + 64);
+        xc[j] = _mm512_load_si512(xr[j].corr + b * 16);
+        xs[j] = _mm512_load_ps(xr[j].xs + b * 16);
+    }
+    const __m512 scales = _mm512_cvtph_ps(_mm256_loadu_si256((const void *)sc16));
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++) {
+        /* lanes 4g..4g+3 get row i's scale of group g */
+        const __m512i spread = _mm512_set_epi32(
+            4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2,
+            4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i, 4 * i, 4 * i, 4 * i);
+        const __m512 sc = _mm512_permutexvar_ps(spread, scales);
+        const __m512i wv = _mm512_loadu_si512(p + i * 64);
+        const __m512i lo = _mm512_and_si512(wv, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4);
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) {
+            /* lanes of group g: Σ nibble·x − 8 Σ x, then × (w scale · x scale) */
+            __m512i d = _mm512_dpbusd_epi32(xc[j], lo, xl[j]);
+            d = _mm512_dpbusd_epi32(d, hi, xh[j]);
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sc, xs[j]), acc[i][j]);
+        }
+    }
+}
+
+INLINE void q4_tile(const gp_matrix *w, size_t t, const gp_q8_row *xr, int nb, float *y, int ldy,
+                    int r0, int r1) {
+    const size_t blocks = gp_matrix_padded_cols(w) / 128;
+    const uint8_t *p = (const uint8_t *)w->data + t * blocks * 256;
+    const uint16_t *sc16 = w->gscales + t * blocks * 16;
+    __m512 acc[GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
+    for (size_t b = 0; b < blocks; b++) q4_block(p + b * 256, sc16 + b * 16, xr, nb, b, acc);
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        store_tile(y + (size_t)j * ldy, t, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), r0,
+                   r1);
+}
+
+static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                           int r0, int r1) {
+    const size_t row_bytes = gp_q8_row_bytes(w->cols);
+    if (w->cols % GP_Q4_GROUP || row_bytes > GP_Q8_SCRATCH) {
+        gp_kernels_scalar.matmul_rows[GP_WEIGHTS_Q4](w, x, n, ldx, y, ldy, r0, r1);
+        return;
+    }
+    _Alignas(64) unsigned char scratch[GP_Q8_SCRATCH];
+    gp_q8_row xr[GP_Q8_MAX_ROWS];
+    int chunk = (int)(GP_Q8_SCRATCH / row_bytes);
+    if (chunk > GP_Q8_MAX_ROWS) chunk = GP_Q8_MAX_ROWS;
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    for (int j0 = 0; j0 < n; j0 += chunk) {
+        const int jn = n - j0 < chunk ? n - j0 : chunk;
+        for (int j = 0; j < jn; j++) {
+            xr[j] = gp_q8_row_at(scratch + (size_t)j * row_bytes, w->cols);
+            q8_quantize_row(x + (size_t)(j0 + j) * ldx, w->cols, &xr[j]);
+        }
+        for (size_t t = t0; t < t1; t++)
+            for (int j = 0; j < jn; j += TILE_X_Q4) {
+                float *yj = y + (size_t)(j0 + j) * ldy;
+                if (jn - j == 1)
+                    q4_tile(w, t, xr + j, 1, yj, ldy, r0, r1);
+                else
+                    q4_tile(w, t, xr + j, 2, yj, ldy, r0, r1);
+            }
+    }
+}
+
+/* ---- attention ---- */
+
+/* e^x for x <= 0 (softmax arguments): Cody-Waite reduction by ln 2 and the
+ * Taylor polynomial; about 1 ulp. Arguments below -87 give ~1e-38. */
+INLINE __m512 exp_neg(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f) /* ln 2, high bits */, x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.1219444005469e-4f) /* ln 2 - high */, r);
+    /* Taylor series to r^7 / 7!: |r| <= ln2 / 2 leaves a truncation error
+     * below 5e-9, under f32 rounding */
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+#define HEAD_SET 4 /* query heads per pass over a block */
+
+INLINE __mmask16 tail_mask(int left) {
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+}
+
+/* scores[h·ss + j] = scale · q_h·K_j for the `count` keys of one block and
+ * nh <= HEAD_SET heads (q_h = q + h·qs): four keys at a time, each key
+ * vector loaded once for all heads. */
+INLINE void group_scores(const float *q, int qs, int nh, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float *k = keys + (size_t)j * D;
+        __m512 a[HEAD_SET][4];
+#pragma GCC unroll 4
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) a[h][p] = _mm512_setzero_ps();
+        for (int d = 0; d < D; d += 16) {
+            const __mmask16 m = tail_mask(D - d);
+            __m512 kv[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) kv[p] = _mm512_maskz_loadu_ps(m, k + (size_t)p * D + d);
+#pragma GCC unroll 4
+            for (int h = 0; h < nh; h++) {
+                __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)h * qs + d);
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) a[h][p] = _mm512_fmadd_ps(qv, kv[p], a[h][p]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < nh; h++)
+            _mm_storeu_ps(
+                scores + (size_t)h * ss + j,
+                _mm_mul_ps(hsum4(a[h][0], a[h][1], a[h][2], a[h][3]), _mm_set1_ps(scale)));
+    }
+    for (; j < count; j++)
+        for (int h = 0; h < nh; h++) {
+            __m512 a = _mm512_setzero_ps();
+            for (int d = 0; d < D; d += 16) {
+                const __mmask16 m = tail_mask(D - d);
+                a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)h * qs + d),
+                                    _mm512_maskz_loadu_ps(m, keys + (size_t)j * D + d), a);
+            }
+            scores[(size_t)h * ss + j] = _mm512_reduce_add_ps(a) * scale;
+        }
+}
+
+/* out_h[D] += Σ_j p_h[j] · V_j over the `count` values of one block, for nh
+ * <= HEAD_SET heads (p_h = p + h·ss, out_h = out + h·os): each value vector
+ * loaded once for all heads, four positions per pass over out_h. */
+INLINE void group_values(const float *values, const float *p, int ss, int nh, int count, int D,
+                         float *out, int os) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float *v = values + (size_t)j * D;
+        __m512 w[HEAD_SET][4];
+#pragma GCC unroll 4
+        for (int h = 0; h < nh; h++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) w[h][k] = _mm512_set1_ps(p[(size_t)h * ss + j + k]);
+        for (int d = 0; d < D; d += 16) {
+            const __mmask16 m = tail_mask(D - d);
+            __m512 vv[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) vv[k] = _mm512_maskz_loadu_ps(m, v + (size_t)k * D + d);
+#pragma GCC unroll 4
+            for (int h = 0; h < nh; h++) {
+                float *o = out + (size_t)h * os + d;
+                __m512 acc = _mm512_maskz_loadu_ps(m, o);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) acc = _mm512_fmadd_ps(w[h][k], vv[k], acc);
+                _mm512_mask_storeu_ps(o, m, acc);
+            }
+        }
+    }
+    for (; j < count; j++)
+        for (int h = 0; h < nh; h++) {
+            const __m512 wj = _mm512_set1_ps(p[(size_t)h * ss + j]);
+            float *o = out + (size_t)h * os;
+            for (int d = 0; d < D; d += 16) {
+                const __mmask16 m = tail_mask(D - d);
+                __m512 acc =
+                    _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps(m, values + (size_t)j * D + d),
+                                    _mm512_maskz_loadu_ps(m, o + d));
+                _mm512_mask_storeu_ps(o + d, m, acc);
+            }
+        }
+}
+
+/* One block's scores or values for every head, in head sets. */
+static void block_scores(const float *q, int qs, int n_q, const float *keys, int count, int D,
+                         float scale, float *scores, int ss) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        const float *qh = q + (size_t)h * qs;
+        float *sh = scores + (size_t)h * ss;
+        switch (n_q - h) {
+        case 1: group_scores(qh, qs, 1, keys, count, D, scale, sh, ss); break;
+        case 2: group_scores(qh, qs, 2, keys, count, D, scale, sh, ss); break;
+        case 3: group_scores(qh, qs, 3, keys, count, D, scale, sh, ss); break;
+        default: group_scores(qh, qs, 4, keys, count, D, scale, sh, ss); break;
+        }
+    }
+}
+
+static void block_values(const float *values, const float *p, int ss, int n_q, int count, int D,
+                         float *out, int os) {
+    for (int h = 0; h < n_q; h += HEAD_SET) {
+        const float *ph = p + (size_t)h * ss;
+        float *oh = out + (size_t)h * os;
+        switch (n_q - h) {
+        case 1: group_values(values, ph, ss, 1, count, D, oh, os); break;
+        case 2: group_values(values, ph, ss, 2, count, D, oh, os); break;
+        case 3: group_values(values, ph, ss, 3, count, D, oh, os); break;
+        default: group_values(values, ph, ss, 4, count, D, oh, os); break;
+        }
+    }
+}
+
+/* scores[j] = e^(scores[j] - max) for j < n; returns the sum. */
+static float softmax_exp(float *scores, int n) {
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, scores + j));
+    }
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), mx));
+        _mm512_mask_storeu_ps(scores + j, m, e);
+        sum = _mm512_mask_add_ps(sum, m, sum, e);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* Up to GROUP_MAX heads per pass over the cache (more are done in turns). */
+#define GROUP_MAX 16
+
+/* Ask for the next block's run of keys or values (count vectors of D
+ * floats) while this one is computed: the runs of consecutive blocks lie far
+ * apart, so the hardware prefetchers would start each one cold. */
+static void prefetch_run(const float *p, int count, int D) {
+    const char *c = (const char *)p, *end = (const char *)(p + (size_t)count * D);
+    for (; c < end; c += 64) _mm_prefetch(c, _MM_HINT_T1);
+}
+
+static void attend_group(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                         const float *q, int q_stride, int n_q, int n_positions, float scale,
+                         float *out, int out_stride, float *scores) {
+    const int D = kv->head_dim, bs = kv->block_size, n = n_positions;
+    for (int h0 = 0; h0 < n_q; h0 += GROUP_MAX) {
+        const int nh = n_q - h0 < GROUP_MAX ? n_q - h0 : GROUP_MAX;
+        const float *qg = q + (size_t)h0 * q_stride;
+        float *og = out + (size_t)h0 * out_stride, *sg = scores + (size_t)h0 * n;
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 0, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_scores(qg, q_stride, nh, gp_kv_at(kv, seq, layer, 0, kv_head, start), count, D,
+                         scale, sg + start, n);
+        }
+        float inv[GROUP_MAX];
+        for (int h = 0; h < nh; h++) {
+            inv[h] = 1.0f / softmax_exp(sg + (size_t)h * n, n);
+            memset(og + (size_t)h * out_stride, 0, (size_t)D * sizeof(float));
+        }
+        for (int start = 0; start < n; start += bs) {
+            int count = n - start < bs ? n - start : bs;
+            if (start + bs < n)
+                prefetch_run(gp_kv_at(kv, seq, layer, 1, kv_head, start + bs),
+                             n - start - bs < bs ? n - start - bs : bs, D);
+            block_values(gp_kv_at(kv, seq, layer, 1, kv_head, start), sg + start, n, nh, count, D,
+                         og, out_stride);
+        }
+        for (int h = 0; h < nh; h++) {
+            float *o = og + (size_t)h * out_stride;
+            for (int d = 0; d < D; d += 16) {
+                const __mmask16 m = tail_mask(D - d);
+                _mm512_mask_storeu_ps(
+                    o + d, m,
+                    _mm512_mul_ps(_mm512_set1_ps(inv[h]), _mm512_maskz_loadu_ps(m, o + d)));
+            }
+        }
+    }
+}
+
+static void attend(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv_head,
+                   const float *q, int n_positions, float scale, float *out, float *scores) {
+    attend_group(kv, seq, layer, kv_head, q, 0, 1, n_positions, scale, out, 0, scores);
+}
+
+const gp_kernel_table gp_kernels_avx512 = {
+    .name = "avx512",
+    .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
+    .attend = attend,
+    .attend_group = attend_group,
+};

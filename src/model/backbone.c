@@ -61,9 +61,10 @@ static int scratch_reserve(gp_forward_scratch *s, const gp_model *m, int rows, i
         }
         s->capacity_rows = cap;
     }
-    if ((size_t)max_positions > s->score_capacity || threads > s->score_threads) {
+    const size_t group = (size_t)(bb->num_heads / bb->num_kv_heads);
+    if ((size_t)max_positions * group > s->score_capacity || threads > s->score_threads) {
         size_t cap = s->score_capacity ? s->score_capacity : 256;
-        while (cap < (size_t)max_positions) cap *= 2;
+        while (cap < (size_t)max_positions * group) cap *= 2;
         int nthreads = threads > s->score_threads ? threads : s->score_threads;
         gp_aligned_free(s->scores);
         s->scores = gp_aligned_alloc(cap * (size_t)nthreads * sizeof(float));
@@ -165,16 +166,20 @@ typedef struct attention_job {
     const gp_backbone_seq *seqs;
 } attention_job;
 
+/* One task per (row, KV head): the query heads sharing that KV head read
+ * each cached key and value once (grouped-query attention). */
 static void attention_task(void *ctx, int task, int worker) {
     const attention_job *job = ctx;
     const gp_backbone_config *bb = &job->m->cfg.backbone;
-    const int NH = bb->num_heads, D = bb->head_dim, group = NH / bb->num_kv_heads;
-    const int r = task / NH, h = task % NH;
+    const int NH = bb->num_heads, NKV = bb->num_kv_heads, D = bb->head_dim;
+    const int group = NH / NKV;
+    const int r = task / NKV, g = task % NKV;
     gp_forward_scratch *s = job->s;
     const gp_backbone_seq *seq = &job->seqs[s->row_seq[r]];
-    gp_attend_cached(job->kv, seq->kv, job->layer, h / group, s->q + ((size_t)r * NH + h) * D,
-                     s->row_pos[r] + 1, 1.0f / sqrtf((float)D), s->att + ((size_t)r * NH + h) * D,
-                     s->scores + (size_t)worker * s->score_capacity);
+    const size_t first = (size_t)r * NH + (size_t)g * group;
+    gp_attend_cached_group(job->kv, seq->kv, job->layer, g, s->q + first * D, D, group,
+                           s->row_pos[r] + 1, 1.0f / sqrtf((float)D), s->att + first * D, D,
+                           s->scores + (size_t)worker * s->score_capacity);
 }
 
 static void silu_mul(float *gate, const float *up, size_t n) {
@@ -203,7 +208,7 @@ static void decoder_layer(const gp_model *m, int l, gp_kv_pool *kv, gp_forward_s
                           const gp_backbone_seq *seqs, int n_seqs, int rows, gp_pool *pool) {
     const gp_backbone_config *bb = &m->cfg.backbone;
     const gp_layer *L = &m->layers[l];
-    const int H = bb->hidden_size, D = bb->head_dim, NH = bb->num_heads;
+    const int H = bb->hidden_size, D = bb->head_dim;
     const float eps = (float)bb->rms_norm_eps;
     float *lora_tmp = s->tmp;
     /* Attention block. */
@@ -213,7 +218,7 @@ static void decoder_layer(const gp_model *m, int l, gp_kv_pool *kv, gp_forward_s
     linear(&L->v_proj, L->v_bias, s->a, rows, s->v, seqs, n_seqs, l, GP_LORA_V, lora_tmp, pool);
     attention_inputs(m, L, l, kv, s, seqs, rows);
     attention_job job = {m, l, kv, s, seqs};
-    gp_pool_parallel_for(pool, rows * NH, attention_task, &job);
+    gp_pool_parallel_for(pool, rows * bb->num_kv_heads, attention_task, &job);
     sigmoid_gate(m, s, rows);
     linear(&L->o_proj, L->o_bias, s->att, rows, s->a, seqs, n_seqs, l, GP_LORA_O, lora_tmp, pool);
     add_rows(s->x, s->a, (size_t)rows * H);

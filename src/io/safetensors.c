@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/buf.h"
@@ -235,6 +237,16 @@ int gp_st_open(const char *path, gp_st_file **out, gp_error *err) {
     f->map = map;
     *out = f;
     return GEPARD_OK;
+}
+
+void gp_st_drop_pages(const gp_st_file *f, const gp_st_tensor *t) {
+    if (!f->map.data || !f->map.size || !t->nbytes) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t begin = ((uintptr_t)t->data + page - 1) / page * page;
+    uintptr_t end = ((uintptr_t)t->data + t->nbytes) / page * page;
+    uintptr_t map_begin = (uintptr_t)f->map.data, map_end = map_begin + f->map.size;
+    if (begin < map_begin || end > map_end || end <= begin) return;
+    madvise((void *)begin, end - begin, MADV_DONTNEED);
 }
 
 void gp_st_close(gp_st_file *f) {

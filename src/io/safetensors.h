@@ -63,6 +63,11 @@ int gp_st_read_f32(const gp_st_tensor *tensor, float *dst, gp_error *err);
 /* Same into a new 64-byte aligned buffer (free with gp_aligned_free). */
 int gp_st_load_f32(const gp_st_tensor *tensor, float **out, gp_error *err);
 
+/* Tell the kernel the mapped pages of a tensor are no longer needed (after
+ * its data was converted into the engine's own buffers), so they stop
+ * counting towards resident memory; a later read faults them in again. */
+void gp_st_drop_pages(const gp_st_file *file, const gp_st_tensor *tensor);
+
 /* Format a shape as "[a, b, c]" into buf. */
 const char *gp_st_shape_string(int ndim, const int64_t *shape, char *buf, size_t size);
 

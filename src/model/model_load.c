@@ -85,6 +85,7 @@ static int load_linear(loader *ld, const char *prefix, int rows, int cols, gp_we
     if (!a && !b) {
         rc = gp_matrix_from_data(m, format, rows, cols, t->dtype, t->data, err);
         if (rc == GEPARD_OK) ld->model->weight_bytes += gp_matrix_bytes(m);
+        gp_st_drop_pages(ld->file, t); /* converted: the file's copy can leave memory */
         return rc;
     }
     if (!a || !b)

@@ -282,7 +282,9 @@ gepard_bench_params gepard_bench_default_params(void);
 /* Run the benchmark and return its results as one JSON object (free with
  * gepard_free): machine, roofline (mem_bandwidth_gbs, fma_peak_gflops),
  * backbone_ms_per_frame, prefill speed, codec_ms_per_frame, rtf, ttfa_ms,
- * peak_rss_mb and each phase's fraction of its physical bound. */
+ * peak_rss_mb and each phase's fraction of its physical bound; codec_kernels (the default
+ * decoder path) and codec_paths {f32, mixed, bf16: ms_per_frame, gflops, fraction_of_peak}
+ * for every decoder path the CPU runs. */
 gepard_status gepard_benchmark(const gepard_bench_params *params, char **json);
 
 /* Generate codes only (no audio): *codes is [*n_frames][channels], freed

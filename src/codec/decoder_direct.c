@@ -93,8 +93,8 @@ static void head_task(void *ctx, int task, int worker) {
     if (o1 <= o0) return;
     gp_codec_stream *s = d->s[i];
     const size_t n_out = j->n_in * (size_t)j->st->rate, P = (size_t)j->first->hist;
-    gp_convt1d_rows(&j->st->up.convt, xbuf(d, i, d->cur), (size_t)j->st->up.hist + j->n_in, j->n_in,
-                    s->buf[BUF_SIG], n_out, (int)o0, (int)o1);
+    gp_dconv_convt_rows(&j->st->up.convt, xbuf(d, i, d->cur), (size_t)j->st->up.hist + j->n_in,
+                        j->n_in, s->buf[BUF_SIG], n_out, (int)o0, (int)o1);
     gp_dconv_act_rows(&j->st->blocks[0].in_act, s->buf[BUF_SIG], n_out, xbuf(d, i, !d->cur) + P,
                       P + n_out, d->bf16, (int)o0, (int)o1, n_out);
 }

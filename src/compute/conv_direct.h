@@ -143,6 +143,12 @@ void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, s
 void gp_dconv_act_rows(const gp_act *act, const float *src, size_t ss, void *dst, size_t ds,
                        bool dst_bf16, int r0, int r1, size_t n);
 
+/* gp_convt1d_rows (conv.h) on SIMD where the shape allows — two input channels per output
+ * channel, kernel 2 * stride, stride dividing 16: the decoder's up-sampling — else the
+ * reference loop. Same contract: x rows hold 1 column of history, then n_in samples. */
+void gp_dconv_convt_rows(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in, float *y,
+                         size_t ys, int o0, int o1);
+
 /* y = sin(x)^2 with the kernels' vectorised polynomial (for tests; max abs error ~2.5e-7). */
 void gp_dconv_sin2(const float *x, float *y, size_t n);
 
@@ -157,16 +163,39 @@ typedef struct gp_dconv_geometry {
 } gp_dconv_geometry;
 
 const gp_dconv_geometry *gp_dconv_geometry_for(gp_dconv_isa isa);
-/* Tiles [t0, t1) of a run (see conv_direct.c for the numbering). */
+/* How a run is cut into tiles (see conv_direct.c). */
+typedef struct gp_dconv_plan {
+    size_t width;    /* samples per time tile (a multiple of the vector width) */
+    long n_time;     /* time tiles per signal */
+    bool time_major; /* tile numbering */
+} gp_dconv_plan;
+
+/* Tiles [t0, t1) of a run. */
 void gp_dconv_tiles_avx512(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
-                           long t0, long t1);
+                           const gp_dconv_plan *plan, long t0, long t1);
 void gp_dconv_tiles_avx2(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
-                         long t0, long t1);
+                         const gp_dconv_plan *plan, long t0, long t1);
+
+/* Block, signal and time tile of tile `idx` in a run of n_time time tiles. */
+static inline void gp_dconv_tile_at(long idx, bool time_major, long n_blocks, long n_sig,
+                                    long n_time, long *block, long *signal, long *time) {
+    if (time_major) {
+        *time = idx / (n_blocks * n_sig);
+        *block = idx % (n_blocks * n_sig) / n_sig;
+        *signal = idx % n_sig;
+    } else {
+        *block = idx / (n_sig * n_time);
+        *signal = idx % (n_sig * n_time) / n_time;
+        *time = idx % n_time;
+    }
+}
 void gp_dconv_act_rows_avx512(const gp_act *act, const float *src, size_t ss, void *dst, size_t ds,
                               bool dst_bf16, int r0, int r1, size_t n);
 void gp_dconv_act_rows_avx2(const gp_act *act, const float *src, size_t ss, float *dst, size_t ds,
                             int r0, int r1, size_t n);
 void gp_dconv_sin2_avx512(const float *x, float *y, size_t n);
+void gp_dconv_convt_rows_avx512(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in,
+                                float *y, size_t ys, int o0, int o1);
 void gp_dconv_sin2_avx2(const float *x, float *y, size_t n);
 
 #endif

@@ -193,16 +193,16 @@ static void chan_f32(int nn, const float *w, const float *bias, int c_in, int k,
 }
 
 void gp_dconv_tiles_avx2(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
-                         long t0, long t1) {
+                         const gp_dconv_plan *plan, long t0, long t1) {
     float tile[TILE_R * TILE_W] __attribute__((aligned(32)));
     const int k = conv->kernel;
     const size_t d = (size_t)conv->dilation;
-    const size_t width = conv->chan ? NN : 8 * NR;
-    const long n_time = (long)((n + width - 1) / width);
+    const size_t width = plan->width;
     for (long idx = t0; idx < t1; idx++) {
-        const long b = idx / ((long)n_sig * n_time), rest = idx % ((long)n_sig * n_time);
-        const gp_dconv_signal *s = &sig[rest / n_time];
-        const size_t n0 = (size_t)(rest % n_time) * width;
+        long b, si, q;
+        gp_dconv_tile_at(idx, plan->time_major, conv->n_blocks, n_sig, plan->n_time, &b, &si, &q);
+        const gp_dconv_signal *s = &sig[si];
+        const size_t n0 = (size_t)q * width;
         const size_t nc = n - n0 < width ? n - n0 : width;
         const int o0 = (int)b * conv->mr;
         const int rows = conv->c_out - o0 < conv->mr ? conv->c_out - o0 : conv->mr;

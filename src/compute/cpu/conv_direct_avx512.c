@@ -359,17 +359,17 @@ CHAN_DISPATCH(chan_w16, kchan_w16, uint32_t, float)
 /* ---- tiles ---- */
 
 void gp_dconv_tiles_avx512(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
-                           long t0, long t1) {
+                           const gp_dconv_plan *plan, long t0, long t1) {
     float tile[TILE_R * TILE_W] __attribute__((aligned(64)));
     const bool bf16 = conv->type == GP_DCONV_BF16;
     const int red = bf16 ? (conv->c_in + 1) / 2 : conv->c_in, k = conv->kernel;
     const size_t d = (size_t)conv->dilation;
-    const size_t width = conv->chan ? NN : 16 * NR;
-    const long n_time = (long)((n + width - 1) / width);
+    const size_t width = plan->width;
     for (long idx = t0; idx < t1; idx++) {
-        const long b = idx / ((long)n_sig * n_time), rest = idx % ((long)n_sig * n_time);
-        const gp_dconv_signal *s = &sig[rest / n_time];
-        const size_t n0 = (size_t)(rest % n_time) * width;
+        long b, si, q;
+        gp_dconv_tile_at(idx, plan->time_major, conv->n_blocks, n_sig, plan->n_time, &b, &si, &q);
+        const gp_dconv_signal *s = &sig[si];
+        const size_t n0 = (size_t)q * width;
         const size_t nc = n - n0 < width ? n - n0 : width;
         const int o0 = (int)b * conv->mr;
         const int rows = conv->c_out - o0 < conv->mr ? conv->c_out - o0 : conv->mr;
@@ -415,5 +415,47 @@ void gp_dconv_sin2_avx512(const float *x, float *y, size_t n) {
     for (size_t q = 0; q < n; q += 16) {
         const __mmask16 m = tail_mask(n - q);
         _mm512_mask_storeu_ps(y + q, m, sin2_v(_mm512_maskz_loadu_ps(m, x + q)));
+    }
+}
+
+/* ---- grouped transposed convolution ---- */
+
+/* Up-sampling by `stride` with two input channels per output channel and kernel 2 * stride
+ * (CODEC.md A.1.2): y[o][q*s + u] = b + sum over c of x[c][q] w[c][u] + x[c][q-1] w[c][u+s],
+ * sixteen outputs (16/s input samples) per vector. Needs 16 % stride == 0. */
+void gp_dconv_convt_rows_avx512(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in,
+                                float *y, size_t ys, int o0, int o1) {
+    const int s = conv->stride;
+    int idx[16], ph[16];
+    for (int l = 0; l < 16; l++) {
+        idx[l] = l / s;
+        ph[l] = l % s;
+    }
+    const __m512i spread = _mm512_loadu_si512(idx), phase = _mm512_loadu_si512(ph);
+    const size_t n_out = n_in * (size_t)s, step = (size_t)(16 / s);
+    for (int o = o0; o < o1; o++) {
+        __m512 wc[2], wp[2];
+        for (int g = 0; g < 2; g++) {
+            const float *w = conv->weight + (size_t)(2 * o + g) * (size_t)conv->kernel;
+            const __mmask16 taps = tail_mask((size_t)s); /* w[u], u = l % s */
+            wc[g] = _mm512_permutexvar_ps(phase, _mm512_maskz_loadu_ps(taps, w));
+            wp[g] = _mm512_permutexvar_ps(phase, _mm512_maskz_loadu_ps(taps, w + s));
+        }
+        const __m512 b = _mm512_set1_ps(conv->bias[o]);
+        const float *xr = x + (size_t)(2 * o) * xs + 1; /* column 0 is the history */
+        float *yo = y + (size_t)o * ys;
+        for (size_t q = 0, j = 0; j < n_out; q += step, j += 16) {
+            const __mmask16 now = tail_mask(n_in - q), before = tail_mask(n_in - q + 1);
+            __m512 acc = b;
+            for (int g = 0; g < 2; g++) { /* lane l: input q + l/s, and the one before */
+                const float *xg = xr + (size_t)g * xs + q;
+                const __m512 xc = _mm512_permutexvar_ps(spread, _mm512_maskz_loadu_ps(now, xg));
+                const __m512 xp =
+                    _mm512_permutexvar_ps(spread, _mm512_maskz_loadu_ps(before, xg - 1));
+                acc = _mm512_fmadd_ps(xc, wc[g], acc);
+                acc = _mm512_fmadd_ps(xp, wp[g], acc);
+            }
+            _mm512_mask_storeu_ps(yo + j, tail_mask(n_out - j), acc);
+        }
     }
 }

@@ -9,7 +9,11 @@
  * frames (the f32 path itself against the reference decoder over 2 frames). Then several
  * streams decoded together (gp_codec_decode_frames_multi), and the encoder.
  *
- *   build/release/bench/codec_bench [FRAMES [THREADS [STREAMS]]]     (default 32 2 4)
+ *   build/release/bench/codec_bench [FRAMES [THREADS [STREAMS [MIX]]]]  (default 32 2 4)
+ *
+ * MIX replaces the bf16 path by a per-stage mix of residual weights, one letter per stage:
+ * f (f32), w (bf16-stored, f32 arithmetic; first stage only), b (bf16), e.g. "wbfff".
+ * GEPARD_KERNELS=avx2 in the environment measures the AVX2 kernels.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,12 +29,15 @@ typedef struct machine {
     double fma[2], bf16[2], bw[2]; /* [0]: 1 thread, [1]: N threads */
 } machine;
 
+static const char *stage_types; /* optional per-stage mix for the bf16 rows (argv[4]) */
+
 static gp_codec *load(const gp_codec_source *src, gp_codec_kernels kernels, int threads) {
     gp_codec_options opt;
     gp_codec_options_default(&opt);
     opt.reference = kernels == GP_CODEC_KERNELS_REFERENCE;
     opt.kernels = kernels;
     opt.n_threads = threads;
+    if (kernels == GP_CODEC_KERNELS_BF16) opt.stage_types = stage_types;
     gp_codec *c;
     gp_error err;
     if (gp_codec_load_source(src, &opt, &c, &err)) {
@@ -108,8 +115,11 @@ static void bench_path(const gp_codec_source *src, gp_codec_kernels kernels, int
     const double gflop = 2e-9 * gp_codec_decoder_macs_per_frame(&c->dec);
     const double peak = kernels == GP_CODEC_KERNELS_BF16 ? m->bf16[mi] : m->fma[mi];
     const double rate = gflop / (median * 1e-3);
-    printf("%-6s %2d  %7.2f %7.2f  %8.2f  %7.1f  %5.1f%% %-5s", gp_codec_kernels_name(kernels),
-           threads, best, median, oneshot, rate, peak > 0 ? 100 * rate / peak : 0,
+    const char *name = kernels == GP_CODEC_KERNELS_BF16 && stage_types
+                           ? stage_types
+                           : gp_codec_kernels_name(kernels);
+    printf("%-6s %2d  %7.2f %7.2f  %8.2f  %7.1f  %5.1f%% %-5s", name, threads, best, median,
+           oneshot, rate, peak > 0 ? 100 * rate / peak : 0,
            kernels == GP_CODEC_KERNELS_BF16 ? "bf16" : "f32");
     if (f32_pcm)
         printf("  %6.1f dB\n", snr);
@@ -199,6 +209,7 @@ static void measure_machine(int threads, machine *m) {
 int main(int argc, char **argv) {
     size_t frames = argc > 1 ? (size_t)atoi(argv[1]) : 32;
     int threads = argc > 2 ? atoi(argv[2]) : 2, streams = argc > 3 ? atoi(argv[3]) : 4;
+    stage_types = argc > 4 ? argv[4] : NULL;
     if (frames < 2) frames = 2;
     if (threads < 1) threads = 1;
     if (streams < 1) streams = 1;

@@ -9,6 +9,7 @@
 #include "base/rng.h"
 #include "codec/codec.h"
 #include "codec/synthetic.h"
+#include "compute/conv_direct.h"
 #include "test.h"
 
 #define N_PATHS 3
@@ -256,4 +257,40 @@ TEST(codec_direct_tiny_fixture_snr) {
     free(codes);
     free(want);
     free(got);
+}
+
+/* The same decoder on the AVX2 kernels (GEPARD_KERNELS=avx2 caps the instruction set; the
+ * test runs in its own process): f32 against the reference, chunking, several streams. */
+TEST(codec_direct_avx2_kernels) {
+    setenv("GEPARD_KERNELS", "avx2", 1);
+    if (gp_dconv_best_isa() != GP_DCONV_AVX2) {
+        test_note("no AVX2 on this CPU: skipped");
+        return;
+    }
+    gp_error err;
+    const size_t T = 5, spf = 1024;
+    gp_codec *ref = load_nano(96, GP_CODEC_KERNELS_REFERENCE, 1, &err);
+    gp_codec *c = load_nano(96, GP_CODEC_KERNELS_BF16, 2, &err); /* falls back to f32 */
+    REQUIRE_MSG(ref && c, "%s", err.message);
+    CHECK(c->dec.kernels == GP_CODEC_KERNELS_F32);
+    int32_t *codes = random_codes(ref, T, 4);
+    float *want = malloc(T * spf * 4), *got = malloc(T * spf * 4), *part = malloc(T * spf * 4);
+    REQUIRE_OK(gp_codec_decode(ref, codes, T, want, &err), &err);
+    REQUIRE_OK(gp_codec_decode(c, codes, T, got, &err), &err);
+    double e = test_rel_error(got, want, T * spf);
+    test_note("AVX2 f32 decoder vs reference: relative error %.3g (tolerance 1e-5)", e);
+    CHECK(e <= 1e-5);
+    gp_codec_code_stream *s;
+    REQUIRE_OK(gp_codec_code_stream_create(c, &s, &err), &err);
+    for (size_t f = 0; f < T; f++)
+        REQUIRE_OK(gp_codec_code_stream_push(s, codes + f * 32, 1, part + f * spf, &err), &err);
+    CHECK(memcmp(part, got, T * spf * 4) == 0);
+    gp_codec_code_stream_free(s);
+    free(codes);
+    free(want);
+    free(got);
+    free(part);
+    gp_codec_free(ref);
+    gp_codec_free(c);
+    check_multi(GP_CODEC_KERNELS_F32, 2);
 }

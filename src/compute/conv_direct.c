@@ -21,6 +21,8 @@
 #include "compute/conv_direct.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -44,10 +46,21 @@ static bool cpu_has(gp_dconv_isa isa) {
     return false;
 }
 
+/* The CPU's best, capped by GEPARD_KERNELS=scalar|avx2|avx512 like the matrix kernels
+ * (compute/matrix.h); decided once, then only read. */
+static atomic_int best_isa = -1;
+
 gp_dconv_isa gp_dconv_best_isa(void) {
-    if (cpu_has(GP_DCONV_AVX512)) return GP_DCONV_AVX512;
-    if (cpu_has(GP_DCONV_AVX2)) return GP_DCONV_AVX2;
-    return GP_DCONV_NONE;
+    int isa = atomic_load_explicit(&best_isa, memory_order_relaxed);
+    if (isa >= 0) return (gp_dconv_isa)isa;
+    isa = cpu_has(GP_DCONV_AVX512) ? GP_DCONV_AVX512
+          : cpu_has(GP_DCONV_AVX2) ? GP_DCONV_AVX2
+                                   : GP_DCONV_NONE;
+    const char *env = getenv("GEPARD_KERNELS");
+    if (env && strcmp(env, "scalar") == 0) isa = GP_DCONV_NONE;
+    if (env && strcmp(env, "avx2") == 0 && isa > GP_DCONV_AVX2) isa = GP_DCONV_AVX2;
+    atomic_store_explicit(&best_isa, isa, memory_order_relaxed);
+    return (gp_dconv_isa)isa;
 }
 
 bool gp_dconv_isa_has_bf16(gp_dconv_isa isa) {

@@ -113,8 +113,9 @@ typedef struct gp_dconv_signal {
     gp_dconv_out out;
 } gp_dconv_signal;
 
-/* The best instruction set with direct kernels on this CPU (GP_DCONV_NONE: none). bf16
- * needs GP_DCONV_AVX512 (with AVX512-BF16). */
+/* The best instruction set with direct kernels on this CPU (GP_DCONV_NONE: none), capped
+ * by GEPARD_KERNELS=scalar|avx2 in the environment. bf16 needs GP_DCONV_AVX512 (with
+ * AVX512-BF16). */
 gp_dconv_isa gp_dconv_best_isa(void);
 bool gp_dconv_isa_has_bf16(gp_dconv_isa isa);
 const char *gp_dconv_isa_name(gp_dconv_isa isa);

@@ -23,9 +23,7 @@
 #define TILE_W 64 /* tile buffer row length (time layout: NR * 16) */
 #define TILE_R 32 /* tile buffer rows (channel layout: MV * 16) */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-#ifndef PF_FLOATS
-#define PF_FLOATS 512
-#endif
+#define PF_FLOATS 1024 /* channel layout: prefetch the weight stream 4 KB ahead */
 
 /* ---- sin^2 ---- */
 

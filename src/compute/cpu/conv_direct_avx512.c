@@ -23,7 +23,10 @@
 #define TILE_W 64 /* tile buffer row length (time layout: NR * 16) */
 #define TILE_R 32 /* tile buffer rows (channel layout: MV * 16) */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-#define PF_FLOATS 1024 /* channel layout: prefetch the weight stream 4 KB ahead */
+/* Weights stream from memory once per frame when a stream decodes frame by frame:
+ * prefetch them (non-temporal: they will not be reused before they leave the caches). */
+#define PF_FLOATS 2048 /* channel layout: 8 KB ahead */
+#define PF_TIME 1024   /* time layout: 4 KB ahead */
 
 /* ---- sin^2 ---- */
 
@@ -162,6 +165,8 @@ static ALWAYS_INLINE void ktime_f32(const int mr, const int nr, const float *w, 
         for (int j = 0; j < nr; j++) acc[i][j] = _mm512_set1_ps(bias[i]);
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
+        for (int l = 0; l < mr * k; l += 16)
+            _mm_prefetch((const char *)(w + PF_TIME + l), _MM_HINT_NTA);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m512 xv[NR];
 #pragma GCC unroll 4
@@ -193,6 +198,8 @@ static ALWAYS_INLINE void ktime_bf16(const int mr, const int nr, const uint32_t 
         for (int j = 0; j < nr; j++) acc[i][j] = _mm512_set1_ps(bias[i]);
     for (int p = 0; p < pairs; p++) {
         const uint32_t *xt = x + (size_t)p * xs;
+        for (int l = 0; l < mr * k; l += 16)
+            _mm_prefetch((const char *)(w + PF_TIME + l), _MM_HINT_NTA);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m512bh xv[NR];
 #pragma GCC unroll 4
@@ -235,8 +242,8 @@ static ALWAYS_INLINE void kchan_f32(const int nn, const float *w, const float *b
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 16) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_T0);
-            _mm_prefetch((const char *)(w + PF_FLOATS + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_NTA);
+            _mm_prefetch((const char *)(w + PF_FLOATS + 16), _MM_HINT_NTA);
             __m512 wv[MV];
 #pragma GCC unroll 2
             for (int v = 0; v < MV; v++) wv[v] = _mm512_load_ps(w + 16 * v);
@@ -264,7 +271,7 @@ static ALWAYS_INLINE void kchan_w16(const int nn, const uint32_t *w, const float
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 8) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_NTA);
             __m512 wv[MV];
 #pragma GCC unroll 1
             for (int v = 0; v < MV; v += 2) {
@@ -293,8 +300,8 @@ static ALWAYS_INLINE void kchan_bf16(const int nn, const uint32_t *w, const floa
     for (int p = 0; p < pairs; p++) {
         const uint32_t *xt = x + (size_t)p * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 16) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_T0);
-            _mm_prefetch((const char *)(w + PF_FLOATS + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_NTA);
+            _mm_prefetch((const char *)(w + PF_FLOATS + 16), _MM_HINT_NTA);
             __m512bh wv[MV];
 #pragma GCC unroll 2
             for (int v = 0; v < MV; v++) wv[v] = (__m512bh)_mm512_load_si512(w + 16 * v);

@@ -300,7 +300,9 @@ gepard_bench_params gepard_bench_default_params(void);
 /* Run the benchmark and return its results as one JSON object (free with
  * gepard_free): machine, roofline (mem_bandwidth_gbs, fma_peak_gflops),
  * backbone_ms_per_frame, prefill speed, codec_ms_per_frame, rtf, ttfa_ms,
- * peak_rss_mb and each phase's fraction of its physical bound. */
+ * peak_rss_mb and each phase's fraction of its physical bound; codec_kernels (the default
+ * decoder path) and codec_paths {f32, mixed, bf16: ms_per_frame, gflops, fraction_of_peak}
+ * for every decoder path the CPU runs. */
 gepard_status gepard_benchmark(const gepard_bench_params *params, char **json);
 
 /* Generate codes only (no audio): *codes is [*n_frames][channels], freed
@@ -328,10 +330,26 @@ gepard_status gepard_generate_codes(gepard_model *model, const char *text,
 typedef struct gepard_codec gepard_codec;
 typedef struct gepard_codec_stream gepard_codec_stream;
 
+/* Arithmetic of the decoder's fast path. bf16 weights cost accuracy in proportion to how
+ * much a codec's weights amplify small errors; signal-to-noise ratio against the f32
+ * decoder (budget 60 dB) measured on a random real-size NanoCodec / on the random tiny
+ * test codec: MIXED ~67 / 26 dB, BF16 ~59 / 23 dB. Measure on your weights first. */
+typedef enum gepard_codec_precision {
+    GEPARD_CODEC_AUTO = 0,  /* the default: F32 */
+    GEPARD_CODEC_F32 = 1,   /* f32 weights and arithmetic throughout */
+    GEPARD_CODEC_MIXED = 2, /* f32 arithmetic; the first stage's weights, which streaming
+                               reads from memory at every frame, stored as bf16 (AVX-512) */
+    GEPARD_CODEC_BF16 = 3   /* bf16 weights and convolution inputs, f32 accumulation
+                               (AVX512-BF16): about twice the speed of F32 */
+} gepard_codec_precision;
+
 typedef struct gepard_codec_params {
     int n_threads;         /* threads for the convolution kernels; <= 1: the calling thread */
     int reference_kernels; /* 1: plain reference kernels (slow; for checking) */
     const gepard_load_params *hub; /* Hub settings when `path` is a repo id (NULL: defaults) */
+    /* Fast-path arithmetic; a CPU without the instructions it needs runs the nearest slower
+     * path (gepard_codec_kernels() names the one that runs). */
+    gepard_codec_precision precision;
 } gepard_codec_params;
 
 gepard_codec_params gepard_codec_default_params(void);
@@ -340,6 +358,8 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
                                             gepard_codec **out);
 void gepard_codec_free(gepard_codec *codec);
 
+/* The decoder path that runs: "f32", "mixed", "bf16", "blas" or "reference". */
+const char *gepard_codec_kernels(const gepard_codec *codec);
 int gepard_codec_sample_rate(const gepard_codec *codec);       /* e.g. 22050 */
 int gepard_codec_samples_per_frame(const gepard_codec *codec); /* e.g. 1024 */
 int gepard_codec_num_codebooks(const gepard_codec *codec);     /* e.g. 32 */

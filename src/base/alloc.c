@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 void *gp_aligned_alloc(size_t bytes) {
     if (bytes == 0) bytes = GP_ALIGNMENT;
@@ -20,6 +21,18 @@ void *gp_aligned_calloc(size_t count, size_t size) {
 }
 
 void gp_aligned_free(void *p) { free(p); }
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *gp_huge_alloc(size_t bytes) {
+    if (bytes == 0 || bytes > ((size_t)-1) - HUGE_PAGE) return NULL;
+    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void *p = aligned_alloc(HUGE_PAGE, rounded);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+    return p;
+}
 
 int gp_arena_init(gp_arena *arena, size_t capacity) {
     arena->base = gp_aligned_alloc(capacity);

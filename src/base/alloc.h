@@ -17,6 +17,10 @@ void *gp_aligned_alloc(size_t bytes);
 /* Same, zero-filled. */
 void *gp_aligned_calloc(size_t count, size_t size);
 void gp_aligned_free(void *p);
+/* `bytes` (rounded up to 2 MB) aligned to 2 MB and advised to transparent huge pages where
+ * the system allows: fewer TLB misses for weights streamed from memory at every step.
+ * Uninitialised; release with gp_aligned_free. */
+void *gp_huge_alloc(size_t bytes);
 
 typedef struct gp_arena {
     unsigned char *base;

@@ -6,10 +6,13 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "codec/decoder_stream.h"
 
 void gp_codec_options_default(gp_codec_options *opt) {
     opt->reference = false;
     opt->n_threads = 1;
+    opt->kernels = GP_CODEC_KERNELS_AUTO;
+    opt->stage_types = NULL;
 }
 
 /* The int32 FSQ buffers, when present, must agree with the YAML levels. */
@@ -52,13 +55,17 @@ int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt
         gp_fsq_init(&c->fsq, &c->cfg.fsq);
         rc = gp_codec_decoder_load(&c->dec, &c->cfg, src, err);
     }
+    if (rc == GEPARD_OK)
+        rc = gp_codec_decoder_use_kernels(
+            &c->dec, opt->reference ? GP_CODEC_KERNELS_REFERENCE : opt->kernels, opt->stage_types,
+            err);
     if (rc == GEPARD_OK) rc = gp_codec_encoder_load(&c->enc, &c->cfg, src, err);
     if (rc == GEPARD_OK && opt->n_threads > 1) rc = gp_pool_create(opt->n_threads, &c->pool, err);
     if (rc) {
         gp_codec_free(c);
         return rc;
     }
-    c->dec.reference = c->enc.reference = opt->reference;
+    c->enc.reference = opt->reference;
     c->dec.pool = c->enc.pool = c->pool;
     *out = c;
     return GEPARD_OK;
@@ -118,6 +125,38 @@ int gp_codec_code_stream_push(gp_codec_code_stream *s, const int32_t *codes, siz
         size_t n = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
         gp_fsq_dequantize(&c->fsq, codes + f * C, n, s->latent, GP_CODEC_STEP_FRAMES);
         gp_codec_stream_push_latent(s->stream, s->latent, GP_CODEC_STEP_FRAMES, n, pcm + f * spf);
+    }
+    return GEPARD_OK;
+}
+
+int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *const *streams,
+                                 const int32_t *const *codes, int n, size_t frames,
+                                 float *const *pcm, gp_error *err) {
+    for (int i = 0; i < n; i++) {
+        if (streams[i]->codec != codec)
+            return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "stream %d belongs to another codec",
+                           i);
+        if (gp_fsq_check_codes(&codec->fsq, codes[i], frames, err))
+            return gp_error_prefix(err, "stream %d: ", i);
+    }
+    const size_t C = (size_t)codec->fsq.channels, spf = (size_t)codec->cfg.samples_per_frame;
+    for (int g = 0; g < n; g += GP_CODEC_MULTI_MAX) {
+        const int count = n - g < GP_CODEC_MULTI_MAX ? n - g : GP_CODEC_MULTI_MAX;
+        gp_codec_stream *st[GP_CODEC_MULTI_MAX];
+        const float *lat[GP_CODEC_MULTI_MAX];
+        float *out[GP_CODEC_MULTI_MAX];
+        for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
+            size_t m = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
+            for (int i = 0; i < count; i++) {
+                gp_codec_code_stream *s = streams[g + i];
+                gp_fsq_dequantize(&codec->fsq, codes[g + i] + f * C, m, s->latent,
+                                  GP_CODEC_STEP_FRAMES);
+                st[i] = s->stream;
+                lat[i] = s->latent;
+                out[i] = pcm[g + i] + f * spf;
+            }
+            gp_codec_stream_push_latent_multi(st, count, lat, GP_CODEC_STEP_FRAMES, m, out);
+        }
     }
     return GEPARD_OK;
 }

@@ -25,6 +25,11 @@
 typedef struct gp_codec_options {
     bool reference; /* plain reference kernels instead of the BLAS/SIMD ones */
     int n_threads;  /* threads for the fast kernels (<= 1: the calling thread only) */
+    /* The decoder's fast path (AUTO: the default; ignored with `reference`). */
+    gp_codec_kernels kernels;
+    /* Direct paths: per-stage weight types, see gp_codec_decoder_use_kernels (NULL: by
+     * `kernels`). */
+    const char *stage_types;
 } gp_codec_options;
 
 typedef struct gp_codec {
@@ -55,6 +60,14 @@ void gp_codec_code_stream_reset(gp_codec_code_stream *s);
  * Codes are range-checked first; on error nothing is decoded and the state is unchanged. */
 int gp_codec_code_stream_push(gp_codec_code_stream *s, const int32_t *codes, size_t frames,
                               float *pcm, gp_error *err);
+
+/* Several streams of one codec at once, `frames` frames each (codes[i] -> pcm[i] for
+ * streams[i]): the samples are those of pushing each stream alone, but the streams'
+ * columns share every pass over the weights. All codes are checked before anything is
+ * decoded. */
+int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *const *streams,
+                                 const int32_t *const *codes, int n, size_t frames,
+                                 float *const *pcm, gp_error *err);
 
 /* One-shot decode: a fresh stream fed all frames. pcm holds frames * samples_per_frame. */
 int gp_codec_decode(const gp_codec *codec, const int32_t *codes, size_t frames, float *pcm,

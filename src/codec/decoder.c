@@ -1,4 +1,5 @@
-/* decoder.c — loading and running the streaming CausalHiFiGANDecoder (see decoder.h). */
+/* decoder.c — loading and running the streaming CausalHiFiGANDecoder (see decoder.h): the
+ * reference and BLAS paths; the direct SIMD paths are in decoder_direct.c. */
 #include "codec/decoder.h"
 
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "codec/decoder_stream.h"
 #include "codec/weights.h"
 
 /* ---------------- loading ---------------- */
@@ -136,6 +138,7 @@ int gp_codec_decoder_load(gp_codec_decoder *dec, const gp_codec_config *cfg,
 static void dec_free_causal(gp_codec_causal *l) {
     gp_conv1d_free(&l->conv);
     gp_convt1d_free(&l->convt);
+    gp_dconv_free(&l->packed);
 }
 
 void gp_codec_decoder_free(gp_codec_decoder *dec) {
@@ -158,6 +161,123 @@ void gp_codec_decoder_free(gp_codec_decoder *dec) {
     }
     gp_act_free(&dec->post_act);
     dec_free_causal(&dec->post);
+    gp_aligned_free(dec->packed);
+    dec->packed = NULL;
+}
+
+/* ---------------- kernel choice ---------------- */
+
+/* The default fast path is f32. bf16 weights cost accuracy in proportion to how much the
+ * decoder amplifies small errors, which depends on the weights: on random real-size codecs
+ * MIXED stays ~67 dB from the f32 decoder and BF16 ~59 dB, but on the gain-1.6 tiny fixture
+ * every bf16 variant lands at 23-39 dB (tests/test_codec_direct.c), far outside the 60 dB
+ * budget. So bf16 is a choice the caller makes for weights they have measured. */
+#define DEC_DEFAULT_DIRECT GP_CODEC_KERNELS_F32
+
+gp_codec_kernels gp_codec_kernels_resolve(gp_codec_kernels want) {
+    const gp_dconv_isa isa = gp_dconv_best_isa();
+    if (want == GP_CODEC_KERNELS_AUTO) want = DEC_DEFAULT_DIRECT;
+    if (want == GP_CODEC_KERNELS_BF16 && !gp_dconv_isa_has_bf16(isa)) want = GP_CODEC_KERNELS_MIXED;
+    if (want == GP_CODEC_KERNELS_MIXED && isa != GP_DCONV_AVX512) want = GP_CODEC_KERNELS_F32;
+    if (want == GP_CODEC_KERNELS_F32 && isa == GP_DCONV_NONE) want = GP_CODEC_KERNELS_BLAS;
+    return want;
+}
+
+const char *gp_codec_kernels_name(gp_codec_kernels kernels) {
+    switch (kernels) {
+    case GP_CODEC_KERNELS_REFERENCE: return "reference";
+    case GP_CODEC_KERNELS_BLAS: return "blas";
+    case GP_CODEC_KERNELS_F32: return "f32";
+    case GP_CODEC_KERNELS_MIXED: return "mixed";
+    case GP_CODEC_KERNELS_BF16: return "bf16";
+    default: return "auto";
+    }
+}
+
+bool gp_codec_kernels_direct(gp_codec_kernels kernels) {
+    return kernels == GP_CODEC_KERNELS_F32 || kernels == GP_CODEC_KERNELS_MIXED ||
+           kernels == GP_CODEC_KERNELS_BF16;
+}
+
+/* Few samples per frame: vectors over channels rather than time. */
+static bool dec_chan_layout(const gp_codec_causal *l) { return l->frame_cols < 16; }
+
+/* Residual-layer weight types per stage for a direct path; `types` ("f", "w", "b" per stage)
+ * overrides. */
+static int dec_stage_types(gp_codec_decoder *dec, gp_codec_kernels kernels, const char *types,
+                           gp_error *err) {
+    const bool bf16_ok = gp_dconv_isa_has_bf16(gp_dconv_best_isa());
+    for (int i = 0; i < dec->cfg.n_stages; i++) {
+        const bool chan = dec_chan_layout(&dec->stages[i].blocks[0].in_conv);
+        gp_dconv_type t = kernels == GP_CODEC_KERNELS_BF16            ? GP_DCONV_BF16
+                          : kernels == GP_CODEC_KERNELS_MIXED && chan ? GP_DCONV_W16
+                                                                      : GP_DCONV_F32;
+        const char c = types && i < (int)strlen(types) ? types[i] : 0;
+        if (c) t = c == 'b' ? GP_DCONV_BF16 : c == 'w' ? GP_DCONV_W16 : GP_DCONV_F32;
+        if ((t == GP_DCONV_BF16 && !bf16_ok) ||
+            (t == GP_DCONV_W16 && (!chan || gp_dconv_best_isa() != GP_DCONV_AVX512)))
+            return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                           "codec stage %d cannot run %s weights on this CPU", i,
+                           t == GP_DCONV_BF16 ? "bf16" : "bf16-stored");
+        dec->stage_type[i] = t;
+    }
+    return GEPARD_OK;
+}
+
+/* Visit the convolutions of the direct paths in the order a step runs them. */
+typedef int (*dec_conv_fn)(gp_codec_causal *l, gp_dconv_type type, void *ctx, gp_error *err);
+
+static int dec_each_conv(gp_codec_decoder *dec, dec_conv_fn fn, void *ctx, gp_error *err) {
+    /* pre and post convolutions stay f32 (and cost nothing): rounding the latent or the
+     * last layer's input alone costs about as much accuracy as all residual layers */
+    int rc = fn(&dec->pre, GP_DCONV_F32, ctx, err);
+    const int nb = dec->cfg.res.n_kernels * dec->cfg.res.n_dilations;
+    for (int i = 0; rc == GEPARD_OK && i < dec->cfg.n_stages; i++) {
+        for (int b = 0; rc == GEPARD_OK && b < nb; b++) {
+            rc = fn(&dec->stages[i].blocks[b].in_conv, dec->stage_type[i], ctx, err);
+            if (rc == GEPARD_OK)
+                rc = fn(&dec->stages[i].blocks[b].skip_conv, dec->stage_type[i], ctx, err);
+        }
+    }
+    return rc == GEPARD_OK ? fn(&dec->post, GP_DCONV_F32, ctx, err) : rc;
+}
+
+static int dec_size_conv(gp_codec_causal *l, gp_dconv_type type, void *ctx, gp_error *err) {
+    (void)err;
+    *(size_t *)ctx += gp_dconv_pack_size(&l->conv, type, gp_dconv_best_isa(), dec_chan_layout(l));
+    return GEPARD_OK;
+}
+
+/* Pack one conv at *ctx (the next free byte); its f32 weights are no longer needed. */
+static int dec_pack_conv(gp_codec_causal *l, gp_dconv_type type, void *ctx, gp_error *err) {
+    const gp_dconv_isa isa = gp_dconv_best_isa();
+    char **next = ctx;
+    int rc = gp_dconv_pack_into(&l->packed, &l->conv, type, isa, dec_chan_layout(l), *next, err);
+    if (rc) return rc;
+    *next += gp_dconv_pack_size(&l->conv, type, isa, dec_chan_layout(l));
+    gp_aligned_free(l->conv.weight);
+    l->conv.weight = NULL;
+    return GEPARD_OK;
+}
+
+int gp_codec_decoder_use_kernels(gp_codec_decoder *dec, gp_codec_kernels kernels,
+                                 const char *stage_types, gp_error *err) {
+    kernels = gp_codec_kernels_resolve(kernels);
+    if (dec->packed) {
+        if (kernels != dec->kernels)
+            return gp_fail(err, GEPARD_ERR_INTERNAL, "codec kernels are fixed once packed");
+        return GEPARD_OK;
+    }
+    dec->kernels = kernels;
+    if (!gp_codec_kernels_direct(kernels)) return GEPARD_OK;
+    int rc = dec_stage_types(dec, kernels, stage_types, err);
+    if (rc) return rc;
+    size_t bytes = 0;
+    dec_each_conv(dec, dec_size_conv, &bytes, err);
+    dec->packed = gp_huge_alloc(bytes);
+    if (!dec->packed) return gp_fail_oom(err, "packed decoder weights", bytes);
+    char *next = dec->packed;
+    return dec_each_conv(dec, dec_pack_conv, &next, err);
 }
 
 double gp_codec_decoder_macs_per_frame(const gp_codec_decoder *dec) {
@@ -175,15 +295,6 @@ double gp_codec_decoder_macs_per_frame(const gp_codec_decoder *dec) {
 
 /* ---------------- streaming ---------------- */
 
-enum { BUF_SIG, BUF_ACC, BUF_RUN, BUF_TMP, BUF_IN, BUF_COUNT };
-
-struct gp_codec_stream {
-    const gp_codec_decoder *dec;
-    float *state;
-    float *buf[BUF_COUNT];
-    gp_conv_scratch scratch;
-};
-
 int gp_codec_stream_create(const gp_codec_decoder *dec, gp_codec_stream **out, gp_error *err) {
     *out = NULL;
     gp_codec_stream *s = calloc(1, sizeof *s);
@@ -196,7 +307,7 @@ int gp_codec_stream_create(const gp_codec_decoder *dec, gp_codec_stream **out, g
     int rc = ok ? GEPARD_OK
                 : gp_fail_oom(err, "codec stream state",
                               (dec->state_floats + BUF_COUNT * dec->buf_floats) * sizeof(float));
-    if (rc == GEPARD_OK && !dec->reference)
+    if (rc == GEPARD_OK && dec->kernels == GP_CODEC_KERNELS_BLAS)
         rc = gp_conv_scratch_reserve(&s->scratch, dec->scratch_floats, err);
     if (rc) {
         gp_codec_stream_free(s);
@@ -226,7 +337,8 @@ static void stream_layer(gp_codec_stream *s, const gp_codec_causal *l, const gp_
     const size_t P = (size_t)l->hist, W = P + n;
     float *in = s->buf[BUF_IN], *hist = s->state + l->state_off;
     for (int c = 0; c < c_in; c++) memcpy(in + c * W, hist + c * P, P * sizeof(float));
-    if (act && dec->reference)
+    const bool reference = dec->kernels == GP_CODEC_KERNELS_REFERENCE;
+    if (act && reference)
         gp_act_ref(act, x, xs, in + P, W, n);
     else if (act)
         gp_act_fast(act, x, xs, in + P, W, n);
@@ -235,7 +347,7 @@ static void stream_layer(gp_codec_stream *s, const gp_codec_causal *l, const gp_
     for (int c = 0; c < c_in; c++) memcpy(hist + c * P, in + c * W + n, P * sizeof(float));
     if (l->transposed)
         gp_convt1d_ref(&l->convt, in, W, n, out, n * (size_t)l->convt.stride);
-    else if (dec->reference)
+    else if (reference)
         gp_conv1d_ref(&l->conv, in, W, out, n, n);
     else
         gp_conv1d_fast(&l->conv, in, W, out, n, n, l->frame_cols, &s->scratch, dec->pool);
@@ -293,9 +405,30 @@ static void stream_step(gp_codec_stream *s, const float *latent, size_t ld, size
 
 void gp_codec_stream_push_latent(gp_codec_stream *s, const float *latent, size_t ld, size_t frames,
                                  float *pcm) {
-    const size_t spf = (size_t)s->dec->samples_per_frame;
+    gp_codec_stream_push_latent_multi(&s, 1, &latent, ld, frames, &pcm);
+}
+
+void gp_codec_stream_push_latent_multi(gp_codec_stream *const *s, int n, const float *const *latent,
+                                       size_t ld, size_t frames, float *const *pcm) {
+    if (n <= 0) return;
+    const gp_codec_decoder *dec = s[0]->dec;
+    const size_t spf = (size_t)dec->samples_per_frame;
+    const bool direct = gp_codec_kernels_direct(dec->kernels);
     for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
-        size_t n = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
-        stream_step(s, latent + f, ld, n, pcm + f * spf);
+        size_t m = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
+        for (int g = 0; g < n; g += GP_CODEC_MULTI_MAX) {
+            const int count = n - g < GP_CODEC_MULTI_MAX ? n - g : GP_CODEC_MULTI_MAX;
+            const float *lat[GP_CODEC_MULTI_MAX];
+            float *out[GP_CODEC_MULTI_MAX];
+            for (int i = 0; i < count; i++) {
+                lat[i] = latent[g + i] + f;
+                out[i] = pcm[g + i] + f * spf;
+            }
+            if (direct) {
+                gp_codec_direct_step(s + g, count, lat, ld, m, out);
+            } else {
+                for (int i = 0; i < count; i++) stream_step(s[g + i], lat[i], ld, m, out[i]);
+            }
+        }
     }
 }

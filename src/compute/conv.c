@@ -100,9 +100,14 @@ void gp_conv1d_ref(const gp_conv1d *conv, const float *x, size_t xs, float *y, s
 
 void gp_convt1d_ref(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in, float *y,
                     size_t ys) {
+    gp_convt1d_rows(conv, x, xs, n_in, y, ys, 0, conv->c_out);
+}
+
+void gp_convt1d_rows(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in, float *y,
+                     size_t ys, int o0, int o1) {
     const int s = conv->stride, k = conv->kernel, hist = gp_convt1d_history(conv);
     const int ci_g = conv->c_in / conv->groups, co_g = conv->c_out / conv->groups;
-    for (int o = 0; o < conv->c_out; o++) {
+    for (int o = o0; o < o1; o++) {
         const int g = o / co_g, ol = o % co_g;
         float *yo = y + (size_t)o * ys;
         for (size_t q = 0; q < n_in; q++) {

@@ -79,6 +79,9 @@ void gp_conv1d_ref(const gp_conv1d *conv, const float *x, size_t xs, float *y, s
  * y: [c_out][n_in * stride]. */
 void gp_convt1d_ref(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in, float *y,
                     size_t ys);
+/* The same for output channels [o0, o1) only (y still points at channel 0). */
+void gp_convt1d_rows(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in, float *y,
+                     size_t ys, int o0, int o1);
 /* y = act(x) over `channels` rows of n samples (x == y allowed when xs == ys). */
 void gp_act_ref(const gp_act *act, const float *x, size_t xs, float *y, size_t ys, size_t n);
 

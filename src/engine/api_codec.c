@@ -17,7 +17,8 @@ struct gepard_codec_stream {
 };
 
 gepard_codec_params gepard_codec_default_params(void) {
-    gepard_codec_params p = {.n_threads = 1, .reference_kernels = 0, .hub = NULL};
+    gepard_codec_params p = {
+        .n_threads = 1, .reference_kernels = 0, .hub = NULL, .precision = GEPARD_CODEC_AUTO};
     return p;
 }
 
@@ -32,6 +33,16 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
     gp_codec_options_default(&opt);
     opt.n_threads = params->n_threads;
     opt.reference = params->reference_kernels != 0;
+    switch (params->precision) {
+    case GEPARD_CODEC_AUTO: opt.kernels = GP_CODEC_KERNELS_AUTO; break;
+    case GEPARD_CODEC_F32: opt.kernels = GP_CODEC_KERNELS_F32; break;
+    case GEPARD_CODEC_MIXED: opt.kernels = GP_CODEC_KERNELS_MIXED; break;
+    case GEPARD_CODEC_BF16: opt.kernels = GP_CODEC_KERNELS_BF16; break;
+    default:
+        return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT,
+                            "gepard_codec_load: unknown precision %d (expected 0-3)",
+                            (int)params->precision);
+    }
     gp_error err;
     gp_error_clear(&err);
     char *local = NULL;
@@ -61,6 +72,9 @@ void gepard_codec_free(gepard_codec *codec) {
     free(codec);
 }
 
+const char *gepard_codec_kernels(const gepard_codec *c) {
+    return c ? gp_codec_kernels_name(c->codec->dec.kernels) : "";
+}
 int gepard_codec_sample_rate(const gepard_codec *c) { return c ? c->codec->cfg.sample_rate : 0; }
 int gepard_codec_samples_per_frame(const gepard_codec *c) {
     return c ? c->codec->cfg.samples_per_frame : 0;

@@ -165,6 +165,41 @@ static int bench_codec(gepard_codec *gc, int frames, double *ms_per_frame, gp_er
     return rc;
 }
 
+/* The codec's fast paths, each loaded on its own: streaming ms per frame and the fraction
+ * of the arithmetic peak it reaches (f32 FMA, or bf16 dot products for bf16). A path the
+ * CPU cannot run is left out. */
+static int bench_codec_paths(const gepard_bench_params *p, int threads, double fma, double bf16,
+                             cJSON *into, gp_error *err) {
+    static const struct {
+        gepard_codec_precision precision;
+        const char *name;
+    } paths[] = {
+        {GEPARD_CODEC_F32, "f32"}, {GEPARD_CODEC_MIXED, "mixed"}, {GEPARD_CODEC_BF16, "bf16"}};
+    cJSON *obj = cJSON_AddObjectToObject(into, "codec_paths");
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        gepard_codec_params cp = gepard_codec_default_params();
+        cp.n_threads = threads;
+        cp.precision = paths[i].precision;
+        gepard_codec *c;
+        if (gepard_codec_load_with_params(p->codec, &cp, &c) != GEPARD_OK)
+            return gp_fail(err, GEPARD_ERR_IO, "%s", gepard_last_error());
+        int rc = GEPARD_OK;
+        if (strcmp(gepard_codec_kernels(c), paths[i].name) == 0) {
+            double ms = 0;
+            rc = bench_codec(c, p->frames, &ms, err);
+            const double gflops = 2.0 * gp_codec_decoder_macs_per_frame(&c->codec->dec) / ms / 1e6;
+            const double peak = paths[i].precision == GEPARD_CODEC_BF16 ? bf16 : fma;
+            cJSON *o = cJSON_AddObjectToObject(obj, paths[i].name);
+            cJSON_AddNumberToObject(o, "ms_per_frame", ms);
+            cJSON_AddNumberToObject(o, "gflops", gflops);
+            cJSON_AddNumberToObject(o, "fraction_of_peak", peak > 0 ? gflops / peak : 0);
+        }
+        gepard_codec_free(c);
+        if (rc) return rc;
+    }
+    return GEPARD_OK;
+}
+
 typedef struct e2e_numbers {
     gepard_synth_result result;
 } e2e_numbers;
@@ -287,6 +322,11 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
         cJSON_AddNumberToObject(root, "codec_bound_bf16_ms_per_frame",
                                 2.0 * gp_codec_decoder_macs_per_frame(&codec->codec->dec) / 1e9 /
                                     bf16 * 1e3);
+    cJSON_AddStringToObject(root, "codec_kernels", gepard_codec_kernels(codec));
+    if (!rc) {
+        gp_progress("bench: codec paths");
+        rc = bench_codec_paths(p, threads, fma, bf16, root, &err);
+    }
     if (!rc && p->compare != GEPARD_WEIGHTS_NONE) {
         gp_progress("bench: %s weights", format_name(p->compare));
         cJSON *other = cJSON_AddObjectToObject(root, "compare");

@@ -278,6 +278,8 @@ typedef struct gepard_engine_stats {
     int max_batch;     /* largest number of streams in one step so far */
     double mean_batch; /* streams per step, averaged */
     size_t kv_blocks_used, kv_blocks_total;
+    double step_seconds;    /* total time in batched backbone steps */
+    double deliver_seconds; /* total time decoding audio and running callbacks */
 } gepard_engine_stats;
 
 void gepard_engine_get_stats(gepard_engine *engine, gepard_engine_stats *stats);
@@ -344,7 +346,8 @@ typedef enum gepard_codec_precision {
 } gepard_codec_precision;
 
 typedef struct gepard_codec_params {
-    int n_threads;         /* threads for the convolution kernels; <= 1: the calling thread */
+    int n_threads;         /* threads for the convolution kernels; 0 (default) = all CPUs, 1 = the
+                              calling thread only. An engine created with this codec shares them. */
     int reference_kernels; /* 1: plain reference kernels (slow; for checking) */
     const gepard_load_params *hub; /* Hub settings when `path` is a repo id (NULL: defaults) */
     /* Fast-path arithmetic; a CPU without the instructions it needs runs the nearest slower

@@ -11,14 +11,10 @@
 #include "gepard.h"
 
 
-struct gepard_codec_stream {
-    gp_codec_code_stream *stream;
-    float *latent; /* [channels][GP_CODEC_STEP_FRAMES] for push_latent */
-};
 
 gepard_codec_params gepard_codec_default_params(void) {
     gepard_codec_params p = {
-        .n_threads = 1, .reference_kernels = 0, .hub = NULL, .precision = GEPARD_CODEC_AUTO};
+        .n_threads = 0, .reference_kernels = 0, .hub = NULL, .precision = GEPARD_CODEC_AUTO};
     return p;
 }
 
@@ -31,7 +27,7 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
     if (!params) params = &defaults;
     gp_codec_options opt;
     gp_codec_options_default(&opt);
-    opt.n_threads = params->n_threads;
+    opt.n_threads = params->n_threads > 0 ? params->n_threads : gp_cpu_count();
     opt.reference = params->reference_kernels != 0;
     switch (params->precision) {
     case GEPARD_CODEC_AUTO: opt.kernels = GP_CODEC_KERNELS_AUTO; break;

@@ -37,6 +37,11 @@ struct gepard_codec {
     gp_codec *codec;
 };
 
+struct gepard_codec_stream {
+    gp_codec_code_stream *stream;
+    float *latent; /* [channels][GP_CODEC_STEP_FRAMES] for push_latent */
+};
+
 /* Fill a tokenizer handle from a model directory (tokenizer.json + config). */
 int gp_api_tokenizer_init(gepard_tokenizer *t, const char *dir, gp_error *err);
 void gp_api_tokenizer_clear(gepard_tokenizer *t);

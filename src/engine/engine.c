@@ -92,9 +92,37 @@ static void admit_locked(gepard_engine *e) {
     }
 }
 
+/* Decode the new frame of every stream that has exactly one in a single
+ * pass over the codec's weights (bit-identical to decoding them one by
+ * one); the rest are decoded at delivery. */
+static void decode_new_frames_together(gepard_engine *e) {
+    if (!e->codec) return;
+    const int C = e->model->model->cfg.num_channels;
+    int n = 0;
+    for (gepard_stream *s = e->active; s; s = s->next) {
+        if (!s->gen || s->pcm_ready || gp_stream_pending_frames(s) != 1 ||
+            atomic_load(&s->cancel_requested))
+            continue;
+        e->decode_owners[n] = s;
+        e->decode_streams[n] = s->codec_stream->stream;
+        e->decode_codes[n] = s->gen->frames + (size_t)s->frames_delivered * C;
+        e->decode_pcm[n] = s->pcm;
+        n++;
+    }
+    if (n < 2) return;
+    gp_error err;
+    if (gp_codec_decode_frames_multi(e->codec->codec, e->decode_streams, e->decode_codes, n, 1,
+                                     e->decode_pcm, &err) != GEPARD_OK) {
+        GP_WARN("batched codec decode failed (%s); decoding stream by stream", err.message);
+        return;
+    }
+    for (int i = 0; i < n; i++) e->decode_owners[i]->pcm_ready = true;
+}
+
 /* After a step: deliver audio, hand finished segments over to the next one,
  * finish streams. Runs without the lock except for finishing. */
 static void advance_streams(gepard_engine *e) {
+    decode_new_frames_together(e);
     gepard_stream *s = e->active;
     while (s) {
         gepard_stream *next = s->next;
@@ -224,13 +252,20 @@ static void *engine_thread_main(void *arg) {
         for (int i = 0; i < n && !decoding; i++)
             decoding = e->step_streams[i]->phase == GP_GEN_DECODE;
         int budget = decoding ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
+        uint64_t t0 = gp_now_ns();
         int worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
+        uint64_t t1 = gp_now_ns();
         if (worked < 0) {
             GP_ERROR("engine step failed: %s", err.message);
             fail_all_active(e, err.message);
         } else {
             count_step(e, n);
             advance_streams(e);
+            uint64_t t2 = gp_now_ns();
+            pthread_mutex_lock(&e->lock);
+            e->stats.step_seconds += (double)(t1 - t0) * 1e-9;
+            e->stats.deliver_seconds += (double)(t2 - t1) * 1e-9;
+            pthread_mutex_unlock(&e->lock);
         }
         pthread_mutex_lock(&e->lock);
     }
@@ -272,13 +307,26 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     pthread_cond_init(&e->wake, NULL);
     gp_gen_workspace_init(&e->work);
     const gp_backbone_config *bb = &model->model->cfg.backbone;
-    int rc = gp_pool_create(e->params.threads, &e->pool, &err);
+    int rc = GEPARD_OK;
+    if (codec && codec->codec->pool) {
+        e->pool = codec->codec->pool; /* one set of threads for backbone and codec */
+    } else {
+        rc = gp_pool_create(e->params.threads, &e->pool, &err);
+        e->own_pool = true;
+    }
     if (!rc)
         rc = gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, ENGINE_KV_BLOCK,
                                kv_blocks_for_engine(e), &e->kv, &err);
     if (!rc) {
-        e->step_streams = calloc((size_t)e->params.max_streams, sizeof *e->step_streams);
-        if (!e->step_streams) rc = gp_fail_oom(&err, "engine", 0);
+        size_t n = (size_t)e->params.max_streams;
+        e->step_streams = calloc(n, sizeof *e->step_streams);
+        e->decode_owners = calloc(n, sizeof *e->decode_owners);
+        e->decode_streams = calloc(n, sizeof *e->decode_streams);
+        e->decode_codes = calloc(n, sizeof *e->decode_codes);
+        e->decode_pcm = calloc(n, sizeof *e->decode_pcm);
+        if (!e->step_streams || !e->decode_owners || !e->decode_streams || !e->decode_codes ||
+            !e->decode_pcm)
+            rc = gp_fail_oom(&err, "engine", 0);
     }
     if (!rc) {
         if (pthread_create(&e->thread, NULL, engine_thread_main, e) != 0)
@@ -297,6 +345,11 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
 
 void gepard_engine_free(gepard_engine *e) {
     if (!e) return;
+    if (e->stats.steps)
+        GP_DEBUG("engine: %llu steps, %.1f ms per step in the backbone, %.1f ms delivering audio",
+                 (unsigned long long)e->stats.steps,
+                 e->stats.step_seconds * 1e3 / (double)e->stats.steps,
+                 e->stats.deliver_seconds * 1e3 / (double)e->stats.steps);
     if (e->thread_started) {
         pthread_mutex_lock(&e->lock);
         e->stopping = true;
@@ -309,8 +362,12 @@ void gepard_engine_free(gepard_engine *e) {
     }
     gp_gen_workspace_free(&e->work);
     gp_kv_pool_free(e->kv);
-    gp_pool_free(e->pool);
+    if (e->own_pool) gp_pool_free(e->pool);
     free(e->step_streams);
+    free(e->decode_owners);
+    free(e->decode_streams);
+    free(e->decode_codes);
+    free(e->decode_pcm);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->lock);
     free(e);

@@ -37,7 +37,8 @@ struct gepard_stream {
     gp_gen_stream *gen;   /* current segment */
     int frames_delivered; /* frames of `gen` already sent to the codec */
     gepard_codec_stream *codec_stream;
-    float *pcm; /* one frame of samples */
+    float *pcm;     /* one frame of samples */
+    bool pcm_ready; /* pcm already holds the next pending frame (batched decode) */
     /* shared state (engine->lock) */
     stream_state state;
     gepard_status status;
@@ -59,7 +60,12 @@ struct gepard_engine {
     gp_kv_pool *kv;
     gp_gen_workspace work;
     gp_gen_stream **step_streams; /* [max_streams] scratch for gp_gen_step */
-    gepard_stream **step_owners;
+    /* [max_streams] scratch for the batched codec decode */
+    gepard_stream **decode_owners;
+    gp_codec_code_stream **decode_streams;
+    const int32_t **decode_codes;
+    float **decode_pcm;
+    bool own_pool; /* false when the engine shares the codec's threads */
     pthread_t thread;
     bool thread_started;
     pthread_mutex_t lock;
@@ -84,6 +90,8 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more_se
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
 /* KV positions the stream's current (or next) segment reserves. */
 int gp_stream_positions_needed(const gepard_stream *s);
+/* Frames sampled but not yet delivered. */
+int gp_stream_pending_frames(const gepard_stream *s);
 /* Free a stream's per-request memory (not the struct). */
 void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
 /* engine.c: take a stream that is still waiting for a slot out of the queue

@@ -123,6 +123,10 @@ static void stream_fail(gepard_stream *s, gepard_status status, const char *mess
     snprintf(s->message, sizeof s->message, "%s", message);
 }
 
+int gp_stream_pending_frames(const gepard_stream *s) {
+    return s->gen ? s->gen->n_frames - s->frames_delivered : 0;
+}
+
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
     const int C = e->model->model->cfg.num_channels;
     gp_gen_stream *g = s->gen;
@@ -136,7 +140,9 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
         }
         if (!s->first_audio_time && !e->codec) s->first_audio_time = gp_now_s();
         if (!e->codec) continue;
-        if (gepard_codec_stream_push(s->codec_stream, codes, 1, s->pcm) != GEPARD_OK) {
+        if (s->pcm_ready) {
+            s->pcm_ready = false; /* decoded together with other streams */
+        } else if (gepard_codec_stream_push(s->codec_stream, codes, 1, s->pcm) != GEPARD_OK) {
             stream_fail(s, GEPARD_ERR_INTERNAL, gepard_last_error());
             return 1;
         }

@@ -10,8 +10,6 @@
 #include "engine/hub_paths.h"
 #include "gepard.h"
 
-
-
 gepard_codec_params gepard_codec_default_params(void) {
     gepard_codec_params p = {
         .n_threads = 0, .reference_kernels = 0, .hub = NULL, .precision = GEPARD_CODEC_AUTO};

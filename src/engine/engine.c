@@ -98,25 +98,27 @@ static void admit_locked(gepard_engine *e) {
 static void decode_new_frames_together(gepard_engine *e) {
     if (!e->codec) return;
     const int C = e->model->model->cfg.num_channels;
-    int n = 0;
-    for (gepard_stream *s = e->active; s; s = s->next) {
-        if (!s->gen || s->pcm_ready || gp_stream_pending_frames(s) != 1 ||
-            atomic_load(&s->cancel_requested))
+    /* One batched pass per chunk length (streams in one pass decode the same
+     * number of frames). */
+    for (int k = 1; k <= GP_ENGINE_MAX_CHUNK; k++) {
+        int n = 0;
+        for (gepard_stream *s = e->active; s; s = s->next) {
+            if (!s->gen || s->pcm_ready || gp_stream_frames_to_decode(s) != k) continue;
+            e->decode_owners[n] = s;
+            e->decode_streams[n] = s->codec_stream->stream;
+            e->decode_codes[n] = s->gen->frames + (size_t)s->frames_delivered * C;
+            e->decode_pcm[n] = s->pcm;
+            n++;
+        }
+        if (n < 2) continue;
+        gp_error err;
+        if (gp_codec_decode_frames_multi(e->codec->codec, e->decode_streams, e->decode_codes, n,
+                                         (size_t)k, e->decode_pcm, &err) != GEPARD_OK) {
+            GP_WARN("batched codec decode failed (%s); decoding stream by stream", err.message);
             continue;
-        e->decode_owners[n] = s;
-        e->decode_streams[n] = s->codec_stream->stream;
-        e->decode_codes[n] = s->gen->frames + (size_t)s->frames_delivered * C;
-        e->decode_pcm[n] = s->pcm;
-        n++;
+        }
+        for (int i = 0; i < n; i++) e->decode_owners[i]->pcm_ready = k;
     }
-    if (n < 2) return;
-    gp_error err;
-    if (gp_codec_decode_frames_multi(e->codec->codec, e->decode_streams, e->decode_codes, n, 1,
-                                     e->decode_pcm, &err) != GEPARD_OK) {
-        GP_WARN("batched codec decode failed (%s); decoding stream by stream", err.message);
-        return;
-    }
-    for (int i = 0; i < n; i++) e->decode_owners[i]->pcm_ready = true;
 }
 
 /* After a step: deliver audio, hand finished segments over to the next one,
@@ -173,8 +175,8 @@ static void advance_streams(gepard_engine *e) {
 static void count_step(gepard_engine *e, int n) {
     uint64_t frames = 0;
     for (const gepard_stream *s = e->active; s; s = s->next)
-        if (s->gen && s->gen->n_frames > s->frames_delivered)
-            frames += (uint64_t)(s->gen->n_frames - s->frames_delivered);
+        if (s->gen && s->gen->n_frames > s->frames_signaled)
+            frames += (uint64_t)(s->gen->n_frames - s->frames_signaled);
     pthread_mutex_lock(&e->lock);
     e->stats.steps++;
     e->stats.frames += frames;

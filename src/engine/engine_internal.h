@@ -35,10 +35,11 @@ struct gepard_stream {
     const gp_lora_adapter *lora;
     /* progress (engine thread only) */
     gp_gen_stream *gen;   /* current segment */
-    int frames_delivered; /* frames of `gen` already sent to the codec */
+    int frames_signaled;  /* frames of `gen` already passed to on_frame */
+    int frames_delivered; /* frames of `gen` already decoded and passed to on_audio */
     gepard_codec_stream *codec_stream;
-    float *pcm;     /* one frame of samples */
-    bool pcm_ready; /* pcm already holds the next pending frame (batched decode) */
+    float *pcm;    /* samples of up to GP_ENGINE_MAX_CHUNK frames */
+    int pcm_ready; /* frames already decoded into pcm by the batched decode (0 = none) */
     /* shared state (engine->lock) */
     stream_state state;
     gepard_status status;
@@ -90,8 +91,14 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more_se
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
 /* KV positions the stream's current (or next) segment reserves. */
 int gp_stream_positions_needed(const gepard_stream *s);
-/* Frames sampled but not yet delivered. */
-int gp_stream_pending_frames(const gepard_stream *s);
+/* Audio goes out in chunks of this many frames after the first frame (which
+ * goes alone, for the time to first audio): the codec's first stage reads
+ * its weights once per call, so pairs of frames cost less per frame. */
+#define GP_ENGINE_CHUNK_FRAMES 2
+#define GP_ENGINE_MAX_CHUNK 4
+
+/* How many of the stream's sampled frames to decode now (0 = wait). */
+int gp_stream_frames_to_decode(const gepard_stream *s);
 /* Free a stream's per-request memory (not the struct). */
 void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
 /* engine.c: take a stream that is still waiting for a slot out of the queue

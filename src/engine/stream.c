@@ -54,7 +54,8 @@ static gepard_status stream_setup(gepard_engine *e, gepard_stream *s, const char
                                               m->cfg.channel_vocab[c]);
         if (gepard_codec_stream_create(e->codec, &s->codec_stream) != GEPARD_OK)
             return (gepard_status)gp_fail(err, GEPARD_ERR_NOMEM, "%s", gepard_last_error());
-        s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * sizeof(float));
+        s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * GP_ENGINE_MAX_CHUNK *
+                        sizeof(float));
         if (!s->pcm) return (gepard_status)gp_fail_oom(err, "audio buffer", 0);
     }
     return GEPARD_OK;
@@ -108,6 +109,7 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more, g
     }
     s->gen = gen;
     s->frames_delivered = 0;
+    s->frames_signaled = 0;
     s->text_pos = pos;
     return GEPARD_OK;
 }
@@ -123,30 +125,49 @@ static void stream_fail(gepard_stream *s, gepard_status status, const char *mess
     snprintf(s->message, sizeof s->message, "%s", message);
 }
 
-int gp_stream_pending_frames(const gepard_stream *s) {
-    return s->gen ? s->gen->n_frames - s->frames_delivered : 0;
+int gp_stream_frames_to_decode(const gepard_stream *s) {
+    if (!s->gen) return 0;
+    int pending = s->gen->n_frames - s->frames_delivered;
+    if (pending <= 0) return 0;
+    if (s->frames_delivered == 0 && s->result.samples == 0) return 1; /* first audio: at once */
+    bool ending = s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested);
+    if (pending >= GP_ENGINE_CHUNK_FRAMES || ending)
+        return pending < GP_ENGINE_MAX_CHUNK ? pending : GP_ENGINE_MAX_CHUNK;
+    return 0;
 }
 
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
     const int C = e->model->model->cfg.num_channels;
     gp_gen_stream *g = s->gen;
-    while (s->frames_delivered < g->n_frames) {
-        const int32_t *codes = g->frames + (size_t)s->frames_delivered * C;
-        s->frames_delivered++;
+    /* Codes go out as soon as they are sampled. */
+    while (s->frames_signaled < g->n_frames) {
+        const int32_t *codes = g->frames + (size_t)s->frames_signaled * C;
+        s->frames_signaled++;
         s->result.frames++;
+        if (!s->first_audio_time && !e->codec) s->first_audio_time = gp_now_s();
         if (s->callbacks.on_frame && s->callbacks.on_frame(codes, C, s->callbacks.user)) {
             stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the frame callback");
             return 1;
         }
-        if (!s->first_audio_time && !e->codec) s->first_audio_time = gp_now_s();
-        if (!e->codec) continue;
+    }
+    if (!e->codec) {
+        s->frames_delivered = g->n_frames;
+        return 0;
+    }
+    /* Audio in chunks (see GP_ENGINE_CHUNK_FRAMES). */
+    for (;;) {
+        int k = s->pcm_ready ? s->pcm_ready : gp_stream_frames_to_decode(s);
+        if (k <= 0) return 0;
+        const int32_t *codes = g->frames + (size_t)s->frames_delivered * C;
         if (s->pcm_ready) {
-            s->pcm_ready = false; /* decoded together with other streams */
-        } else if (gepard_codec_stream_push(s->codec_stream, codes, 1, s->pcm) != GEPARD_OK) {
+            s->pcm_ready = 0; /* decoded together with other streams */
+        } else if (gepard_codec_stream_push(s->codec_stream, codes, (size_t)k, s->pcm) !=
+                   GEPARD_OK) {
             stream_fail(s, GEPARD_ERR_INTERNAL, gepard_last_error());
             return 1;
         }
-        size_t n = (size_t)gepard_codec_samples_per_frame(e->codec);
+        s->frames_delivered += k;
+        size_t n = (size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)k;
         if (!s->first_audio_time) s->first_audio_time = gp_now_s();
         s->result.samples += n;
         if (s->callbacks.on_audio && s->callbacks.on_audio(s->pcm, n, s->callbacks.user)) {
@@ -154,7 +175,6 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
             return 1;
         }
     }
-    return 0;
 }
 
 gepard_status gepard_stream_start(gepard_engine *e, const char *text,

@@ -193,15 +193,7 @@ int cli_say(int argc, char **argv) {
         rc = cli_runtime_error("%s", gepard_last_error());
         goto done;
     }
-    const char *lora_path = cli_get(&a, "lora");
-    if (lora_path) {
-        double alpha = 0;
-        if ((rc = cli_get_float(&a, "lora-alpha", 1e-6, 1e6, &alpha))) goto done;
-        if (gepard_lora_load(model, lora_path, (float)alpha, &lora) != GEPARD_OK) {
-            rc = cli_runtime_error("%s", gepard_last_error());
-            goto done;
-        }
-    }
+    if ((rc = cli_load_lora(&a, model, &lora))) goto done;
     if ((rc = load_voice(&a, model, codec, &voice))) goto done;
     params.voice = voice;
     params.lora = lora;

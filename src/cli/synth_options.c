@@ -115,6 +115,18 @@ int cli_read_text(const cli_args *a, const char *file_option, char **text) {
     return rc;
 }
 
+int cli_load_lora(const cli_args *a, gepard_model *model, gepard_lora **lora) {
+    *lora = NULL;
+    const char *lora_path = cli_get(a, "lora");
+    if (!lora_path) return CLI_EXIT_OK;
+    double alpha = 0;
+    int rc = cli_get_float(a, "lora-alpha", 1e-6, 1e6, &alpha);
+    if (rc) return rc;
+    if (gepard_lora_load(model, lora_path, (float)alpha, lora) != GEPARD_OK)
+        return cli_runtime_error("%s", gepard_last_error());
+    return CLI_EXIT_OK;
+}
+
 int cli_load_model(const cli_args *a, gepard_weight_format weights, gepard_model **model,
                    gepard_lora **lora) {
     *model = NULL;
@@ -125,13 +137,5 @@ int cli_load_model(const cli_args *a, gepard_weight_format weights, gepard_model
     lp.weights = weights;
     if (gepard_model_load(dir, &lp, model) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());
-    const char *lora_path = cli_get(a, "lora");
-    if (lora_path) {
-        double alpha = 0;
-        int rc = cli_get_float(a, "lora-alpha", 1e-6, 1e6, &alpha);
-        if (rc) return rc;
-        if (gepard_lora_load(*model, lora_path, (float)alpha, lora) != GEPARD_OK)
-            return cli_runtime_error("%s", gepard_last_error());
-    }
-    return CLI_EXIT_OK;
+    return cli_load_lora(a, *model, lora);
 }

@@ -34,6 +34,9 @@ int cli_read_sampling(const cli_args *args, gepard_synth_params *params, int *th
  * stdin. *text is malloc'ed. Returns 0, CLI_EXIT_USAGE or CLI_EXIT_RUNTIME. */
 int cli_read_text(const cli_args *args, const char *file_option, char **text);
 
+/* The adapter named by --lora (alpha from --lora-alpha), or NULL. */
+int cli_load_lora(const cli_args *args, gepard_model *model, gepard_lora **lora);
+
 /* Load model + optional LoRA (--lora / --lora-alpha) for a command. */
 int cli_load_model(const cli_args *args, gepard_weight_format weights, gepard_model **model,
                    gepard_lora **lora);

@@ -67,7 +67,9 @@ void gepard_free(void *p);
 
 typedef struct gepard_tokenizer gepard_tokenizer;
 
-/* `model_dir` is a Gepard checkpoint directory. */
+/* `model_dir` is a Gepard checkpoint directory (a directory with only a
+ * tokenizer.json, or the path of a tokenizer.json, also works; layouts then
+ * need the directory's gepard_config.json and fail with a message). */
 gepard_status gepard_tokenizer_load(const char *model_dir, gepard_tokenizer **out);
 void gepard_tokenizer_free(gepard_tokenizer *tok);
 /* Encode UTF-8 text without special tokens; *ids is freed with gepard_free. */

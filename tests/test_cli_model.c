@@ -309,3 +309,25 @@ TEST(cli_bench_prints_the_required_keys) {
     cJSON_Delete(j);
     test_cmd_result_free(&r);
 }
+
+/* tokenize needs only tokenizer.json (a directory holding it, or the file);
+ * --layout also needs the config and says so. */
+TEST(cli_tokenize_with_a_bare_tokenizer) {
+    const char *cp[] = {"cp", test_fixture("model-tiny/model/tokenizer.json"), test_tmpdir(), NULL};
+    test_cmd_result r;
+    REQUIRE(test_run_program(&r, NULL, 0, 10, cp) == 0 && r.status == 0);
+    test_cmd_result_free(&r);
+    const char *dir[] = {"tokenize", "--model", test_tmpdir(), "Hello world!", NULL};
+    REQUIRE(test_run_gepard(&r, NULL, 0, 30, dir) == 0);
+    CHECK(r.status == 0 && strcmp(r.out, "{\"ids\":[407,304,279,306,284,0]}\n") == 0);
+    test_cmd_result_free(&r);
+    const char *file[] = {"tokenize", "--model", test_tmp("tokenizer.json"), "Hello world!", NULL};
+    REQUIRE(test_run_gepard(&r, NULL, 0, 30, file) == 0);
+    CHECK(r.status == 0 && strcmp(r.out, "{\"ids\":[407,304,279,306,284,0]}\n") == 0);
+    test_cmd_result_free(&r);
+    const char *layout[] = {"tokenize", "--model", test_tmpdir(), "--layout", "Hello", NULL};
+    REQUIRE(test_run_gepard(&r, NULL, 0, 30, layout) == 0);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK(strstr(r.err, "gepard_config.json") != NULL && r.out_len == 0);
+    test_cmd_result_free(&r);
+}

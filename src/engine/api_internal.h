@@ -13,6 +13,8 @@
 
 struct gepard_tokenizer {
     gp_tokenizer *tok;
+    bool has_config; /* a gepard_config.json / config.json was found (needed for layouts) */
+    char config_error[GP_ERROR_MESSAGE_MAX];
     gp_model_config cfg;
     gp_text_repetition repetition;
 };
@@ -42,8 +44,11 @@ struct gepard_codec_stream {
     float *latent; /* [channels][GP_CODEC_STEP_FRAMES] for push_latent */
 };
 
-/* Fill a tokenizer handle from a model directory (tokenizer.json + config). */
-int gp_api_tokenizer_init(gepard_tokenizer *t, const char *dir, gp_error *err);
+/* Fill a tokenizer handle from a model directory (tokenizer.json, plus the
+ * config when present) or from a tokenizer.json file. With `need_config`
+ * a missing or broken config is an error; otherwise it only disables
+ * layouts (gepard_text_layout then explains why). */
+int gp_api_tokenizer_init(gepard_tokenizer *t, const char *path, bool need_config, gp_error *err);
 void gp_api_tokenizer_clear(gepard_tokenizer *t);
 
 #endif

@@ -50,7 +50,7 @@ gepard_status gepard_model_load(const char *path, const gepard_load_params *para
     if (params->weights != GEPARD_WEIGHTS_DEFAULT)
         opts.weight_format = (gp_weight_format)params->weights;
     int rc = m->dir ? GEPARD_OK : gp_fail_oom(&err, "path", strlen(path));
-    if (rc == GEPARD_OK) rc = gp_api_tokenizer_init(&m->tokenizer, path, &err);
+    if (rc == GEPARD_OK) rc = gp_api_tokenizer_init(&m->tokenizer, path, true, &err);
     if (rc == GEPARD_OK) rc = gp_model_load(path, &opts, &m->model, &err);
     if (rc) {
         gepard_model_free(m);

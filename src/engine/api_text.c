@@ -8,14 +8,36 @@
 
 void gepard_free(void *p) { free(p); }
 
-int gp_api_tokenizer_init(gepard_tokenizer *t, const char *dir, gp_error *err) {
+int gp_api_tokenizer_init(gepard_tokenizer *t, const char *path, bool need_config, gp_error *err) {
     memset(t, 0, sizeof *t);
-    int rc = gp_model_config_load(dir, &t->cfg, err);
-    if (rc) return rc;
-    char *path = gp_path_join(dir, "tokenizer.json");
-    if (!path) return gp_fail_oom(err, "path", strlen(dir));
-    rc = gp_tok_load(path, &t->tok, err);
-    free(path);
+    bool is_dir = gp_path_is_dir(path);
+    if (!is_dir && !gp_path_exists(path))
+        return gp_fail(err, GEPARD_ERR_NOT_FOUND,
+                       "%s: no such model directory or tokenizer.json file", path);
+    if (is_dir) {
+        gp_error cfg_err;
+        gp_error_clear(&cfg_err);
+        int rc = gp_model_config_load(path, &t->cfg, &cfg_err);
+        if (rc && (need_config || rc != GEPARD_ERR_NOT_FOUND)) {
+            *err = cfg_err;
+            return rc;
+        }
+        t->has_config = rc == GEPARD_OK;
+        if (!t->has_config)
+            snprintf(t->config_error, sizeof t->config_error, "%s", cfg_err.message);
+    } else {
+        if (need_config)
+            return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                           "%s: expected a model directory, got a file", path);
+        snprintf(t->config_error, sizeof t->config_error,
+                 "%s: a bare tokenizer.json has no gepard_config.json to take the layout from — "
+                 "pass the model directory",
+                 path);
+    }
+    char *file = is_dir ? gp_path_join(path, "tokenizer.json") : strdup(path);
+    if (!file) return gp_fail_oom(err, "path", strlen(path));
+    int rc = gp_tok_load(file, &t->tok, err);
+    free(file);
     if (rc) return rc;
     t->repetition.enabled = t->cfg.repetition.enabled;
     t->repetition.target_text_tokens = t->cfg.repetition.target_text_tokens;
@@ -35,7 +57,7 @@ gepard_status gepard_tokenizer_load(const char *model_dir, gepard_tokenizer **ou
     gp_error_clear(&err);
     gepard_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
-    if (gp_api_tokenizer_init(t, model_dir, &err)) {
+    if (gp_api_tokenizer_init(t, model_dir, false, &err)) {
         gp_api_tokenizer_clear(t);
         free(t);
         return gp_api_fail(&err);
@@ -64,6 +86,7 @@ gepard_status gepard_text_layout(const gepard_tokenizer *t, const int32_t *ids, 
                                  int32_t **layout, size_t *n_layout) {
     gp_error err;
     gp_error_clear(&err);
+    if (!t->has_config) return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "%s", t->config_error);
     const gp_special_tokens *st = &t->cfg.special;
     if (gp_layout_build(&t->repetition, st->start_of_text, st->end_of_text, st->start_of_speech,
                         ids, n_ids, layout, n_layout, &err))

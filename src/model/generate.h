@@ -133,6 +133,7 @@ typedef struct gp_gen_workspace {
     int32_t *codes;
     gp_backbone_seq *seqs;
     struct gp_gen_slot *slots;
+    gp_gen_stream **sampling; /* streams that sample a frame this step */
     size_t cap_rows, cap_seqs;
 } gp_gen_workspace;
 

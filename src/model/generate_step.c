@@ -30,6 +30,7 @@ void gp_gen_workspace_free(gp_gen_workspace *w) {
     free(w->codes);
     free(w->seqs);
     free(w->slots);
+    free(w->sampling);
     memset(w, 0, sizeof *w);
 }
 
@@ -55,12 +56,15 @@ static int workspace_reserve(gp_gen_workspace *w, const gp_model *m, size_t rows
         free(w->codes);
         free(w->seqs);
         free(w->slots);
+        free(w->sampling);
         w->hidden = gp_aligned_alloc(cap * H * sizeof(float));
         w->logits = gp_aligned_alloc(cap * total * sizeof(float));
         w->codes = malloc(cap * C * sizeof(int32_t));
         w->seqs = malloc(cap * sizeof *w->seqs);
         w->slots = malloc(cap * sizeof *w->slots);
-        w->cap_seqs = w->hidden && w->logits && w->codes && w->seqs && w->slots ? cap : 0;
+        w->sampling = malloc(cap * sizeof *w->sampling);
+        w->cap_seqs =
+            w->hidden && w->logits && w->codes && w->seqs && w->slots && w->sampling ? cap : 0;
         if (!w->cap_seqs) return gp_fail_oom(err, "step state", cap * H * 4);
     }
     return GEPARD_OK;
@@ -151,7 +155,7 @@ int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace
      * need heads: frame 0 after a complete prefill, or a decode step that did
      * not stop. */
     int n_heads = 0, worked = 0;
-    gp_gen_stream **sampling = (gp_gen_stream **)w->seqs; /* reuse: slots are done */
+    gp_gen_stream **sampling = w->sampling;
     for (int i = 0; i < n; i++) {
         gp_gen_stream *s = streams[i];
         bool ran = false;

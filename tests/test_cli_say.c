@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_hub.h"
 #include "io/audio_file.h"
 #include "io/json.h"
+#include "server_harness.h"
 #include "test.h"
 
 #define MODEL test_fixture("model-tiny/model")
@@ -120,25 +122,8 @@ TEST(say_all_output_formats) {
     }
 }
 
-/* A 44.1 kHz stereo "recording": two tones with a little noise. */
-static void write_reference(const char *path) {
-    const int rate = 44100, n = rate * 3;
-    float *x = malloc((size_t)n * 2 * sizeof(float));
-    unsigned s = 1;
-    for (int i = 0; i < n; i++) {
-        s = s * 1103515245u + 12345u;
-        float noise = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.05f;
-        x[2 * i] = 0.4f * sinf(2 * (float)M_PI * 220 * (float)i / rate) + noise;
-        x[2 * i + 1] = 0.3f * sinf(2 * (float)M_PI * 330 * (float)i / rate) - noise;
-    }
-    gp_error err;
-    if (gp_audio_write_wav(path, x, (size_t)n, 2, rate, false, &err))
-        test_fail(__FILE__, __LINE__, "%s", err.message);
-    free(x);
-}
-
 TEST(say_voice_cloning_from_44k_stereo_wav) {
-    write_reference(test_tmp("ref.wav"));
+    test_write_reference_wav(test_tmp("ref.wav"));
     const char *with_voice[] = {"say",          "--model",
                                 MODEL,          "--codec",
                                 CODEC,          GREEDY,
@@ -287,8 +272,6 @@ TEST(say_bad_input) {
 /* The whole path a new user takes: repo ids for model and codec, downloaded
  * into an empty Hugging Face cache from a (fake) Hub, then synthesis; a
  * second run works with the Hub gone. */
-#include "fake_hub.h"
-
 TEST(say_from_hub_repo_ids_then_offline) {
     fake_hub hub;
     REQUIRE(fake_hub_start(&hub) == 0);

@@ -206,15 +206,12 @@ static bool probe_codec(const char *path) {
     if (gp_path_is_dir(path)) return true;
     unsigned char head[16];
     size_t n = read_head(path, head, sizeof head);
-    bool zip = gp_zip_looks_like(head, n), st = n >= 9 && head[8] == '{';
+    bool zip = gp_zip_looks_like(head, n), st = gp_st_looks_like(head, n);
     if (!zip && !st) return true; /* a tar (.nemo) or something only the codec reader names */
     return config_beside(path);
 }
 
-static bool probe_safetensors(const char *path) {
-    unsigned char head[16];
-    return read_head(path, head, sizeof head) >= 9 && head[8] == '{';
-}
+static bool probe_safetensors(const char *path) { return gp_st_path_looks_like(path); }
 
 static bool probe_torch(const char *path) {
     unsigned char head[16];

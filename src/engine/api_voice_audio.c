@@ -11,6 +11,7 @@
 #include "io/audio_file.h"
 #include "io/file.h"
 #include "io/resample.h"
+#include "io/safetensors.h"
 
 #define VOICE_DEFAULT_SECONDS 15.0
 #define VOICE_MIN_SECONDS 0.5
@@ -75,22 +76,12 @@ gepard_status gepard_voice_from_audio(gepard_model *m, const gepard_codec *codec
     return st;
 }
 
-static bool is_saved_voice(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    unsigned char head[10];
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    /* safetensors: 8-byte little-endian length then '{' */
-    return n == sizeof head && head[8] == '{' && head[6] == 0 && head[7] == 0;
-}
-
 gepard_status gepard_voice_from_file(gepard_model *m, const gepard_codec *codec, const char *path,
                                      gepard_voice **out) {
     *out = NULL;
     if (!gp_path_exists(path))
         return gp_api_failf(GEPARD_ERR_NOT_FOUND, "%s: no such voice file", path);
-    if (is_saved_voice(path)) return gepard_voice_load(m, path, out);
+    if (gp_st_path_looks_like(path)) return gepard_voice_load(m, path, out);
     gp_error err;
     gp_error_clear(&err);
     gp_audio audio;

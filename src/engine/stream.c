@@ -116,8 +116,8 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more, g
 
 int gp_stream_positions_needed(const gepard_stream *s) {
     if (s->gen) return gp_gen_kv_positions(s->gen, false) + gp_gen_kv_positions(s->gen, true);
-    bool cfg = s->gen_params.cfg_scale != 1.0f && s->gen_params.cfg_frames != 0;
-    return (s->prefix_rows + s->gen_params.max_frames) * (cfg ? 2 : 1);
+    return (s->prefix_rows + s->gen_params.max_frames) *
+           (gp_gen_params_use_cfg(&s->gen_params) ? 2 : 1);
 }
 
 static void stream_fail(gepard_stream *s, gepard_status status, const char *message) {

@@ -228,6 +228,21 @@ static bool is_redirect(long status) {
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
+/* Replace *url by the response's redirect target. Returns 1 when there is
+ * one, 0 when not, -1 (err set) when out of memory. */
+static int take_redirect(CURL *c, char **url, gp_error *err) {
+    char *next = NULL;
+    if (curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next) != CURLE_OK || !next) return 0;
+    char *copy = strdup(next);
+    if (!copy) {
+        gp_fail_oom(err, "a URL", strlen(next));
+        return -1;
+    }
+    free(*url);
+    *url = copy;
+    return 1;
+}
+
 int gp_hub_unreachable_error(const char *url, const char *reason, gp_error *err) {
     char origin[256];
     gp_hub_url_origin(url, origin, sizeof origin);
@@ -266,18 +281,15 @@ int gp_hub_http_head(gp_hub_ctx *ctx, const char *url, gp_hub_meta *meta, gp_err
         if (rc) break;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &h.status);
         /* Follow same-host redirects (renamed repos); stop at the CDN's. */
-        char *next = NULL;
-        if (is_redirect(h.status) && h.location_relative && hop < HUB_MAX_REDIRECTS &&
-            curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next) == CURLE_OK && next) {
-            char *copy = strdup(next);
-            if (!copy) {
-                rc = gp_fail_oom(err, "a URL", strlen(next));
+        if (is_redirect(h.status) && h.location_relative && hop < HUB_MAX_REDIRECTS) {
+            int moved = take_redirect(c, &current, err);
+            if (moved < 0) {
+                rc = err->code;
                 break;
             }
-            free(current);
-            current = copy;
-            continue;
+            if (moved) continue;
         }
+        char *next = NULL;
         header_state_to_meta(&h, meta);
         if (is_redirect(h.status) &&
             curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next) == CURLE_OK && next &&
@@ -424,17 +436,13 @@ static int get_follow(get_state *s, const char *url, CURLcode *res, char *errbuf
         *res = curl_easy_perform(c);
         curl_slist_free_all(headers);
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &s->h.status);
-        char *next = NULL;
-        if (*res == CURLE_OK && is_redirect(s->h.status) && hop < HUB_MAX_REDIRECTS &&
-            curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next) == CURLE_OK && next) {
-            char *copy = strdup(next);
-            if (!copy) {
-                rc = gp_fail_oom(err, "a URL", strlen(next));
+        if (*res == CURLE_OK && is_redirect(s->h.status) && hop < HUB_MAX_REDIRECTS) {
+            int moved = take_redirect(c, &current, err);
+            if (moved < 0) {
+                rc = err->code;
                 break;
             }
-            free(current);
-            current = copy;
-            continue;
+            if (moved) continue;
         }
         break;
     }

@@ -239,6 +239,19 @@ int gp_st_open(const char *path, gp_st_file **out, gp_error *err) {
     return GEPARD_OK;
 }
 
+bool gp_st_looks_like(const unsigned char *head, size_t n) {
+    return n >= 9 && head[6] == 0 && head[7] == 0 && head[8] == '{';
+}
+
+bool gp_st_path_looks_like(const char *path) {
+    unsigned char head[9];
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return false;
+    size_t n = fread(head, 1, sizeof head, fp);
+    fclose(fp);
+    return gp_st_looks_like(head, n);
+}
+
 void gp_st_drop_pages(const gp_st_file *f, const gp_st_tensor *t) {
     if (!f->map.data || !f->map.size || !t->nbytes) return;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);

@@ -12,6 +12,7 @@
 #ifndef GP_IO_SAFETENSORS_H
 #define GP_IO_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,11 @@ typedef struct gp_st_file {
 } gp_st_file;
 
 int gp_st_open(const char *path, gp_st_file **out, gp_error *err);
+/* True when the first bytes of a file look like a safetensors header (an
+ * 8-byte little-endian length below 2^48, then '{'); n = bytes available. */
+bool gp_st_looks_like(const unsigned char *head, size_t n);
+/* Same, reading the start of the file at `path` (false if unreadable). */
+bool gp_st_path_looks_like(const char *path);
 /* Parse an in-memory image; `origin` names it in messages. The memory must
  * outlive the returned file. */
 int gp_st_open_memory(const void *data, size_t size, const char *origin, gp_st_file **out,

@@ -57,12 +57,13 @@ int gp_gen_params_validate(const gp_gen_params *p, gp_error *err) {
     return GEPARD_OK;
 }
 
-static bool cfg_enabled(const gp_gen_params *p) {
+bool gp_gen_params_use_cfg(const gp_gen_params *p) {
     return p->cfg_scale != 1.0f && p->cfg_frames != 0;
 }
 
 bool gp_gen_guided(const gp_gen_stream *s, int t) {
-    return cfg_enabled(&s->params) && (s->params.cfg_frames < 0 || t < s->params.cfg_frames);
+    return gp_gen_params_use_cfg(&s->params) &&
+           (s->params.cfg_frames < 0 || t < s->params.cfg_frames);
 }
 
 static int branch_init(gp_gen_branch *b, const gp_model *m, const int32_t *ids, int n_ids,
@@ -105,7 +106,7 @@ int gp_gen_create(const gp_model *m, const gp_gen_params *params, const int32_t 
     s->penalize = calloc((size_t)max_vocab, sizeof(bool));
     if (!s->frames || !s->logits || !s->penalize) rc = gp_fail_oom(err, "stream", 0);
     if (rc == GEPARD_OK) rc = branch_init(&s->cond, m, ids, n_ids, prefix, prefix_rows, err);
-    if (rc == GEPARD_OK && cfg_enabled(params)) {
+    if (rc == GEPARD_OK && gp_gen_params_use_cfg(params)) {
         const gp_special_tokens *st = &m->cfg.special;
         int32_t empty[3] = {st->start_of_text, st->end_of_text, st->start_of_speech};
         int32_t audio_only[1] = {st->start_of_speech};

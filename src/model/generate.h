@@ -114,6 +114,9 @@ int gp_gen_reserve(gp_gen_stream *s, gp_kv_pool *kv, gp_error *err);
 /* Give back the unconditional branch's blocks once guidance is over. */
 void gp_gen_release_finished_branches(gp_gen_stream *s, gp_kv_pool *kv);
 
+/* True when the parameters run an unconditional branch at all (cfg_scale
+ * != 1 and cfg_frames != 0). */
+bool gp_gen_params_use_cfg(const gp_gen_params *p);
 /* True when frame index t is sampled with guidance. */
 bool gp_gen_guided(const gp_gen_stream *s, int t);
 void gp_gen_cancel(gp_gen_stream *s);

@@ -25,7 +25,28 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmp3lame
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wno-format-truncation
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-strict-aliasing
-LIBS = $(PKG_LIBS) -lm -lpthread
+LIBS = $(PKG_LIBS) -lm -lpthread -ldl
+
+# ---- the CUDA backend (a plugin opened at run time: src/cuda/, model/device.c) ----
+# Built automatically when nvcc is found (CUDA=0 turns it off, CUDA=1 insists).
+# The gepard binary never links CUDA; libgepard-cuda.so sits beside it.
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+ifeq ($(CUDA),)
+CUDA := $(if $(NVCC),1,0)
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS := -O3 -std=c++17 -Iinclude -Isrc $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
+              -Werror all-warnings --expt-relaxed-constexpr
+CUDA_SRC := $(sort $(wildcard src/cuda/*.cu))
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
+CUDA_PLUGIN := $(BUILD)/release/libgepard-cuda.so
+ifeq ($(CUDA),1)
+ifeq ($(NVCC),)
+$(error CUDA=1 but nvcc was not found: install the CUDA toolkit or set NVCC=/path/to/nvcc)
+endif
+CUDA_TARGETS := $(CUDA_PLUGIN)
+endif
 
 RELEASE_CFLAGS := -O2 -g -DNDEBUG -fno-math-errno
 ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -50,14 +71,28 @@ ASAN_LIB := $(BUILD)/asan/libgepard.a
 REL_BIN := $(BUILD)/release/gepard
 ASAN_BIN := $(BUILD)/asan/gepard
 ASAN_TESTS := $(BUILD)/asan/gepard-tests
+REL_TESTS := $(BUILD)/release/gepard-tests
 REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SRC))
 REL_BENCH_TOOLS := $(patsubst bench/%.c,$(BUILD)/release/bench/%,$(BENCH_SRC))
 
-.PHONY: all test demo bench bench-kernels deps format clean check-format release asan examples \
+.PHONY: cuda test-cuda device-bundle all test demo bench bench-kernels deps format clean check-format release asan examples \
         bench-tools
 
-all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES)
+all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES) $(CUDA_TARGETS)
 	@ln -sf release/gepard $(BUILD)/gepard
+
+cuda: $(CUDA_PLUGIN)
+
+$(BUILD)/cuda/%.o: %.cu $(wildcard src/cuda/*.h) src/model/device_plugin.h include/gepard.h
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+$(CUDA_PLUGIN): $(CUDA_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(NVCC) -shared -o $@ $^ -cudart static -L$(CUDA_HOME)/lib64 -lcublas \
+	  -Xlinker -rpath=$(CUDA_HOME)/lib64 -Xlinker --no-undefined
 
 release: all
 
@@ -99,6 +134,10 @@ $(ASAN_TESTS): $(call asan_obj,$(TEST_SRC)) $(ASAN_LIB)
 	@echo "  LD asan $@"
 	@$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
 
+$(REL_TESTS): $(call rel_obj,$(TEST_SRC)) $(REL_LIB)
+	@echo "  LD      $@"
+	@$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+
 $(BUILD)/release/examples/%: $(BUILD)/release/examples/%.o $(REL_LIB)
 	@echo "  LD      $@"
 	@$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
@@ -122,6 +161,28 @@ test:
 	@$(MAKE) --no-print-directory all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS)
+
+# The GPU tests (tests/test_cuda.c) on a machine with an NVIDIA GPU: release
+# build (CUDA and ASan do not mix), the CUDA plugin, then every test whose
+# name contains "cuda". Without a GPU each one reports "skipped".
+test-cuda:
+	@$(MAKE) --no-print-directory all CUDA=1
+	@$(MAKE) --no-print-directory $(REL_TESTS)
+	GEPARD_BIN=$(REL_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(REL_TESTS) cuda $(TEST_ARGS)
+
+# Pack what the GPU machine needs into .device/ (git-ignored): gepard, the
+# release test binary, the CUDA plugin beside them, their Debian libraries
+# and the shared fixtures. Then, with the device tool:
+#   run(command="scripts/device-run.sh all", carry=[".device"])
+device-bundle:
+	@$(MAKE) --no-print-directory all CUDA=1
+	@$(MAKE) --no-print-directory $(REL_TESTS)
+	@rm -rf .device && mkdir -p .device/fixtures
+	@sh ../shared/tools/device-bundle.sh .device $(REL_BIN) $(REL_TESTS)
+	@cp $(CUDA_PLUGIN) .device/bin/
+	@cp -r ../shared/fixtures/model-tiny ../shared/fixtures/codec-tiny \
+	  ../shared/fixtures/real-size ../shared/fixtures/README.md .device/fixtures/
+	@du -sh .device
 
 demo: deps
 	@$(MAKE) --no-print-directory all

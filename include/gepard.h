@@ -110,6 +110,14 @@ typedef struct gepard_load_params {
     const char *token;            /* Hub token; NULL = $HF_TOKEN or the token file */
     gepard_progress_fn progress;
     void *progress_user;
+    /* Where the backbone runs: NULL or "auto" (a CUDA GPU when the CUDA
+     * backend is installed and a GPU is usable, else the CPU; GEPARD_DEVICE
+     * in the environment overrides auto), "cpu", "cuda" or "cuda:N". */
+    const char *device;
+    /* GPU arithmetic: NULL or "bf16" (bf16 weights and GEMM inputs, f32
+     * accumulation, norms, softmax and residual stream; bf16 KV cache) or
+     * "f32" (f32 everywhere, no TF32: the path that reproduces the CPU). */
+    const char *gpu_precision;
 } gepard_load_params;
 
 gepard_load_params gepard_load_default_params(void);
@@ -122,6 +130,8 @@ gepard_status gepard_model_load(const char *path_or_repo, const gepard_load_para
 void gepard_model_free(gepard_model *model);
 /* The model's tokenizer (owned by the model). */
 gepard_tokenizer *gepard_model_tokenizer(gepard_model *model);
+/* Where the model runs: "cpu" or e.g. "cuda:0 (NVIDIA H200, 150.1 GB, bf16)". */
+const char *gepard_model_device(const gepard_model *model);
 /* Number of audio channels (codes per frame; 32 for Gepard-1.0). */
 int gepard_model_channels(const gepard_model *model);
 /* Vocabulary size of channel c. */
@@ -298,6 +308,10 @@ typedef struct gepard_bench_params {
     int threads;                  /* 0 = all CPUs */
     int frames;                   /* frames generated per measurement (64) */
     const char *text;             /* the sentence for prefill / time to first audio */
+    const char *device;           /* as gepard_load_params.device (NULL = auto) */
+    const char *gpu_precision;    /* as gepard_load_params.gpu_precision */
+    const int *streams;           /* GPU aggregate mode: batch sizes to measure (NULL = 1, 64, 256) */
+    int n_streams;
 } gepard_bench_params;
 
 gepard_bench_params gepard_bench_default_params(void);
@@ -306,7 +320,10 @@ gepard_bench_params gepard_bench_default_params(void);
  * backbone_ms_per_frame, prefill speed, codec_ms_per_frame, rtf, ttfa_ms,
  * peak_rss_mb and each phase's fraction of its physical bound; codec_kernels (the default
  * decoder path) and codec_paths {f32, mixed, bf16: ms_per_frame, gflops, fraction_of_peak}
- * for every decoder path the CPU runs. */
+ * for every decoder path the CPU runs. On a GPU (device cuda) also: gpu {name, memory,
+ * mem_bandwidth_gbs, bf16_gemm_tflops measured in the run}, the backbone's fraction of the
+ * GPU's bandwidth bound, and aggregate[] {streams, frames_per_s, realtime_x, step_ms,
+ * fraction of the bandwidth bound and of the GEMM rate} for each batch size in `streams`. */
 gepard_status gepard_benchmark(const gepard_bench_params *params, char **json);
 
 /* Generate codes only (no audio): *codes is [*n_frames][channels], freed

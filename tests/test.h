@@ -23,6 +23,8 @@ void test_fail(const char *file, int line, const char *fmt, ...)
 /* Print an informational line into the test output (measured errors etc.). */
 void test_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int test_failures(void);
+/* End the current test as skipped, saying why ("no CUDA device"). */
+void test_skip(const char *why) __attribute__((noreturn));
 
 #define TEST(name)                                                                                 \
     static void test_##name(void);                                                                 \

@@ -246,6 +246,17 @@ static bool test_selected(const test_case *t, int argc, char **argv) {
     return !any;
 }
 
+/* A test that cannot run here (no GPU) ends through test_skip: exit code
+ * SKIP_EXIT, counted apart from passes and failures. */
+#define SKIP_EXIT 77
+
+void test_skip(const char *why) {
+    printf("    skipped (%s)\n", why);
+    fflush(stdout);
+    exit(current_failures ? 1 : SKIP_EXIT);
+}
+
+/* 1 = passed, 0 = failed, 2 = skipped. */
 static int run_one(const test_case *t, const char *run_dir, int index) {
     snprintf(current_tmpdir, sizeof current_tmpdir, "%s/t%04d", run_dir, index);
     mkdir(current_tmpdir, 0755);
@@ -261,6 +272,7 @@ static int run_one(const test_case *t, const char *run_dir, int index) {
     int status = 0;
     waitpid(pid, &status, 0);
     nftw(current_tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == SKIP_EXIT) return 2;
     if (WIFEXITED(status)) return WEXITSTATUS(status) == 0;
     printf("    killed by signal %d%s\n", WTERMSIG(status),
            WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
@@ -282,7 +294,10 @@ int main(int argc, char **argv) {
         printf("note: the shared fixtures are not at %s — tests that need them will fail; set "
                "GEPARD_FIXTURES to their folder\n",
                test_fixture(""));
-    int passed = 0, failed = 0;
+    /* The CPU is the reference every test asserts against; tests of a GPU
+     * ask for it explicitly. */
+    setenv("GEPARD_DEVICE", "cpu", 1);
+    int passed = 0, failed = 0, skipped = 0;
     struct timespec t0, t1;
     for (int i = 0; i < test_count; i++) {
         if (!test_selected(&tests[i], argc, argv)) continue;
@@ -291,13 +306,19 @@ int main(int argc, char **argv) {
         int ok = run_one(&tests[i], run_dir, i);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-        printf("%s %s (%s, %.0f ms)\n", ok ? "ok  " : "FAIL", tests[i].name, tests[i].file, ms);
-        if (ok)
+        printf("%s %s (%s, %.0f ms)\n", ok == 2 ? "skip" : ok ? "ok  " : "FAIL", tests[i].name,
+               tests[i].file, ms);
+        if (ok == 2)
+            skipped++;
+        else if (ok)
             passed++;
         else
             failed++;
     }
     nftw(run_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    printf("%d passed, %d failed\n", passed, failed);
+    if (skipped)
+        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else
+        printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/synth_options.h"
 #include "gepard.h"
 
 static const cli_option bench_options[] = {
@@ -15,6 +16,8 @@ static const cli_option bench_options[] = {
     {"threads", 't', "N", "threads (default: all CPUs)"},
     {"frames", 0, "N", "frames per measurement (default 64)"},
     {"text", 0, "TEXT", "the sentence to prefill and time to first audio"},
+    {"streams", 0, "N,N,...", "GPU: batch sizes of the aggregate measurement (default 1,64,256)"},
+    CLI_DEVICE_OPTIONS,
 };
 
 static int parse_format(const char *command, const char *name, const char *value,
@@ -60,6 +63,25 @@ int cli_bench(int argc, char **argv) {
         if (!(rc = cli_get_int(&a, "threads", 0, 1024, &n))) p.threads = (int)n;
         n = p.frames;
         if (!rc && !(rc = cli_get_int(&a, "frames", 1, 100000, &n))) p.frames = (int)n;
+        p.device = cli_get(&a, "device");
+        p.gpu_precision = cli_get(&a, "gpu-precision");
+    }
+    int streams[32], n_streams = 0;
+    const char *list = cli_get(&a, "streams");
+    for (const char *q = list; !rc && q && *q && n_streams < 32;) {
+        char *end;
+        long v = strtol(q, &end, 10);
+        if (end == q || v < 1 || v > 65536 || (*end && *end != ',')) {
+            rc = cli_usage_error("bench", "--streams takes numbers 1..65536 separated by commas, "
+                                          "got \"%s\"", list);
+            break;
+        }
+        streams[n_streams++] = (int)v;
+        q = *end ? end + 1 : end;
+    }
+    if (n_streams) {
+        p.streams = streams;
+        p.n_streams = n_streams;
     }
     char *json = NULL;
     if (!rc) {

@@ -181,6 +181,7 @@ int cli_say(int argc, char **argv) {
     lp.weights = weights;
     lp.revision = cli_get(&a, "revision");
     lp.offline = cli_flag(&a, "offline");
+    cli_read_device(&a, &lp);
     const char *model_path = cli_get(&a, "model") ? cli_get(&a, "model") : DEFAULT_MODEL;
     const char *codec_path = cli_get(&a, "codec") ? cli_get(&a, "codec") : DEFAULT_CODEC;
     gepard_load_params codec_lp = lp;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/synth_options.h"
 #include "gepard.h"
 #include "server/server.h"
 
@@ -39,6 +40,7 @@ static const cli_option serve_options[] = {
     {"kv-cache-mb", 0, "N", "KV cache size (default: enough for every slot's worst case)"},
     {"revision", 0, "REV", "Hub revision of the model (default main)"},
     {"offline", 0, NULL, "use only files already in the Hugging Face cache"},
+    CLI_DEVICE_OPTIONS,
 };
 #define N_SERVE_OPTIONS ((int)(sizeof serve_options / sizeof serve_options[0]))
 
@@ -106,6 +108,7 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->engine.kv_cache_mb = (int)kv;
     c->load.revision = cli_get(a, "revision");
     c->load.offline = cli_flag(a, "offline");
+    cli_read_device(a, &c->load);
     c->model = cli_get(a, "model") ? cli_get(a, "model") : DEFAULT_MODEL;
     c->codec = cli_get(a, "codec") ? cli_get(a, "codec") : DEFAULT_CODEC;
     c->voices = cli_get(a, "voices");

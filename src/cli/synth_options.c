@@ -127,6 +127,11 @@ int cli_load_lora(const cli_args *a, gepard_model *model, gepard_lora **lora) {
     return CLI_EXIT_OK;
 }
 
+void cli_read_device(const cli_args *a, gepard_load_params *lp) {
+    lp->device = cli_get(a, "device");
+    lp->gpu_precision = cli_get(a, "gpu-precision");
+}
+
 int cli_load_model(const cli_args *a, gepard_weight_format weights, gepard_model **model,
                    gepard_lora **lora) {
     *model = NULL;
@@ -135,6 +140,7 @@ int cli_load_model(const cli_args *a, gepard_weight_format weights, gepard_model
     if (!dir) return cli_usage_error(a->command, "--model DIR is required");
     gepard_load_params lp = gepard_load_default_params();
     lp.weights = weights;
+    cli_read_device(a, &lp);
     if (gepard_model_load(dir, &lp, model) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());
     return cli_load_lora(a, *model, lora);

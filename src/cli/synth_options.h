@@ -6,6 +6,12 @@
 #include "cli/args.h"
 #include "gepard.h"
 
+/* Where the model runs (shared by codes, say, serve and bench). */
+#define CLI_DEVICE_OPTIONS                                                                         \
+    {"device", 0, "DEV", "cpu, cuda, cuda:N or auto (default: a GPU when one is usable)"}, {       \
+        "gpu-precision", 0, "P", "GPU arithmetic: bf16 (default) or f32 (reproduces the CPU)"      \
+    }
+
 /* Entries to splice into a command's option table. */
 #define CLI_SAMPLING_OPTIONS                                                                       \
     {"temperature", 0, "F", "sampling temperature (default 1.0; <= 0 is greedy)"},                 \
@@ -21,6 +27,7 @@
         {"seed", 0, "N", "random seed (default: a fresh one each run)"},                           \
         {"threads", 't', "N", "compute threads (default: all CPUs)"},                              \
         {"dtype", 0, "FMT", "weight format: f32, bf16 (default), int8 or q4"},                     \
+        CLI_DEVICE_OPTIONS,                                                                        \
         {"lora", 0, "FILE", "apply a LoRA adapter (.pt or .safetensors)"}, {                       \
         "lora-alpha", 0, "A", "the adapter's alpha (default: from the file, else 2 x rank)"        \
     }
@@ -33,6 +40,9 @@ int cli_read_sampling(const cli_args *args, gepard_synth_params *params, int *th
 /* The text to speak: the single positional TEXT, `-` or -f FILE for a file /
  * stdin. *text is malloc'ed. Returns 0, CLI_EXIT_USAGE or CLI_EXIT_RUNTIME. */
 int cli_read_text(const cli_args *args, const char *file_option, char **text);
+
+/* --device / --gpu-precision into load params (strings point into args). */
+void cli_read_device(const cli_args *args, gepard_load_params *lp);
 
 /* The adapter named by --lora (alpha from --lora-alpha), or NULL. */
 int cli_load_lora(const cli_args *args, gepard_model *model, gepard_lora **lora);

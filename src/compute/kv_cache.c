@@ -55,6 +55,7 @@ int gp_kv_pool_create(int num_layers, int num_kv_heads, int head_dim, int block_
 
 void gp_kv_pool_free(gp_kv_pool *pool) {
     if (!pool) return;
+    if (pool->device && pool->device_free) pool->device_free(pool->device);
     if (pool->data) munmap(pool->data, pool->mapped_bytes);
     free(pool->free_blocks);
     free(pool);

@@ -26,6 +26,10 @@ typedef struct gp_kv_pool {
     size_t mapped_bytes;
     int *free_blocks; /* stack of free block ids */
     int free_count;
+    /* Storage of the same blocks on a compute device (model/device.c), or
+     * NULL; freed with the pool through device_free. */
+    void *device;
+    void (*device_free)(void *device);
 } gp_kv_pool;
 
 typedef struct gp_kv_seq {

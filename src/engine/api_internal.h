@@ -23,6 +23,7 @@ struct gepard_model {
     gp_model *model;
     gepard_tokenizer tokenizer;
     char *dir;
+    char device[192]; /* gepard_model_device() */
 };
 
 struct gepard_voice {

@@ -13,6 +13,7 @@
 #include "engine/hub_paths.h"
 #include "io/file.h"
 #include "model/compressor.h"
+#include "model/device.h"
 #include "model/generate.h"
 
 gepard_load_params gepard_load_default_params(void) {
@@ -50,6 +51,15 @@ gepard_status gepard_model_load(const char *path, const gepard_load_params *para
     if (params->weights != GEPARD_WEIGHTS_DEFAULT)
         opts.weight_format = (gp_weight_format)params->weights;
     int rc = m->dir ? GEPARD_OK : gp_fail_oom(&err, "path", strlen(path));
+    char note[256] = "";
+    if (rc == GEPARD_OK) rc = gp_device_parse(params->device, &opts.device, &err);
+    if (rc == GEPARD_OK)
+        rc = gp_device_precision_parse(params->gpu_precision, &opts.device.precision, &err);
+    if (rc == GEPARD_OK) rc = gp_device_resolve(&opts.device, note, sizeof note, &err);
+    if (rc == GEPARD_OK) {
+        GP_INFO("%s", note);
+        gp_device_describe(&opts.device, m->device, sizeof m->device);
+    }
     if (rc == GEPARD_OK) rc = gp_api_tokenizer_init(&m->tokenizer, path, true, &err);
     if (rc == GEPARD_OK) rc = gp_model_load(path, &opts, &m->model, &err);
     if (rc) {
@@ -69,6 +79,7 @@ void gepard_model_free(gepard_model *m) {
 }
 
 gepard_tokenizer *gepard_model_tokenizer(gepard_model *m) { return &m->tokenizer; }
+const char *gepard_model_device(const gepard_model *m) { return m->device; }
 int gepard_model_channels(const gepard_model *m) { return m->model->cfg.num_channels; }
 int gepard_model_channel_vocab(const gepard_model *m, int c) {
     return c >= 0 && c < m->model->cfg.num_channels ? m->model->cfg.channel_vocab[c] : 0;

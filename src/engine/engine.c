@@ -121,13 +121,34 @@ static void decode_new_frames_together(gepard_engine *e) {
     }
 }
 
-/* After a step: deliver audio, hand finished segments over to the next one,
- * finish streams. Runs without the lock except for finishing. */
-static void advance_streams(gepard_engine *e) {
+/* While a device step is in flight: decode and deliver the audio of frames
+ * sampled by earlier steps for every stream that is still generating (the
+ * codec overlaps the GPU). Nothing is freed or finished here — the step
+ * still refers to these streams; a stream whose callback asked to stop is
+ * marked and finished after the step. */
+static void deliver_during_step(gepard_engine *e) {
     decode_new_frames_together(e);
+    for (gepard_stream *s = e->active; s; s = s->next) {
+        if (!s->gen || s->gen->phase == GP_GEN_DONE || s->stop_pending) continue;
+        if (gp_stream_deliver(e, s)) s->stop_pending = true;
+    }
+}
+
+/* After a step: deliver audio, hand finished segments over to the next one,
+ * finish streams. Runs without the lock except for finishing. With
+ * `defer_running`, streams still generating keep their new frames for
+ * deliver_during_step of the next step; only finished, cancelled or stopped
+ * streams are delivered and retired now. */
+static void advance_streams(gepard_engine *e, bool defer_running) {
+    if (!defer_running) decode_new_frames_together(e);
     gepard_stream *s = e->active;
     while (s) {
         gepard_stream *next = s->next;
+        if (defer_running && s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending &&
+            !atomic_load(&s->cancel_requested)) {
+            s = next;
+            continue;
+        }
         if (!s->gen) { /* between segments, waiting for KV blocks */
             if (atomic_load(&s->cancel_requested)) {
                 pthread_mutex_lock(&e->lock);
@@ -138,7 +159,7 @@ static void advance_streams(gepard_engine *e) {
             s = next;
             continue;
         }
-        int stop = gp_stream_deliver(e, s);
+        int stop = s->stop_pending ? 1 : gp_stream_deliver(e, s);
         bool cancel = atomic_load(&s->cancel_requested) != 0;
         if (!stop && !cancel && s->gen->phase == GP_GEN_DONE) {
             gp_error err;
@@ -255,18 +276,33 @@ static void *engine_thread_main(void *arg) {
             decoding = e->step_streams[i]->phase == GP_GEN_DECODE;
         int budget = decoding ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
         uint64_t t0 = gp_now_ns();
-        int worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
+        const bool on_device = gp_gen_on_device(e->model->model);
+        int worked;
+        double overlapped = 0;
+        if (on_device) {
+            /* Queue the step on the GPU, decode earlier frames' audio on the
+             * CPU meanwhile, then collect the step. */
+            worked = gp_gen_step_begin(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
+            if (worked > 0) {
+                uint64_t d0 = gp_now_ns();
+                deliver_during_step(e);
+                overlapped = (double)(gp_now_ns() - d0) * 1e-9;
+                worked = gp_gen_step_end(e->step_streams, n, e->kv, &e->work, e->pool, &err);
+            }
+        } else {
+            worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
+        }
         uint64_t t1 = gp_now_ns();
         if (worked < 0) {
             GP_ERROR("engine step failed: %s", err.message);
             fail_all_active(e, err.message);
         } else {
             count_step(e, n);
-            advance_streams(e);
+            advance_streams(e, on_device);
             uint64_t t2 = gp_now_ns();
             pthread_mutex_lock(&e->lock);
-            e->stats.step_seconds += (double)(t1 - t0) * 1e-9;
-            e->stats.deliver_seconds += (double)(t2 - t1) * 1e-9;
+            e->stats.step_seconds += (double)(t1 - t0) * 1e-9 - overlapped;
+            e->stats.deliver_seconds += (double)(t2 - t1) * 1e-9 + overlapped;
             pthread_mutex_unlock(&e->lock);
         }
         pthread_mutex_lock(&e->lock);
@@ -276,15 +312,25 @@ static void *engine_thread_main(void *arg) {
 }
 
 static int kv_blocks_for_engine(const gepard_engine *e) {
-    const gp_backbone_config *bb = &e->model->model->cfg.backbone;
-    size_t block_bytes = (size_t)bb->num_layers * 2 * bb->num_kv_heads * ENGINE_KV_BLOCK *
-                         bb->head_dim * sizeof(float);
+    const gp_model *m = e->model->model;
+    const gp_backbone_config *bb = &m->cfg.backbone;
+    /* A GPU keeps bf16 keys and values unless it runs in f32. */
+    const size_t elem = m->device && m->device->spec.precision == GP_DEV_BF16 ? 2 : sizeof(float);
+    size_t block_bytes =
+        (size_t)bb->num_layers * 2 * bb->num_kv_heads * ENGINE_KV_BLOCK * bb->head_dim * elem;
     size_t blocks;
     if (e->params.kv_cache_mb > 0) {
         blocks = (size_t)e->params.kv_cache_mb * 1024 * 1024 / block_bytes;
     } else {
         /* Each stream may need 2 branches (CFG) of up to 4096 positions. */
         blocks = (size_t)e->params.max_streams * 2 * (4096 / ENGINE_KV_BLOCK + 2);
+        gp_dev_info info;
+        gp_dev_status st = {0, ""};
+        /* ... but on a GPU no more than 60% of the memory free now. */
+        if (m->device &&
+            m->device->plugin->device_info(m->device->spec.index, &info, &st) == 0 &&
+            blocks * block_bytes > info.memory_free / 10 * 6)
+            blocks = info.memory_free / 10 * 6 / block_bytes;
     }
     if (blocks < 64) blocks = 64;
     if (blocks > (1u << 24)) blocks = 1u << 24;
@@ -319,6 +365,7 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     if (!rc)
         rc = gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, ENGINE_KV_BLOCK,
                                kv_blocks_for_engine(e), &e->kv, &err);
+    if (!rc) rc = gp_device_kv_attach(model->model, e->kv, &err);
     if (!rc) {
         size_t n = (size_t)e->params.max_streams;
         e->step_streams = calloc(n, sizeof *e->step_streams);

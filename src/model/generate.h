@@ -19,6 +19,7 @@
 #include "base/rng.h"
 #include "compute/kv_cache.h"
 #include "model/backbone.h"
+#include "model/device.h"
 #include "model/lora.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -66,6 +67,7 @@ typedef struct gp_gen_branch {
     int n_rows;
     int fed;       /* prefill rows already run */
     float *hidden; /* [H] latest final-normed hidden state */
+    float *logits; /* [total_logits] heads of `hidden` when a device computed them */
     bool used;     /* this branch takes part in the generation */
 } gp_gen_branch;
 
@@ -97,6 +99,7 @@ struct gp_gen_stream {
     gp_gen_pick_fn pick;
     gp_gen_probs_fn on_probs;
     void *user;
+    uint64_t step_mark; /* the workspace step that last ran rows of this stream */
 };
 
 /* Create a stream for layout ids (text after the repetition layout, ending in
@@ -138,6 +141,15 @@ typedef struct gp_gen_workspace {
     struct gp_gen_slot *slots;
     gp_gen_stream **sampling; /* streams that sample a frame this step */
     size_t cap_rows, cap_seqs;
+    /* device steps (model->device): the plugin's runner and the step plan */
+    const gp_dev_plugin *plugin;
+    gp_dev_runner *runner;
+    int *decode_row_frame, *seq_rows, *seq_start, *seq_n_blocks;
+    const int **seq_blocks;
+    /* the step between gp_gen_step_begin and gp_gen_step_end */
+    uint64_t step_id;
+    int pending_slots; /* 0 = none */
+    bool pending_on_device;
 } gp_gen_workspace;
 
 void gp_gen_workspace_init(gp_gen_workspace *w);
@@ -149,5 +161,19 @@ void gp_gen_workspace_free(gp_gen_workspace *w);
  * streams that did work, or a negative status on failure. */
 int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w, int max_rows,
                 gp_pool *pool, gp_error *err);
+
+/* gp_gen_step in two halves, so that a device step can run while the caller
+ * does other work (the codec): begin plans the rows and runs the forward
+ * (on the CPU) or queues it (on a device) and returns the number of
+ * sequences in flight (0 = nothing to do, negative = error); end waits for
+ * it, checks stop heads and samples, and returns like gp_gen_step. The
+ * streams array must be the same for both halves and nothing else may touch
+ * those streams in between. */
+int gp_gen_step_begin(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
+                      int max_rows, gp_pool *pool, gp_error *err);
+int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
+                    gp_pool *pool, gp_error *err);
+/* True when the model's forward runs on a device (begin returns early). */
+bool gp_gen_on_device(const gp_model *model);
 
 #endif

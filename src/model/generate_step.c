@@ -1,7 +1,13 @@
 /* generate_step.c — one batched step over many generation streams (see
  * generate.h): decode rows of every running stream first, then prefill chunks
  * up to the row budget, one backbone forward for all of them, then stop
- * checks and one batched head evaluation, then sampling stream by stream. */
+ * checks and one batched head evaluation, then sampling stream by stream.
+ *
+ * The forward runs on the CPU (gp_backbone_forward, then the heads) or, when
+ * the model lives on a device, through the device plugin: the plan is the
+ * same, the device embeds the decode frames itself and returns every
+ * sequence's last hidden state with its heads' logits; stop checks and
+ * sampling stay here on the host for both. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +28,7 @@ void gp_gen_workspace_init(gp_gen_workspace *w) {
 }
 
 void gp_gen_workspace_free(gp_gen_workspace *w) {
+    if (w->runner) w->plugin->runner_free(w->runner);
     gp_forward_scratch_free(&w->forward);
     gp_aligned_free(w->rows);
     gp_aligned_free(w->hidden);
@@ -31,8 +38,15 @@ void gp_gen_workspace_free(gp_gen_workspace *w) {
     free(w->seqs);
     free(w->slots);
     free(w->sampling);
+    free(w->decode_row_frame);
+    free(w->seq_rows);
+    free(w->seq_start);
+    free(w->seq_n_blocks);
+    free(w->seq_blocks);
     memset(w, 0, sizeof *w);
 }
+
+bool gp_gen_on_device(const gp_model *m) { return m->device != NULL; }
 
 static int workspace_reserve(gp_gen_workspace *w, const gp_model *m, size_t rows, size_t seqs,
                              gp_error *err) {
@@ -43,9 +57,11 @@ static int workspace_reserve(gp_gen_workspace *w, const gp_model *m, size_t rows
         while (cap < rows) cap *= 2;
         gp_aligned_free(w->rows);
         gp_aligned_free(w->embed_work);
+        free(w->decode_row_frame);
         w->rows = gp_aligned_alloc(cap * H * sizeof(float));
         w->embed_work = gp_aligned_alloc(cap * (C * E > H ? C * E : H) * sizeof(float));
-        w->cap_rows = w->rows && w->embed_work ? cap : 0;
+        w->decode_row_frame = malloc(cap * sizeof(int));
+        w->cap_rows = w->rows && w->embed_work && w->decode_row_frame ? cap : 0;
         if (!w->cap_rows) return gp_fail_oom(err, "step rows", cap * H * 4);
     }
     if (seqs > w->cap_seqs) {
@@ -57,14 +73,24 @@ static int workspace_reserve(gp_gen_workspace *w, const gp_model *m, size_t rows
         free(w->seqs);
         free(w->slots);
         free(w->sampling);
+        free(w->seq_rows);
+        free(w->seq_start);
+        free(w->seq_n_blocks);
+        free(w->seq_blocks);
         w->hidden = gp_aligned_alloc(cap * H * sizeof(float));
         w->logits = gp_aligned_alloc(cap * total * sizeof(float));
         w->codes = malloc(cap * C * sizeof(int32_t));
         w->seqs = malloc(cap * sizeof *w->seqs);
         w->slots = malloc(cap * sizeof *w->slots);
         w->sampling = malloc(cap * sizeof *w->sampling);
-        w->cap_seqs =
-            w->hidden && w->logits && w->codes && w->seqs && w->slots && w->sampling ? cap : 0;
+        w->seq_rows = malloc(cap * sizeof(int));
+        w->seq_start = malloc(cap * sizeof(int));
+        w->seq_n_blocks = malloc(cap * sizeof(int));
+        w->seq_blocks = malloc(cap * sizeof *w->seq_blocks);
+        w->cap_seqs = w->hidden && w->logits && w->codes && w->seqs && w->slots && w->sampling &&
+                              w->seq_rows && w->seq_start && w->seq_n_blocks && w->seq_blocks
+                          ? cap
+                          : 0;
         if (!w->cap_seqs) return gp_fail_oom(err, "step state", cap * H * 4);
     }
     return GEPARD_OK;
@@ -74,6 +100,7 @@ static void add_slot(gp_gen_workspace *w, int *n_slots, gp_gen_stream *s, gp_gen
                      int rows, bool decode) {
     w->slots[*n_slots] = (gp_gen_slot){s, b, rows, decode};
     w->seqs[*n_slots] = (gp_backbone_seq){&b->kv, rows, s->lora};
+    s->step_mark = w->step_id;
     (*n_slots)++;
 }
 
@@ -82,10 +109,15 @@ static bool prefill_complete(const gp_gen_stream *s) {
 }
 
 /* Plan the batch: decode rows (one embedded frame, fed to each active branch),
- * then prefill chunks. Returns the number of rows. */
+ * then prefill chunks. On the CPU the decode rows are embedded here into
+ * w->rows; for a device only the frame index of each decode row is noted
+ * (w->decode_row_frame) and w->rows holds the prefill rows alone. Returns
+ * the number of rows; *n_frames and *n_decode_rows say how many frames and
+ * decode rows lead the batch. */
 static int plan_rows(gp_gen_stream **streams, int n, gp_gen_workspace *w, int max_rows,
-                     int *n_slots, gp_pool *pool) {
+                     int *n_slots, int *n_frames, int *n_decode_rows, gp_pool *pool) {
     const gp_model *m = streams[0]->model;
+    const bool device = gp_gen_on_device(m);
     const int H = m->cfg.backbone.hidden_size, C = m->cfg.num_channels;
     int n_decode = 0;
     for (int i = 0; i < n; i++) {
@@ -95,22 +127,30 @@ static int plan_rows(gp_gen_stream **streams, int n, gp_gen_workspace *w, int ma
                (size_t)C * sizeof(int32_t));
         n_decode++;
     }
-    /* Embed every decoding stream's last frame in one batch, into the tail
-     * half of the row buffer, then copy each to its branch rows. */
+    /* Embed every decoding stream's last frame in one batch, then copy each
+     * to its branch rows. */
     float *embeds = w->hidden; /* [n_decode][H], free until the forward */
-    if (n_decode) gp_overlay_embed_frames(m, w->codes, n_decode, embeds, w->embed_work, pool);
+    if (n_decode && !device)
+        gp_overlay_embed_frames(m, w->codes, n_decode, embeds, w->embed_work, pool);
     int rows = 0, d = 0;
     for (int i = 0; i < n; i++) {
         gp_gen_stream *s = streams[i];
         if (s->phase != GP_GEN_DECODE) continue;
-        const float *e = embeds + (size_t)d++ * H;
-        memcpy(w->rows + (size_t)rows++ * H, e, (size_t)H * sizeof(float));
-        add_slot(w, n_slots, s, &s->cond, 1, true);
-        if (s->uncond.used && gp_gen_guided(s, s->n_frames)) {
-            memcpy(w->rows + (size_t)rows++ * H, e, (size_t)H * sizeof(float));
-            add_slot(w, n_slots, s, &s->uncond, 1, true);
+        const int frame = d++;
+        const int copies = 1 + (s->uncond.used && gp_gen_guided(s, s->n_frames));
+        for (int k = 0; k < copies; k++) {
+            if (device)
+                w->decode_row_frame[rows] = frame;
+            else
+                memcpy(w->rows + (size_t)rows * H, embeds + (size_t)frame * H,
+                       (size_t)H * sizeof(float));
+            rows++;
+            add_slot(w, n_slots, s, k ? &s->uncond : &s->cond, 1, true);
         }
     }
+    *n_frames = n_decode;
+    *n_decode_rows = rows;
+    const int skip = device ? rows : 0; /* device: w->rows holds prefill rows only */
     for (int i = 0; i < n && rows < max_rows; i++) {
         gp_gen_stream *s = streams[i];
         if (s->phase != GP_GEN_PREFILL) continue;
@@ -120,7 +160,7 @@ static int plan_rows(gp_gen_stream **streams, int n, gp_gen_workspace *w, int ma
             if (!b->used || b->fed == b->n_rows) continue;
             int take = b->n_rows - b->fed;
             if (take > max_rows - rows) take = max_rows - rows;
-            memcpy(w->rows + (size_t)rows * H, b->rows + (size_t)b->fed * H,
+            memcpy(w->rows + (size_t)(rows - skip) * H, b->rows + (size_t)b->fed * H,
                    (size_t)take * H * sizeof(float));
             rows += take;
             add_slot(w, n_slots, s, b, take, false);
@@ -129,27 +169,111 @@ static int plan_rows(gp_gen_stream **streams, int n, gp_gen_workspace *w, int ma
     return rows;
 }
 
-int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w, int max_rows,
-                gp_pool *pool, gp_error *err) {
+static int ensure_runner(gp_gen_workspace *w, const gp_model *m, gp_kv_pool *kv, gp_error *err) {
+    int rc = gp_device_kv_attach(m, kv, err);
+    if (rc) return rc;
+    if (w->runner) return GEPARD_OK;
+    w->plugin = m->device->plugin;
+    gp_dev_status st = {0, ""};
+    if (w->plugin->runner_create(m->device->dev, &w->runner, &st)) return gp_device_error(&st, err);
+    return GEPARD_OK;
+}
+
+/* Queue the planned rows on the device and advance the KV lengths. */
+static int launch_on_device(const gp_model *m, gp_kv_pool *kv, gp_gen_workspace *w, int n_slots,
+                            int rows, int n_frames, int n_decode_rows, gp_error *err) {
+    int rc = ensure_runner(w, m, kv, err);
+    if (rc) return rc;
+    for (int i = 0; i < n_slots; i++) {
+        const gp_backbone_seq *q = &w->seqs[i];
+        if (q->lora && q->lora->num_layers > 0) {
+            for (int l = 0; l < q->lora->num_layers; l++)
+                for (int t = 0; t < GP_LORA_TARGETS; t++)
+                    if (gp_lora_module_for(q->lora, l, (gp_lora_target)t))
+                        return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
+                                       "run-time LoRA adapters are not supported on the GPU yet "
+                                       "— merge the adapter into the model (gepard_lora_merge, "
+                                       "`--lora-merge`) or use --device cpu");
+        }
+        int end = q->kv->length + q->n_rows;
+        if (gp_kv_blocks_for(kv, end) > q->kv->n_blocks)
+            return gp_fail(err, GEPARD_ERR_INTERNAL,
+                           "device step: KV blocks for %d positions were not reserved", end);
+        w->seq_rows[i] = q->n_rows;
+        w->seq_start[i] = q->kv->length;
+        w->seq_blocks[i] = q->kv->blocks;
+        w->seq_n_blocks[i] = q->kv->n_blocks;
+    }
+    gp_dev_step step = {
+        .n_rows = rows,
+        .n_seqs = n_slots,
+        .n_frames = n_frames,
+        .codes = w->codes,
+        .n_decode_rows = n_decode_rows,
+        .decode_row_frame = w->decode_row_frame,
+        .prefill_rows = w->rows,
+        .seq_rows = w->seq_rows,
+        .seq_start = w->seq_start,
+        .seq_blocks = w->seq_blocks,
+        .seq_n_blocks = w->seq_n_blocks,
+        .graph_ok = 1,
+    };
+    gp_dev_status st = {0, ""};
+    if (w->plugin->step_launch(w->runner, gp_device_kv_of(kv), &step, &st))
+        return gp_device_error(&st, err);
+    for (int i = 0; i < n_slots; i++) w->seqs[i].kv->length += w->seqs[i].n_rows;
+    return GEPARD_OK;
+}
+
+int gp_gen_step_begin(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
+                      int max_rows, gp_pool *pool, gp_error *err) {
     if (n <= 0) return 0;
+    if (w->pending_slots)
+        return -gp_fail(err, GEPARD_ERR_INTERNAL, "a generation step is already in flight");
     const gp_model *m = streams[0]->model;
-    const int H = m->cfg.backbone.hidden_size, total = m->cfg.total_logits;
     if (max_rows < 1) max_rows = 1;
     /* Worst case: 2 decode rows per stream + max_rows prefill rows. */
     int rc = workspace_reserve(w, m, (size_t)2 * n + (size_t)max_rows, (size_t)2 * n + 2, err);
     if (rc) return -rc;
-    int n_slots = 0;
-    int rows = plan_rows(streams, n, w, max_rows, &n_slots, pool);
+    w->step_id++;
+    int n_slots = 0, n_frames = 0, n_decode_rows = 0;
+    int rows = plan_rows(streams, n, w, max_rows, &n_slots, &n_frames, &n_decode_rows, pool);
     if (n_slots == 0) return 0;
-    rc = gp_backbone_forward(m, kv, &w->forward, w->seqs, n_slots, w->rows, w->hidden, NULL, pool,
-                             err);
+    if (gp_gen_on_device(m)) {
+        rc = launch_on_device(m, kv, w, n_slots, rows, n_frames, n_decode_rows, err);
+        w->pending_on_device = true;
+    } else {
+        rc = gp_backbone_forward(m, kv, &w->forward, w->seqs, n_slots, w->rows, w->hidden, NULL,
+                                 pool, err);
+        w->pending_on_device = false;
+    }
     if (rc) return -rc;
-    (void)rows;
+    w->pending_slots = n_slots;
+    return n_slots;
+}
+
+int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
+                    gp_pool *pool, gp_error *err) {
+    const int n_slots = w->pending_slots;
+    if (n_slots == 0) return 0;
+    w->pending_slots = 0;
+    const gp_model *m = streams[0]->model;
+    const int H = m->cfg.backbone.hidden_size, total = m->cfg.total_logits;
+    const float *hidden = w->hidden, *dev_logits = NULL;
+    if (w->pending_on_device) {
+        gp_dev_status st = {0, ""};
+        if (w->plugin->step_wait(w->runner, &hidden, &dev_logits, &st))
+            return -gp_device_error(&st, err);
+    }
     for (int i = 0; i < n_slots; i++) {
         gp_gen_slot *slot = &w->slots[i];
         if (!slot->decode) slot->branch->fed += slot->n_rows;
-        if (slot->decode || slot->branch->fed == slot->branch->n_rows)
-            memcpy(slot->branch->hidden, w->hidden + (size_t)i * H, (size_t)H * sizeof(float));
+        if (slot->decode || slot->branch->fed == slot->branch->n_rows) {
+            memcpy(slot->branch->hidden, hidden + (size_t)i * H, (size_t)H * sizeof(float));
+            if (dev_logits)
+                memcpy(slot->branch->logits, dev_logits + (size_t)i * total,
+                       (size_t)total * sizeof(float));
+        }
     }
     /* Stop checks (cond branch only), then collect the hidden states that
      * need heads: frame 0 after a complete prefill, or a decode step that did
@@ -158,10 +282,7 @@ int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace
     gp_gen_stream **sampling = w->sampling;
     for (int i = 0; i < n; i++) {
         gp_gen_stream *s = streams[i];
-        bool ran = false;
-        for (int k = 0; k < n_slots; k++)
-            if (w->slots[k].stream == s) ran = true;
-        if (!ran) continue;
+        if (s->step_mark != w->step_id) continue;
         worked++;
         if (s->phase == GP_GEN_PREFILL && !prefill_complete(s)) continue;
         if (s->phase == GP_GEN_DECODE) {
@@ -177,16 +298,23 @@ int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace
         }
         sampling[n_heads++] = s;
     }
-    /* One head evaluation for all: rows [cond, uncond?] per sampling stream. */
+    /* One head evaluation for all (the device already computed them): rows
+     * [cond, uncond?] per sampling stream. */
     int head_rows = 0;
     for (int i = 0; i < n_heads; i++) {
         gp_gen_stream *s = sampling[i];
-        memcpy(w->rows + (size_t)head_rows++ * H, s->cond.hidden, (size_t)H * sizeof(float));
-        if (s->uncond.used && gp_gen_guided(s, s->n_frames))
-            memcpy(w->rows + (size_t)head_rows++ * H, s->uncond.hidden, (size_t)H * sizeof(float));
+        const bool guided = s->uncond.used && gp_gen_guided(s, s->n_frames);
+        gp_gen_branch *b[2] = {&s->cond, &s->uncond};
+        for (int k = 0; k < 1 + guided; k++, head_rows++) {
+            if (dev_logits)
+                memcpy(w->logits + (size_t)head_rows * total, b[k]->logits,
+                       (size_t)total * sizeof(float));
+            else
+                memcpy(w->rows + (size_t)head_rows * H, b[k]->hidden, (size_t)H * sizeof(float));
+        }
     }
-    if (head_rows) gp_overlay_heads(m, w->rows, head_rows, w->logits, pool);
-    int r = 0;
+    if (head_rows && !dev_logits) gp_overlay_heads(m, w->rows, head_rows, w->logits, pool);
+    int r = 0, rc;
     for (int i = 0; i < n_heads; i++) {
         gp_gen_stream *s = sampling[i];
         const float *cond = w->logits + (size_t)r++ * total, *uncond = NULL;
@@ -199,4 +327,11 @@ int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace
         gp_gen_release_finished_branches(s, kv);
     }
     return worked;
+}
+
+int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w, int max_rows,
+                gp_pool *pool, gp_error *err) {
+    int rc = gp_gen_step_begin(streams, n, kv, w, max_rows, pool, err);
+    if (rc <= 0) return rc;
+    return gp_gen_step_end(streams, n, kv, w, pool, err);
 }

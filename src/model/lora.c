@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "io/file.h"
 #include "io/torch.h"
+#include "model/device.h"
 #include "model/model.h"
 
 static const char *target_names[GP_LORA_TARGETS] = {
@@ -247,6 +248,12 @@ int gp_lora_merge(gp_model *m, const gp_lora_adapter *ad, gp_error *err) {
         for (int tg = 0; tg < GP_LORA_TARGETS; tg++) {
             const gp_lora_module *mod = gp_lora_module_for(ad, l, (gp_lora_target)tg);
             if (!mod) continue;
+            if (m->device) { /* the weights live on the GPU: merge there */
+                int rc = gp_device_model_merge_lora(m->device, l, (gp_dev_matrix)tg, mod->rank,
+                                                    mod->A, mod->B, mod->scale, err);
+                if (rc) return rc;
+                continue;
+            }
             gp_matrix *w = layer_matrix(m, l, tg);
             size_t n = (size_t)w->rows * (size_t)w->cols;
             float *dense = gp_aligned_alloc(n * sizeof(float));

@@ -19,6 +19,7 @@
 #include "compute/matrix.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/device.h"
 
 typedef struct gp_layer {
     float *input_norm; /* [H], 1 + w */
@@ -52,7 +53,8 @@ typedef struct gp_compressor {
 } gp_compressor;
 
 typedef struct gp_model_load_options {
-    gp_weight_format weight_format; /* backbone matrices */
+    gp_weight_format weight_format; /* backbone matrices (CPU) */
+    gp_device_spec device;          /* CPU, or CUDA: backbone matrices go to the GPU only */
 } gp_model_load_options;
 
 typedef struct gp_model {
@@ -82,6 +84,9 @@ typedef struct gp_model {
     gp_compressor compressor; /* loaded on first use */
     float *null_prefix;       /* [K][H] or NULL */
     size_t weight_bytes;      /* resident weight memory */
+    /* With a device, the backbone's matrices live only there (the gp_layer
+     * matrices stay empty) and every forward runs on it. */
+    gp_device_model *device;
 } gp_model;
 
 gp_model_load_options gp_model_load_default_options(void);

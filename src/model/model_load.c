@@ -67,8 +67,12 @@ static int load_scalar(loader *ld, const char *name, float *out, gp_error *err) 
 
 /* Load the Linear weight under `prefix` ("model.layers.0.self_attn.q_proj")
  * as a [rows, cols] matrix, merging an un-merged LoRA training checkpoint. */
-static int load_linear(loader *ld, const char *prefix, int rows, int cols, gp_weight_format format,
-                       gp_matrix *m, gp_error *err) {
+/* With a device model, backbone matrices (dev_layer >= 0) go straight from
+ * the file mapping to the device and `m` stays empty. */
+static int load_linear_to(loader *ld, const char *prefix, int rows, int cols,
+                          gp_weight_format format, gp_matrix *m, int dev_layer,
+                          gp_dev_matrix dev_which, gp_error *err) {
+    gp_device_model *dev = dev_layer >= 0 ? ld->model->device : NULL;
     char name[256], base_name[256];
     snprintf(name, sizeof name, "%s.weight", prefix);
     snprintf(base_name, sizeof base_name, "%s.base.weight", prefix);
@@ -82,6 +86,11 @@ static int load_linear(loader *ld, const char *prefix, int rows, int cols, gp_we
     snprintf(a_name, sizeof a_name, "%s.lora_A", prefix);
     snprintf(b_name, sizeof b_name, "%s.lora_B", prefix);
     const gp_st_tensor *a = loader_find(ld, a_name), *b = loader_find(ld, b_name);
+    if (!a && !b && dev) {
+        rc = gp_device_model_upload(dev, dev_layer, dev_which, t->dtype, t->data, rows, cols, err);
+        gp_st_drop_pages(ld->file, t);
+        return rc;
+    }
     if (!a && !b) {
         rc = gp_matrix_from_data(m, format, rows, cols, t->dtype, t->data, err);
         if (rc == GEPARD_OK) ld->model->weight_bytes += gp_matrix_bytes(m);
@@ -98,10 +107,18 @@ static int load_linear(loader *ld, const char *prefix, int rows, int cols, gp_we
     if (!meta) meta = gp_st_metadata(ld->file, "alpha");
     if (meta) alpha = atof(meta);
     rc = gp_lora_merge_tensors(w, rows, cols, a, b, alpha, prefix, err);
-    if (rc == GEPARD_OK) rc = gp_matrix_from_f32(m, format, rows, cols, w, err);
+    if (rc == GEPARD_OK && dev)
+        rc = gp_device_model_upload(dev, dev_layer, dev_which, GP_F32, w, rows, cols, err);
+    else if (rc == GEPARD_OK)
+        rc = gp_matrix_from_f32(m, format, rows, cols, w, err);
     if (rc == GEPARD_OK) ld->model->weight_bytes += gp_matrix_bytes(m);
     gp_aligned_free(w);
     return rc;
+}
+
+static int load_linear(loader *ld, const char *prefix, int rows, int cols, gp_weight_format format,
+                       gp_matrix *m, gp_error *err) {
+    return load_linear_to(ld, prefix, rows, cols, format, m, -1, GP_DEV_Q, err);
 }
 
 static int load_layer(loader *ld, int l, gp_layer *layer, gp_error *err) {
@@ -118,13 +135,13 @@ static int load_layer(loader *ld, int l, gp_layer *layer, gp_error *err) {
                            err)) ||
         (rc = load_norm_zc(ld, NAME("self_attn.q_norm.weight"), D, &layer->q_norm, err)) ||
         (rc = load_norm_zc(ld, NAME("self_attn.k_norm.weight"), D, &layer->k_norm, err)) ||
-        (rc = load_linear(ld, NAME("self_attn.q_proj"), 2 * NH * D, H, f, &layer->q_proj, err)) ||
-        (rc = load_linear(ld, NAME("self_attn.k_proj"), NKV * D, H, f, &layer->k_proj, err)) ||
-        (rc = load_linear(ld, NAME("self_attn.v_proj"), NKV * D, H, f, &layer->v_proj, err)) ||
-        (rc = load_linear(ld, NAME("self_attn.o_proj"), H, NH * D, f, &layer->o_proj, err)) ||
-        (rc = load_linear(ld, NAME("mlp.gate_proj"), I, H, f, &layer->gate_proj, err)) ||
-        (rc = load_linear(ld, NAME("mlp.up_proj"), I, H, f, &layer->up_proj, err)) ||
-        (rc = load_linear(ld, NAME("mlp.down_proj"), H, I, f, &layer->down_proj, err)))
+        (rc = load_linear_to(ld, NAME("self_attn.q_proj"), 2 * NH * D, H, f, &layer->q_proj, l, GP_DEV_Q, err)) ||
+        (rc = load_linear_to(ld, NAME("self_attn.k_proj"), NKV * D, H, f, &layer->k_proj, l, GP_DEV_K, err)) ||
+        (rc = load_linear_to(ld, NAME("self_attn.v_proj"), NKV * D, H, f, &layer->v_proj, l, GP_DEV_V, err)) ||
+        (rc = load_linear_to(ld, NAME("self_attn.o_proj"), H, NH * D, f, &layer->o_proj, l, GP_DEV_O, err)) ||
+        (rc = load_linear_to(ld, NAME("mlp.gate_proj"), I, H, f, &layer->gate_proj, l, GP_DEV_GATE, err)) ||
+        (rc = load_linear_to(ld, NAME("mlp.up_proj"), I, H, f, &layer->up_proj, l, GP_DEV_UP, err)) ||
+        (rc = load_linear_to(ld, NAME("mlp.down_proj"), H, I, f, &layer->down_proj, l, GP_DEV_DOWN, err)))
         return rc;
     if (bb->attention_bias) {
         if ((rc =
@@ -220,7 +237,8 @@ static void log_unused(const loader *ld) {
 }
 
 gp_model_load_options gp_model_load_default_options(void) {
-    gp_model_load_options o = {.weight_format = GP_WEIGHTS_BF16};
+    gp_model_load_options o = {.weight_format = GP_WEIGHTS_BF16,
+                               .device = {.kind = GP_DEVICE_CPU, .precision = GP_DEV_BF16}};
     return o;
 }
 
@@ -237,6 +255,8 @@ int gp_model_load(const char *dir, const gp_model_load_options *options, gp_mode
     if (rc == GEPARD_OK) rc = gp_model_config_load(dir, &m->cfg, err);
     if (rc == GEPARD_OK) rc = gp_st_open(st_path, &m->file, err);
     free(st_path);
+    if (rc == GEPARD_OK && options && options->device.kind == GP_DEVICE_CUDA)
+        rc = gp_device_model_create(&options->device, m, &m->device, err);
     loader ld = {m, m->file, NULL};
     if (rc == GEPARD_OK) {
         ld.used = calloc(m->file->count + 1, sizeof(bool));
@@ -275,6 +295,7 @@ int gp_model_load(const char *dir, const gp_model_load_options *options, gp_mode
         }
         log_unused(&ld);
     }
+    if (rc == GEPARD_OK && m->device) rc = gp_device_model_finish(m->device, m, err);
     free(ld.used);
     if (rc) {
         gp_model_free(m);
@@ -318,6 +339,7 @@ static void free_compressor(gp_compressor *c, int blocks) {
 
 void gp_model_free(gp_model *m) {
     if (!m) return;
+    gp_device_model_free(m->device);
     for (int l = 0; m->layers && l < m->cfg.backbone.num_layers; l++) {
         gp_layer *L = &m->layers[l];
         gp_aligned_free(L->input_norm);

@@ -1,0 +1,146 @@
+/* cuda_internal.h — what the CUDA backend's files share: the device-side
+ * model, KV cache and runner structures behind device_plugin.h's opaque
+ * handles, the status helpers, and the kernels' launch functions
+ * (cuda_kernels.cu). Nothing outside src/cuda/ includes this file. */
+#ifndef GP_CUDA_INTERNAL_H
+#define GP_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "gepard.h"
+#include "model/device_plugin.h"
+
+int gp_cuda_fail(gp_dev_status *st, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Turn a CUDA error into a status naming the operation; out-of-memory
+ * errors become GEPARD_ERR_NOMEM. */
+int gp_cuda_check(cudaError_t e, const char *what, gp_dev_status *st);
+int gp_cuda_blas_check(cublasStatus_t s, const char *what, gp_dev_status *st);
+
+#define GP_CUDA_TRY(call, what)                                                                    \
+    do {                                                                                           \
+        int rc_ = gp_cuda_check((call), (what), st);                                               \
+        if (rc_) return rc_;                                                                       \
+    } while (0)
+
+typedef struct gp_cuda_layer {
+    void *qkv;  /* [(2NH + 2NKV)·D][H]: q/gate rows, k rows, v rows */
+    void *o;    /* [H][NH·D] */
+    void *gu;   /* [2I][H]: gate rows then up rows */
+    void *down; /* [H][I] */
+    float *norms;     /* [2H + 2D]: input, post, q, k gains */
+    float *qkv_bias;  /* [(2NH + 2NKV)·D] or NULL */
+    float *o_bias;    /* [H] or NULL */
+} gp_cuda_layer;
+
+struct gp_dev_model {
+    gp_dev_model_desc d; /* the host pointers are not kept valid */
+    int device;
+    bool wide;                /* f32 weights / activations (GP_DEV_F32) */
+    cudaDataType_t wtype;     /* CUDA_R_16BF or CUDA_R_32F */
+    size_t welem;             /* bytes per weight / GEMM-input element */
+    int qkv_rows;             /* (2NH + 2NKV)·D */
+    gp_cuda_layer *layers;
+    float *rope_inv_freq, *final_norm, *audio_tables;
+    float *proj0, *proj0_b, *proj2, *proj2_b, *heads, *heads_b;
+    int *channel_offset; /* [C] first row of each channel in audio_tables */
+    size_t bytes;
+    void *staging; /* upload conversion buffer */
+    size_t staging_bytes;
+    cudaStream_t upload_stream;
+    cublasHandle_t upload_blas;
+};
+
+struct gp_dev_kv {
+    gp_dev_model *model;
+    int block_size, blocks; /* + 1 spare block that padded rows write into */
+    size_t block_elems;     /* elements per block: layers·2·NKV·block_size·D */
+    void *data;             /* bf16 or f32 by model precision */
+};
+
+/* A captured decode step for one padded batch shape. */
+typedef struct gp_cuda_graph {
+    int rows, splits, bt_stride;
+    cudaGraphExec_t exec;
+} gp_cuda_graph;
+
+#define GP_CUDA_MAX_GRAPHS 64
+
+struct gp_dev_runner {
+    gp_dev_model *m;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_workspace;
+    size_t blas_workspace_bytes;
+    /* capacities */
+    int cap_rows, cap_seqs, cap_frames, bt_stride;
+    /* device activations */
+    float *x;      /* [rows][H] residual stream */
+    void *a;       /* [rows][max(H, NH·D, I)] GEMM input (wtype) */
+    float *qkv;    /* [rows][qkv_rows] */
+    float *q;      /* [rows][NH][D] normed, rotated queries */
+    float *gu;     /* [rows][2I] */
+    float *rope;   /* [rows][rotary_dim] cos then sin */
+    float *part;   /* attention partials [rows][NKV][splits][G] (m, l) + acc */
+    float *emb_z;  /* [frames][C·E] */
+    float *emb_t;  /* [frames][H] */
+    float *emb;    /* [frames][H] */
+    float *hidden; /* [seqs][H] */
+    float *logits; /* [seqs][total] */
+    /* step metadata on the device: one upload per step */
+    int *meta;     /* row_seq, row_pos, seq_last, decode_row_frame, codes, block tables */
+    size_t meta_ints;
+    float *prefill; /* [rows][H] */
+    /* pinned host mirrors */
+    int *h_meta;
+    float *h_prefill, *h_hidden, *h_logits;
+    /* the step in flight */
+    int n_rows, n_seqs, n_frames, n_decode_rows, splits;
+    bool launched;
+    cudaEvent_t done;
+    gp_cuda_graph graphs[GP_CUDA_MAX_GRAPHS];
+    int n_graphs;
+};
+
+/* Offsets of the metadata arrays inside runner->meta (ints). */
+typedef struct gp_cuda_meta_layout {
+    size_t row_seq, row_pos, seq_last, decode_row_frame, codes, block_table, total;
+} gp_cuda_meta_layout;
+gp_cuda_meta_layout gp_cuda_meta_layout_for(const gp_dev_runner *r);
+
+/* ---- kernels (cuda_kernels.cu); all launch on `s` ---- */
+void gp_cuda_convert(const void *src, gp_dev_dtype src_type, void *dst, bool dst_f32, size_t n,
+                     cudaStream_t s);
+void gp_cuda_add_scaled_f32_to_weight(void *w, bool w_f32, const float *delta, size_t n,
+                                      cudaStream_t s);
+void gp_cuda_rmsnorm(const float *x, int ldx, const int *row_index, int rows, int width,
+                     const float *gain, float eps, void *y, bool y_f32, int ldy, cudaStream_t s);
+void gp_cuda_rope_table(const int *row_pos, int rows, const float *inv_freq, int half, float *rope,
+                        cudaStream_t s);
+typedef struct gp_cuda_attn_args {
+    const gp_dev_model *m;
+    const gp_dev_kv *kv;
+    int layer, rows, splits, bt_stride;
+    const int *row_seq, *row_pos, *block_table;
+} gp_cuda_attn_args;
+void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_bias,
+                      const float *q_norm, const float *k_norm, const float *rope, float *q,
+                      cudaStream_t s);
+void gp_cuda_attention(const gp_cuda_attn_args *a, const float *q, const float *qkv, float *part,
+                       void *out, cudaStream_t s);
+void gp_cuda_silu_mul(const float *gu, int rows, int inter, void *out, bool out_f32,
+                      cudaStream_t s);
+void gp_cuda_add_bias(float *y, int rows, int width, const float *bias, cudaStream_t s);
+void gp_cuda_embed_gather(const int32_t *codes, int frames, const gp_dev_model *m, float *z,
+                          cudaStream_t s);
+void gp_cuda_bias_gelu(float *y, int rows, int width, const float *bias, cudaStream_t s);
+void gp_cuda_bias_layernorm(float *y, int rows, int width, const float *bias, float scale,
+                            cudaStream_t s);
+void gp_cuda_build_rows(const float *emb, const int *decode_row_frame, int n_decode_rows,
+                        const float *prefill, int rows, int width, float *x, cudaStream_t s);
+
+#endif

@@ -1,0 +1,524 @@
+/* cuda_kernels.cu — the kernels of the CUDA backend that no library provides:
+ * zero-centred RMSNorm into the next GEMM's input type, the per-head q/gate
+ * split with q/k norm and rotate-half RoPE (writing keys and values straight
+ * into the paged KV cache), grouped-query attention over the paged cache
+ * split along the sequence with a combine that applies the sigmoid gate,
+ * SwiGLU, and the audio-frame embedding's gather / GELU / LayerNorm. The
+ * projections themselves are cuBLAS GEMMs (cuda_runner.cu).
+ *
+ * Every kernel follows the CPU reference (model/backbone.c, model/overlay.c)
+ * operation by operation, in f32 with the same reductions in double where
+ * the reference uses double, so the f32 path agrees with the CPU to
+ * accumulation-order level. */
+#include <math.h>
+
+#include "cuda/cuda_internal.h"
+
+namespace {
+
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float load(const float *p) { return *p; }
+__device__ __forceinline__ float load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+
+__device__ double block_sum(double v, double *scratch) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    double t = 0;
+    for (int w = 0; w < warps; w++) t += scratch[w];
+    return t;
+}
+
+/* ---------------- conversion ---------------- */
+
+__global__ void k_convert(const void *src, int src_type, void *dst, bool dst_f32, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v;
+        if (src_type == GP_DEV_DT_F32)
+            v = ((const float *)src)[i];
+        else if (src_type == GP_DEV_DT_BF16)
+            v = __bfloat162float(((const __nv_bfloat16 *)src)[i]);
+        else
+            v = __half2float(((const __half *)src)[i]);
+        if (dst_f32)
+            ((float *)dst)[i] = v;
+        else
+            ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(v);
+    }
+}
+
+__global__ void k_add_delta(void *w, bool w_f32, const float *delta, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (w_f32) {
+            ((float *)w)[i] += delta[i];
+        } else {
+            __nv_bfloat16 *p = (__nv_bfloat16 *)w + i;
+            *p = __float2bfloat16_rn(__bfloat162float(*p) + delta[i]);
+        }
+    }
+}
+
+/* ---------------- norms ---------------- */
+
+/* One block per output row: y = (x · 1/sqrt(mean(x²) + eps)) · gain. */
+template <typename T>
+__global__ void k_rmsnorm(const float *x, int ldx, const int *row_index, int width,
+                          const float *gain, float eps, T *y, int ldy) {
+    __shared__ double scratch[32];
+    const int out_row = blockIdx.x;
+    const int in_row = row_index ? row_index[out_row] : out_row;
+    const float *xr = x + (size_t)in_row * ldx;
+    double sum = 0;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) sum += (double)xr[i] * xr[i];
+    sum = block_sum(sum, scratch);
+    const float inv = 1.0f / sqrtf((float)(sum / width) + eps);
+    T *yr = y + (size_t)out_row * ldy;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) store(&yr[i], (xr[i] * inv) * gain[i]);
+}
+
+/* cos and sin of (float)position · inv_freq[i], computed in double like the
+ * CPU reference. */
+__global__ void k_rope_table(const int *row_pos, int rows, const float *inv_freq, int half,
+                             float *rope) {
+    const int r = blockIdx.x;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float angle = (float)row_pos[r] * inv_freq[i];
+        rope[(size_t)r * 2 * half + i] = (float)cos((double)angle);
+        rope[(size_t)r * 2 * half + half + i] = (float)sin((double)angle);
+    }
+}
+
+/* ---------------- attention inputs ---------------- */
+
+struct attn_dims {
+    int D, NH, NKV, G, qkv_rows, half, bs, layer, bt_stride;
+    size_t block_elems;
+};
+
+__device__ __forceinline__ size_t kv_index(const attn_dims &d, int block, int is_value, int g,
+                                           int pos_in_block) {
+    return (size_t)block * d.block_elems +
+           ((((size_t)d.layer * 2 + is_value) * d.NKV + g) * d.bs + pos_in_block) * d.D;
+}
+
+/* Block (row, head): heads 0..NH-1 are query heads (norm + RoPE into q),
+ * NH..NH+NKV-1 key heads (norm + RoPE into the cache, value copied beside). */
+template <typename KT>
+__global__ void k_qkv_post(attn_dims d, const float *qkv, const float *q_norm, const float *k_norm,
+                           const float *rope, float eps, const int *row_seq, const int *row_pos,
+                           const int *block_table, float *q_out, KT *kv) {
+    extern __shared__ float z[];
+    __shared__ double scratch[32];
+    const int r = blockIdx.x, hh = blockIdx.y;
+    const bool is_q = hh < d.NH;
+    const int g = hh - d.NH;
+    const float *src = qkv + (size_t)r * d.qkv_rows +
+                       (is_q ? (size_t)hh * 2 * d.D : (size_t)2 * d.NH * d.D + (size_t)g * d.D);
+    const float *gain = is_q ? q_norm : k_norm;
+    double sum = 0;
+    for (int i = threadIdx.x; i < d.D; i += blockDim.x) {
+        float v = src[i];
+        z[i] = v;
+        sum += (double)v * v;
+    }
+    sum = block_sum(sum, scratch);
+    const float inv = 1.0f / sqrtf((float)(sum / d.D) + eps);
+    for (int i = threadIdx.x; i < d.D; i += blockDim.x) z[i] = (z[i] * inv) * gain[i];
+    __syncthreads();
+    const float *cosv = rope + (size_t)r * 2 * d.half, *sinv = cosv + d.half;
+    for (int i = threadIdx.x; i < d.half; i += blockDim.x) {
+        float a = z[i], b = z[i + d.half];
+        z[i] = a * cosv[i] - b * sinv[i];
+        z[i + d.half] = b * cosv[i] + a * sinv[i];
+    }
+    __syncthreads();
+    if (is_q) {
+        float *dst = q_out + ((size_t)r * d.NH + hh) * d.D;
+        for (int i = threadIdx.x; i < d.D; i += blockDim.x) dst[i] = z[i];
+        return;
+    }
+    const int seq = row_seq[r], pos = row_pos[r];
+    const int block = block_table[(size_t)seq * d.bt_stride + pos / d.bs];
+    KT *kdst = kv + kv_index(d, block, 0, g, pos % d.bs);
+    KT *vdst = kv + kv_index(d, block, 1, g, pos % d.bs);
+    const float *vsrc = qkv + (size_t)r * d.qkv_rows + (size_t)2 * d.NH * d.D +
+                        (size_t)d.NKV * d.D + (size_t)g * d.D;
+    for (int i = threadIdx.x; i < d.D; i += blockDim.x) {
+        store(&kdst[i], z[i]);
+        store(&vdst[i], vsrc[i]);
+    }
+}
+
+/* ---------------- attention ---------------- */
+
+#define ATTN_WARPS 4
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename KT, int DPL>
+__device__ __forceinline__ void load_vec(const KT *p, int lane, int D, float *out) {
+#pragma unroll
+    for (int j = 0; j < DPL; j++) {
+        int i = lane * DPL + j;
+        out[j] = i < D ? load(p + i) : 0.0f;
+    }
+}
+
+template <>
+__device__ __forceinline__ void load_vec<__nv_bfloat16, 8>(const __nv_bfloat16 *p, int lane, int D,
+                                                           float *out) {
+    if (D == 256) {
+        uint4 raw = *(const uint4 *)(p + lane * 8);
+        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float2 f = __bfloat1622float2(h[j]);
+            out[2 * j] = f.x;
+            out[2 * j + 1] = f.y;
+        }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int i = lane * 8 + j;
+        out[j] = i < D ? load(p + i) : 0.0f;
+    }
+}
+
+/* Block (row, kv head, split): the G query heads of the group attend over
+ * the split's share of positions 0..pos; each warp keeps an online softmax
+ * over every 4th position, then the warps merge into one partial
+ * (max, sum, weighted values) per query head. */
+template <typename KT, int G, int DPL>
+__global__ void __launch_bounds__(ATTN_WARPS * 32)
+    k_attention(attn_dims d, const float *q, const int *row_seq, const int *row_pos,
+                const int *block_table, const KT *kv, int splits, float *part) {
+    extern __shared__ float sm[]; /* [warps][G][D] acc, then [warps][G] m, l */
+    const int r = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n = row_pos[r] + 1, seq = row_seq[r];
+    const int per = (n + splits - 1) / splits;
+    const int begin = split * per, end = min(n, begin + per);
+    const float scale = 1.0f / sqrtf((float)d.D);
+    float qv[G][DPL], acc[G][DPL], m[G], l[G];
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+        load_vec<float, DPL>(q + ((size_t)r * d.NH + (size_t)g * G + gg) * d.D, lane, d.D, qv[gg]);
+        m[gg] = -INFINITY;
+        l[gg] = 0;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) acc[gg][j] = 0;
+    }
+    for (int p = begin + warp; p < end; p += ATTN_WARPS) {
+        const int block = block_table[(size_t)seq * d.bt_stride + p / d.bs];
+        float kk[DPL], vv[DPL];
+        load_vec<KT, DPL>(kv + kv_index(d, block, 0, g, p % d.bs), lane, d.D, kk);
+        load_vec<KT, DPL>(kv + kv_index(d, block, 1, g, p % d.bs), lane, d.D, vv);
+#pragma unroll
+        for (int gg = 0; gg < G; gg++) {
+            float dot = 0;
+#pragma unroll
+            for (int j = 0; j < DPL; j++) dot += qv[gg][j] * kk[j];
+            const float s = warp_sum(dot) * scale;
+            const float mn = fmaxf(m[gg], s);
+            const float c = expf(m[gg] - mn), e = expf(s - mn);
+            l[gg] = l[gg] * c + e;
+            m[gg] = mn;
+#pragma unroll
+            for (int j = 0; j < DPL; j++) acc[gg][j] = acc[gg][j] * c + e * vv[j];
+        }
+    }
+    float *sm_acc = sm, *sm_m = sm + (size_t)ATTN_WARPS * G * d.D, *sm_l = sm_m + ATTN_WARPS * G;
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            int i = lane * DPL + j;
+            if (i < d.D) sm_acc[((size_t)warp * G + gg) * d.D + i] = acc[gg][j];
+        }
+        if (lane == 0) {
+            sm_m[warp * G + gg] = m[gg];
+            sm_l[warp * G + gg] = l[gg];
+        }
+    }
+    __syncthreads();
+    const size_t stride = (size_t)G * (d.D + 2);
+    float *out = part + (((size_t)r * d.NKV + g) * splits + split) * stride;
+    for (int idx = threadIdx.x; idx < G * d.D; idx += blockDim.x) {
+        const int gg = idx / d.D, i = idx % d.D;
+        float M = -INFINITY;
+        for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, sm_m[w * G + gg]);
+        float L = 0, A = 0;
+        if (M != -INFINITY)
+            for (int w = 0; w < ATTN_WARPS; w++) {
+                float f = expf(sm_m[w * G + gg] - M);
+                L += sm_l[w * G + gg] * f;
+                A += sm_acc[((size_t)w * G + gg) * d.D + i] * f;
+            }
+        out[2 * G + (size_t)gg * d.D + i] = A;
+        if (i == 0) {
+            out[gg] = M;
+            out[G + gg] = L;
+        }
+    }
+}
+
+/* Block (row, query head): merge the splits, normalise, apply the sigmoid
+ * gate and write the o_proj input. */
+template <typename T>
+__global__ void k_attn_combine(attn_dims d, const float *part, int splits, const float *qkv,
+                               T *out) {
+    const int r = blockIdx.x, h = blockIdx.y;
+    const int g = h / d.G, gg = h % d.G;
+    const size_t stride = (size_t)d.G * (d.D + 2);
+    const float *base = part + ((size_t)r * d.NKV + g) * splits * stride;
+    float M = -INFINITY;
+    for (int s = 0; s < splits; s++) M = fmaxf(M, base[s * stride + gg]);
+    float L = 0;
+    for (int s = 0; s < splits; s++) {
+        float ms = base[s * stride + gg];
+        if (ms != -INFINITY) L += base[s * stride + d.G + gg] * expf(ms - M);
+    }
+    const float *gate = qkv + (size_t)r * d.qkv_rows + (size_t)h * 2 * d.D + d.D;
+    T *o = out + ((size_t)r * d.NH + h) * d.D;
+    for (int i = threadIdx.x; i < d.D; i += blockDim.x) {
+        float A = 0;
+        for (int s = 0; s < splits; s++) {
+            float ms = base[s * stride + gg];
+            if (ms != -INFINITY) A += base[s * stride + 2 * d.G + (size_t)gg * d.D + i] * expf(ms - M);
+        }
+        float v = A / L;
+        store(&o[i], v * (1.0f / (1.0f + expf(-gate[i]))));
+    }
+}
+
+/* ---------------- MLP and overlay ---------------- */
+
+template <typename T>
+__global__ void k_silu_mul(const float *gu, int rows, int inter, T *out) {
+    size_t n = (size_t)rows * inter;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        size_t r = idx / inter, i = idx % inter;
+        float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
+        store(&out[idx], g / (1.0f + expf(-g)) * u);
+    }
+}
+
+__global__ void k_add_bias(float *y, int rows, int width, const float *bias) {
+    size_t n = (size_t)rows * width;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (size_t)gridDim.x * blockDim.x)
+        y[idx] += bias[idx % width];
+}
+
+__global__ void k_embed_gather(const int32_t *codes, int C, int E, const int *channel_offset,
+                               const float *tables, float *z) {
+    const int t = blockIdx.x;
+    for (int idx = threadIdx.x; idx < C * E; idx += blockDim.x) {
+        int c = idx / E, e = idx % E;
+        int row = channel_offset[c] + codes[(size_t)t * C + c];
+        z[(size_t)t * C * E + idx] = tables[(size_t)row * E + e];
+    }
+}
+
+__global__ void k_bias_gelu(float *y, int rows, int width, const float *bias) {
+    size_t n = (size_t)rows * width;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        float v = y[idx] + bias[idx % width];
+        y[idx] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+    }
+}
+
+/* LayerNorm without affine (biased variance, eps 1e-5) after adding the
+ * bias, times `scale`; one block per row. */
+__global__ void k_bias_layernorm(float *y, int width, const float *bias, float scale) {
+    __shared__ double scratch[32];
+    float *row = y + (size_t)blockIdx.x * width;
+    double s = 0;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        float v = row[i] + bias[i];
+        row[i] = v;
+        s += v;
+    }
+    const double mean = block_sum(s, scratch) / width;
+    double var = 0;
+    for (int i = threadIdx.x; i < width; i += blockDim.x)
+        var += ((double)row[i] - mean) * ((double)row[i] - mean);
+    var = block_sum(var, scratch) / width;
+    const float inv = 1.0f / sqrtf((float)var + 1e-5f), mu = (float)mean;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] = ((row[i] - mu) * inv) * scale;
+}
+
+__global__ void k_build_rows(const float *emb, const int *decode_row_frame, int n_decode_rows,
+                             const float *prefill, int width, float *x) {
+    const int r = blockIdx.x;
+    const float *src = r < n_decode_rows ? emb + (size_t)decode_row_frame[r] * width
+                                         : prefill + (size_t)(r - n_decode_rows) * width;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) x[(size_t)r * width + i] = src[i];
+}
+
+int grid_for(size_t n) {
+    size_t blocks = (n + 255) / 256;
+    return (int)(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks);
+}
+
+attn_dims dims_of(const gp_cuda_attn_args *a) {
+    const gp_dev_model_desc &md = a->m->d;
+    attn_dims d;
+    d.D = md.head_dim;
+    d.NH = md.heads;
+    d.NKV = md.kv_heads;
+    d.G = md.heads / md.kv_heads;
+    d.qkv_rows = a->m->qkv_rows;
+    d.half = md.rotary_dim / 2;
+    d.bs = a->kv->block_size;
+    d.layer = a->layer;
+    d.bt_stride = a->bt_stride;
+    d.block_elems = a->kv->block_elems;
+    return d;
+}
+
+template <typename KT, int G, int DPL>
+void launch_attention(const gp_cuda_attn_args *a, const attn_dims &d, const float *q, float *part,
+                      cudaStream_t s) {
+    size_t shared = ((size_t)ATTN_WARPS * G * d.D + 2 * ATTN_WARPS * G) * sizeof(float);
+    dim3 grid(a->rows, d.NKV, a->splits);
+    k_attention<KT, G, DPL><<<grid, ATTN_WARPS * 32, shared, s>>>(
+        d, q, a->row_seq, a->row_pos, a->block_table, (const KT *)a->kv->data, a->splits, part);
+}
+
+template <typename KT, int G>
+void attention_dpl(const gp_cuda_attn_args *a, const attn_dims &d, const float *q, float *part,
+                   cudaStream_t s) {
+    int need = (d.D + 31) / 32;
+    if (need <= 1)
+        launch_attention<KT, G, 1>(a, d, q, part, s);
+    else if (need <= 2)
+        launch_attention<KT, G, 2>(a, d, q, part, s);
+    else if (need <= 4)
+        launch_attention<KT, G, 4>(a, d, q, part, s);
+    else
+        launch_attention<KT, G, 8>(a, d, q, part, s);
+}
+
+template <typename KT>
+void attention_group(const gp_cuda_attn_args *a, const attn_dims &d, const float *q, float *part,
+                     cudaStream_t s) {
+    switch (d.G) {
+    case 1: attention_dpl<KT, 1>(a, d, q, part, s); break;
+    case 2: attention_dpl<KT, 2>(a, d, q, part, s); break;
+    case 3: attention_dpl<KT, 3>(a, d, q, part, s); break;
+    case 4: attention_dpl<KT, 4>(a, d, q, part, s); break;
+    case 6: attention_dpl<KT, 6>(a, d, q, part, s); break;
+    default: attention_dpl<KT, 8>(a, d, q, part, s); break;
+    }
+}
+
+} // namespace
+
+/* ---------------- launchers ---------------- */
+
+void gp_cuda_convert(const void *src, gp_dev_dtype src_type, void *dst, bool dst_f32, size_t n,
+                     cudaStream_t s) {
+    k_convert<<<grid_for(n), 256, 0, s>>>(src, (int)src_type, dst, dst_f32, n);
+}
+
+void gp_cuda_add_scaled_f32_to_weight(void *w, bool w_f32, const float *delta, size_t n,
+                                      cudaStream_t s) {
+    k_add_delta<<<grid_for(n), 256, 0, s>>>(w, w_f32, delta, n);
+}
+
+void gp_cuda_rmsnorm(const float *x, int ldx, const int *row_index, int rows, int width,
+                     const float *gain, float eps, void *y, bool y_f32, int ldy, cudaStream_t s) {
+    if (rows <= 0) return;
+    if (y_f32)
+        k_rmsnorm<float><<<rows, 256, 0, s>>>(x, ldx, row_index, width, gain, eps, (float *)y, ldy);
+    else
+        k_rmsnorm<__nv_bfloat16><<<rows, 256, 0, s>>>(x, ldx, row_index, width, gain, eps,
+                                                      (__nv_bfloat16 *)y, ldy);
+}
+
+void gp_cuda_rope_table(const int *row_pos, int rows, const float *inv_freq, int half, float *rope,
+                        cudaStream_t s) {
+    if (rows > 0 && half > 0) k_rope_table<<<rows, 128, 0, s>>>(row_pos, rows, inv_freq, half, rope);
+}
+
+void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_bias,
+                      const float *q_norm, const float *k_norm, const float *rope, float *q,
+                      cudaStream_t s) {
+    const gp_dev_model *m = a->m;
+    attn_dims d = dims_of(a);
+    if (qkv_bias) k_add_bias<<<grid_for((size_t)a->rows * d.qkv_rows), 256, 0, s>>>(
+        qkv, a->rows, d.qkv_rows, qkv_bias);
+    dim3 grid(a->rows, d.NH + d.NKV);
+    size_t shared = (size_t)d.D * sizeof(float);
+    if (m->wide)
+        k_qkv_post<float><<<grid, 128, shared, s>>>(d, qkv, q_norm, k_norm, rope, m->d.rms_eps,
+                                                    a->row_seq, a->row_pos, a->block_table, q,
+                                                    (float *)a->kv->data);
+    else
+        k_qkv_post<__nv_bfloat16><<<grid, 128, shared, s>>>(
+            d, qkv, q_norm, k_norm, rope, m->d.rms_eps, a->row_seq, a->row_pos, a->block_table, q,
+            (__nv_bfloat16 *)a->kv->data);
+}
+
+void gp_cuda_attention(const gp_cuda_attn_args *a, const float *q, const float *qkv, float *part,
+                       void *out, cudaStream_t s) {
+    attn_dims d = dims_of(a);
+    if (a->m->wide)
+        attention_group<float>(a, d, q, part, s);
+    else
+        attention_group<__nv_bfloat16>(a, d, q, part, s);
+    dim3 grid(a->rows, d.NH);
+    if (a->m->wide)
+        k_attn_combine<float><<<grid, 128, 0, s>>>(d, part, a->splits, qkv, (float *)out);
+    else
+        k_attn_combine<__nv_bfloat16><<<grid, 128, 0, s>>>(d, part, a->splits, qkv,
+                                                          (__nv_bfloat16 *)out);
+}
+
+void gp_cuda_silu_mul(const float *gu, int rows, int inter, void *out, bool out_f32,
+                      cudaStream_t s) {
+    size_t n = (size_t)rows * inter;
+    if (out_f32)
+        k_silu_mul<float><<<grid_for(n), 256, 0, s>>>(gu, rows, inter, (float *)out);
+    else
+        k_silu_mul<__nv_bfloat16><<<grid_for(n), 256, 0, s>>>(gu, rows, inter,
+                                                              (__nv_bfloat16 *)out);
+}
+
+void gp_cuda_add_bias(float *y, int rows, int width, const float *bias, cudaStream_t s) {
+    if (rows > 0) k_add_bias<<<grid_for((size_t)rows * width), 256, 0, s>>>(y, rows, width, bias);
+}
+
+void gp_cuda_embed_gather(const int32_t *codes, int frames, const gp_dev_model *m, float *z,
+                          cudaStream_t s) {
+    if (frames > 0)
+        k_embed_gather<<<frames, 256, 0, s>>>(codes, m->d.channels, m->d.embed_dim,
+                                              m->channel_offset, m->audio_tables, z);
+}
+
+void gp_cuda_bias_gelu(float *y, int rows, int width, const float *bias, cudaStream_t s) {
+    if (rows > 0) k_bias_gelu<<<grid_for((size_t)rows * width), 256, 0, s>>>(y, rows, width, bias);
+}
+
+void gp_cuda_bias_layernorm(float *y, int rows, int width, const float *bias, float scale,
+                            cudaStream_t s) {
+    if (rows > 0) k_bias_layernorm<<<rows, 256, 0, s>>>(y, width, bias, scale);
+}
+
+void gp_cuda_build_rows(const float *emb, const int *decode_row_frame, int n_decode_rows,
+                        const float *prefill, int rows, int width, float *x, cudaStream_t s) {
+    if (rows > 0)
+        k_build_rows<<<rows, 256, 0, s>>>(emb, decode_row_frame, n_decode_rows, prefill, width, x);
+}

@@ -1,0 +1,360 @@
+/* cuda_runner.cu — one batched step of the backbone on the GPU: the step's
+ * metadata (rows → sequence and position, block tables, frame codes) goes up
+ * in one copy, then the audio-frame embedding, 14 decoder layers (cuBLAS
+ * GEMMs with f32 accumulation around the kernels of cuda_kernels.cu), the
+ * final norm of each sequence's last row and the heads run on the runner's
+ * stream, and the hidden states and logits come back in one copy each into
+ * pinned memory. Pure decode steps are captured as CUDA graphs, one per
+ * padded batch size (powers of two), attention split count and block-table
+ * width, so a single stream's step is one graph launch instead of ~150
+ * kernel launches. Padded rows write their keys into a spare KV block and
+ * their outputs are ignored. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_internal.h"
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+gp_cuda_meta_layout gp_cuda_meta_layout_for(const gp_dev_runner *r) {
+    gp_cuda_meta_layout L;
+    const size_t R = (size_t)r->cap_rows, C = (size_t)r->m->d.channels;
+    L.row_seq = 0;
+    L.row_pos = L.row_seq + R;
+    L.seq_last = L.row_pos + R;
+    L.decode_row_frame = L.seq_last + R;
+    L.codes = L.decode_row_frame + R;
+    L.block_table = L.codes + R * C;
+    L.total = L.block_table + R * (size_t)r->bt_stride;
+    return L;
+}
+
+static void free_graphs(gp_dev_runner *r) {
+    for (int i = 0; i < r->n_graphs; i++) cudaGraphExecDestroy(r->graphs[i].exec);
+    r->n_graphs = 0;
+}
+
+static void free_buffers(gp_dev_runner *r) {
+    void *dev[] = {r->x,     r->a,     r->qkv,    r->q,      r->gu,     r->rope,   r->part,
+                   r->emb_z, r->emb_t, r->emb,    r->hidden, r->logits, r->meta,   r->prefill};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
+    void *host[] = {r->h_meta, r->h_prefill, r->h_hidden, r->h_logits};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) cudaFreeHost(host[i]);
+    r->x = r->qkv = r->q = r->gu = r->rope = r->part = NULL;
+    r->emb_z = r->emb_t = r->emb = r->hidden = r->logits = r->prefill = NULL;
+    r->a = NULL;
+    r->meta = r->h_meta = NULL;
+    r->h_prefill = r->h_hidden = r->h_logits = NULL;
+    r->cap_rows = 0;
+}
+
+void gp_cuda_runner_free(gp_dev_runner *r) {
+    if (!r) return;
+    cudaSetDevice(r->m->device);
+    if (r->launched) cudaStreamSynchronize(r->stream);
+    free_graphs(r);
+    free_buffers(r);
+    cudaFree(r->blas_workspace);
+    if (r->blas) cublasDestroy(r->blas);
+    if (r->done) cudaEventDestroy(r->done);
+    if (r->stream) cudaStreamDestroy(r->stream);
+    free(r);
+}
+
+int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *st) {
+    *out = NULL;
+    GP_CUDA_TRY(cudaSetDevice(m->device), "cudaSetDevice");
+    gp_dev_runner *r = (gp_dev_runner *)calloc(1, sizeof *r);
+    if (!r) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");
+    r->m = m;
+    r->blas_workspace_bytes = 32u << 20;
+    int rc = gp_cuda_check(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
+                           "cudaStreamCreate", st);
+    if (!rc) rc = gp_cuda_check(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming),
+                                "cudaEventCreate", st);
+    if (!rc) rc = gp_cuda_blas_check(cublasCreate(&r->blas), "cublasCreate", st);
+    if (!rc) rc = gp_cuda_blas_check(cublasSetStream(r->blas, r->stream), "cublasSetStream", st);
+    if (!rc) rc = gp_cuda_check(cudaMalloc(&r->blas_workspace, r->blas_workspace_bytes),
+                                "cuBLAS workspace", st);
+    if (!rc) rc = gp_cuda_blas_check(
+                 cublasSetWorkspace(r->blas, r->blas_workspace, r->blas_workspace_bytes),
+                 "cublasSetWorkspace", st);
+    if (!rc && m->wide)
+        rc = gp_cuda_blas_check(cublasSetMathMode(r->blas, CUBLAS_PEDANTIC_MATH),
+                                "cublasSetMathMode", st);
+    if (rc) {
+        gp_cuda_runner_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+/* Attention partials per row and KV head: enough splits to give the GPU
+ * ~1000 blocks, at most 16, none beyond one per 32 positions. */
+static int splits_for(const gp_dev_runner *r, int rows, int max_len) {
+    const int nkv = r->m->d.kv_heads;
+    int s = (max_len + 31) / 32;
+    int by_blocks = 1056 / (rows * nkv);
+    if (s > by_blocks) s = by_blocks;
+    if (s > 16) s = 16;
+    return s < 1 ? 1 : s;
+}
+
+static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st) {
+    if (rows <= r->cap_rows && bt_stride <= r->bt_stride) return 0;
+    const gp_dev_model_desc *d = &r->m->d;
+    int cap = r->cap_rows > 16 ? r->cap_rows : 16;
+    while (cap < rows) cap *= 2;
+    int bts = r->bt_stride > 64 ? r->bt_stride : 64;
+    while (bts < bt_stride) bts *= 2;
+    if (r->launched) cudaStreamSynchronize(r->stream);
+    r->launched = false;
+    free_graphs(r);
+    free_buffers(r);
+    r->cap_rows = cap;
+    r->bt_stride = bts;
+    const size_t R = (size_t)cap, H = d->hidden, D = d->head_dim, NH = d->heads;
+    const size_t NKV = d->kv_heads, I = d->intermediate, G = NH / NKV;
+    const size_t T = d->total_logits, CE = (size_t)d->channels * d->embed_dim;
+    const size_t widest = max_sz(max_sz(H, NH * D), I);
+    const size_t part = max_sz(R * NKV, 1056) * G * (D + 2);
+    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+    struct {
+        void **p;
+        size_t bytes;
+    } dev[] = {
+        {(void **)&r->x, R * H * 4},          {&r->a, R * widest * r->m->welem},
+        {(void **)&r->qkv, R * r->m->qkv_rows * 4}, {(void **)&r->q, R * NH * D * 4},
+        {(void **)&r->gu, R * 2 * I * 4},     {(void **)&r->rope, R * (d->rotary_dim + 2) * 4},
+        {(void **)&r->part, part * 4},        {(void **)&r->emb_z, R * CE * 4},
+        {(void **)&r->emb_t, R * H * 4},      {(void **)&r->emb, R * H * 4},
+        {(void **)&r->hidden, R * H * 4},     {(void **)&r->logits, R * T * 4},
+        {(void **)&r->meta, L.total * 4},     {(void **)&r->prefill, R * H * 4},
+    };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
+        cudaError_t e = cudaMalloc(dev[i].p, dev[i].bytes);
+        if (e != cudaSuccess) {
+            free_buffers(r);
+            return gp_cuda_check(e, "step buffers", st);
+        }
+    }
+    struct {
+        void **p;
+        size_t bytes;
+    } host[] = {{(void **)&r->h_meta, L.total * 4},
+                {(void **)&r->h_prefill, R * H * 4},
+                {(void **)&r->h_hidden, R * H * 4},
+                {(void **)&r->h_logits, R * T * 4}};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
+        cudaError_t e = cudaMallocHost(host[i].p, host[i].bytes);
+        if (e != cudaSuccess) {
+            free_buffers(r);
+            return gp_cuda_check(e, "pinned step buffers", st);
+        }
+    }
+    r->meta_ints = L.total;
+    return 0;
+}
+
+/* Y[rows][N] (+)= X[rows][K] · W[N][K]ᵀ with f32 accumulation and output. */
+static int gemm(gp_dev_runner *r, const void *W, cudaDataType_t type, const void *X, int N,
+                int rows, int K, float *Y, float beta, gp_dev_status *st) {
+    const float one = 1;
+    return gp_cuda_blas_check(cublasGemmEx(r->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, rows, K, &one, W,
+                                           type, K, X, type, K, &beta, Y, CUDA_R_32F, N,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                              "GEMM", st);
+}
+
+/* Enqueue the whole step on r->stream (direct or under graph capture). */
+static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int frames,
+                   int n_decode_rows, int splits, gp_dev_status *st) {
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc *d = &m->d;
+    const int H = d->hidden, D = d->head_dim, NH = d->heads, I = d->intermediate;
+    const int CE = d->channels * d->embed_dim;
+    cudaStream_t s = r->stream;
+    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+    const int *row_seq = r->meta + L.row_seq, *row_pos = r->meta + L.row_pos;
+    int rc = 0;
+    if (frames > 0) {
+        gp_cuda_embed_gather((const int32_t *)(r->meta + L.codes), frames, m, r->emb_z, s);
+        if ((rc = gemm(r, m->proj0, CUDA_R_32F, r->emb_z, H, frames, CE, r->emb_t, 0, st)))
+            return rc;
+        gp_cuda_bias_gelu(r->emb_t, frames, H, m->proj0_b, s);
+        if ((rc = gemm(r, m->proj2, CUDA_R_32F, r->emb_t, H, frames, H, r->emb, 0, st))) return rc;
+        gp_cuda_bias_layernorm(r->emb, frames, H, m->proj2_b, d->audio_embed_scale, s);
+    }
+    gp_cuda_build_rows(r->emb, r->meta + L.decode_row_frame, n_decode_rows, r->prefill, rows, H,
+                       r->x, s);
+    gp_cuda_rope_table(row_pos, rows, m->rope_inv_freq, d->rotary_dim / 2, r->rope, s);
+    gp_cuda_attn_args args = {m, kv, 0, rows, splits, r->bt_stride, row_seq, row_pos,
+                              r->meta + L.block_table};
+    for (int l = 0; l < d->layers; l++) {
+        const gp_cuda_layer *Ly = &m->layers[l];
+        const float *in_norm = Ly->norms, *post_norm = Ly->norms + H;
+        const float *q_norm = Ly->norms + 2 * H, *k_norm = q_norm + D;
+        args.layer = l;
+        gp_cuda_rmsnorm(r->x, H, NULL, rows, H, in_norm, d->rms_eps, r->a, m->wide, H, s);
+        if ((rc = gemm(r, Ly->qkv, m->wtype, r->a, m->qkv_rows, rows, H, r->qkv, 0, st))) return rc;
+        gp_cuda_qkv_post(&args, r->qkv, Ly->qkv_bias, q_norm, k_norm, r->rope, r->q, s);
+        gp_cuda_attention(&args, r->q, r->qkv, r->part, r->a, s);
+        if ((rc = gemm(r, Ly->o, m->wtype, r->a, H, rows, NH * D, r->x, 1, st))) return rc;
+        if (Ly->o_bias) gp_cuda_add_bias(r->x, rows, H, Ly->o_bias, s);
+        gp_cuda_rmsnorm(r->x, H, NULL, rows, H, post_norm, d->rms_eps, r->a, m->wide, H, s);
+        if ((rc = gemm(r, Ly->gu, m->wtype, r->a, 2 * I, rows, H, r->gu, 0, st))) return rc;
+        gp_cuda_silu_mul(r->gu, rows, I, r->a, m->wide, s);
+        if ((rc = gemm(r, Ly->down, m->wtype, r->a, H, rows, I, r->x, 1, st))) return rc;
+    }
+    gp_cuda_rmsnorm(r->x, H, r->meta + L.seq_last, seqs, H, m->final_norm, d->rms_eps, r->hidden,
+                    true, H, s);
+    if ((rc = gemm(r, m->heads, CUDA_R_32F, r->hidden, d->total_logits, seqs, H, r->logits, 0, st)))
+        return rc;
+    gp_cuda_add_bias(r->logits, seqs, d->total_logits, m->heads_b, s);
+    return gp_cuda_check(cudaGetLastError(), "step kernels", st);
+}
+
+static int bucket_for(int rows) {
+    int b = 1;
+    while (b < rows) b *= 2;
+    return b;
+}
+
+/* Fill the pinned metadata for `rows_eff` rows (real rows first, padding
+ * rows after as one-row sequences in the spare block). */
+static void fill_meta(gp_dev_runner *r, const gp_dev_kv *kv, const gp_dev_step *p, int rows_eff,
+                      int seqs_eff, int frames_eff) {
+    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+    int *meta = r->h_meta;
+    const int C = r->m->d.channels, spare = kv->blocks;
+    int row = 0;
+    for (int s = 0; s < p->n_seqs; s++) {
+        for (int j = 0; j < p->seq_rows[s]; j++, row++) {
+            meta[L.row_seq + row] = s;
+            meta[L.row_pos + row] = p->seq_start[s] + j;
+        }
+        meta[L.seq_last + s] = row - 1;
+        int *bt = meta + L.block_table + (size_t)s * r->bt_stride;
+        memcpy(bt, p->seq_blocks[s], (size_t)p->seq_n_blocks[s] * sizeof(int));
+        for (int b = p->seq_n_blocks[s]; b < r->bt_stride; b++) bt[b] = spare;
+    }
+    for (int s = p->n_seqs; s < seqs_eff; s++, row++) {
+        meta[L.row_seq + row] = s;
+        meta[L.row_pos + row] = 0;
+        meta[L.seq_last + s] = row;
+        int *bt = meta + L.block_table + (size_t)s * r->bt_stride;
+        for (int b = 0; b < r->bt_stride; b++) bt[b] = spare;
+    }
+    (void)rows_eff;
+    for (int i = 0; i < p->n_decode_rows; i++) meta[L.decode_row_frame + i] = p->decode_row_frame[i];
+    for (int i = p->n_decode_rows; i < rows_eff && i < seqs_eff; i++)
+        if (i >= p->n_rows) meta[L.decode_row_frame + i] = 0;
+    memcpy(meta + L.codes, p->codes, (size_t)p->n_frames * C * sizeof(int32_t));
+    memset(meta + L.codes + (size_t)p->n_frames * C, 0,
+           (size_t)(frames_eff - p->n_frames) * C * sizeof(int32_t));
+}
+
+static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, gp_dev_status *st) {
+    for (int i = 0; i < r->n_graphs; i++) {
+        gp_cuda_graph *g = &r->graphs[i];
+        if (g->rows == rows && g->splits == splits && g->bt_stride == r->bt_stride)
+            return gp_cuda_check(cudaGraphLaunch(g->exec, r->stream), "cudaGraphLaunch", st);
+    }
+    if (r->n_graphs == GP_CUDA_MAX_GRAPHS) free_graphs(r);
+    cudaGraph_t graph = NULL;
+    GP_CUDA_TRY(cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal),
+                "graph capture");
+    int rc = forward(r, kv, rows, rows, rows, rows, splits, st);
+    cudaError_t e = cudaStreamEndCapture(r->stream, &graph);
+    if (rc) {
+        if (graph) cudaGraphDestroy(graph);
+        return rc;
+    }
+    GP_CUDA_TRY(e, "graph capture");
+    cudaGraphExec_t exec = NULL;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    GP_CUDA_TRY(e, "cudaGraphInstantiate");
+    r->graphs[r->n_graphs++] = (gp_cuda_graph){rows, splits, r->bt_stride, exec};
+    return gp_cuda_check(cudaGraphLaunch(exec, r->stream), "cudaGraphLaunch", st);
+}
+
+int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, gp_dev_status *st) {
+    GP_CUDA_TRY(cudaSetDevice(r->m->device), "cudaSetDevice");
+    if (r->launched) {
+        GP_CUDA_TRY(cudaEventSynchronize(r->done), "previous step");
+        r->launched = false;
+    }
+    const int H = r->m->d.hidden;
+    int max_blocks = 1, max_len = 1;
+    for (int s = 0; s < p->n_seqs; s++) {
+        if (p->seq_n_blocks[s] > max_blocks) max_blocks = p->seq_n_blocks[s];
+        if (p->seq_start[s] + p->seq_rows[s] > max_len) max_len = p->seq_start[s] + p->seq_rows[s];
+        if ((int64_t)(p->seq_start[s] + p->seq_rows[s]) > (int64_t)p->seq_n_blocks[s] * kv->block_size)
+            return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "CUDA step: sequence %d has too few KV blocks", s);
+    }
+    const bool graph = p->graph_ok && p->n_rows == p->n_seqs && p->n_decode_rows == p->n_rows &&
+                       p->n_frames <= p->n_rows && getenv("GEPARD_CUDA_GRAPHS") == NULL;
+    const int rows_eff = graph ? bucket_for(p->n_rows) : p->n_rows;
+    const int seqs_eff = graph ? rows_eff : p->n_seqs;
+    const int frames_eff = graph ? rows_eff : p->n_frames;
+    int rc = reserve(r, rows_eff, max_blocks, st);
+    if (rc) return rc;
+    fill_meta(r, kv, p, rows_eff, seqs_eff, frames_eff);
+    const int n_prefill = p->n_rows - p->n_decode_rows;
+    GP_CUDA_TRY(cudaMemcpyAsync(r->meta, r->h_meta, r->meta_ints * 4, cudaMemcpyHostToDevice,
+                                r->stream),
+                "step metadata upload");
+    if (n_prefill > 0) {
+        memcpy(r->h_prefill, p->prefill_rows, (size_t)n_prefill * H * sizeof(float));
+        GP_CUDA_TRY(cudaMemcpyAsync(r->prefill, r->h_prefill, (size_t)n_prefill * H * 4,
+                                    cudaMemcpyHostToDevice, r->stream),
+                    "prefill upload");
+    }
+    const int splits = splits_for(r, rows_eff, max_len);
+    if (graph)
+        rc = launch_graph(r, kv, rows_eff, splits, st);
+    else
+        rc = forward(r, kv, p->n_rows, p->n_seqs, p->n_frames, p->n_decode_rows, splits, st);
+    if (rc) return rc;
+    const int T = r->m->d.total_logits;
+    GP_CUDA_TRY(cudaMemcpyAsync(r->h_hidden, r->hidden, (size_t)p->n_seqs * H * 4,
+                                cudaMemcpyDeviceToHost, r->stream),
+                "hidden download");
+    GP_CUDA_TRY(cudaMemcpyAsync(r->h_logits, r->logits, (size_t)p->n_seqs * T * 4,
+                                cudaMemcpyDeviceToHost, r->stream),
+                "logits download");
+    GP_CUDA_TRY(cudaEventRecord(r->done, r->stream), "cudaEventRecord");
+    r->n_rows = p->n_rows;
+    r->n_seqs = p->n_seqs;
+    r->launched = true;
+    return 0;
+}
+
+int gp_cuda_step_wait(gp_dev_runner *r, const float **hidden, const float **logits,
+                      gp_dev_status *st) {
+    if (!r->launched) return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "CUDA: no step in flight");
+    r->launched = false;
+    GP_CUDA_TRY(cudaSetDevice(r->m->device), "cudaSetDevice");
+    GP_CUDA_TRY(cudaEventSynchronize(r->done), "step");
+    *hidden = r->h_hidden;
+    *logits = r->h_logits;
+    return 0;
+}
+
+int gp_cuda_step_all_hidden(gp_dev_runner *r, float *out, gp_dev_status *st) {
+    const gp_dev_model *m = r->m;
+    const int H = m->d.hidden;
+    GP_CUDA_TRY(cudaSetDevice(m->device), "cudaSetDevice");
+    float *tmp = NULL;
+    GP_CUDA_TRY(cudaMalloc(&tmp, (size_t)r->n_rows * H * 4), "hidden buffer");
+    gp_cuda_rmsnorm(r->x, H, NULL, r->n_rows, H, m->final_norm, m->d.rms_eps, tmp, true, H,
+                    r->stream);
+    int rc = gp_cuda_check(cudaMemcpyAsync(out, tmp, (size_t)r->n_rows * H * 4,
+                                           cudaMemcpyDeviceToHost, r->stream),
+                           "hidden download", st);
+    if (!rc) rc = gp_cuda_check(cudaStreamSynchronize(r->stream), "hidden download", st);
+    cudaFree(tmp);
+    return rc;
+}

@@ -1,0 +1,205 @@
+/* bench_gpu.c — the GPU figures of `gepard bench --device cuda` (see
+ * bench_gpu.h). The aggregate measurement drives N generation streams through
+ * the batched step exactly as the engine does (decode rows of every stream in
+ * one forward, heads, host sampling), after their prefill and a few warm-up
+ * steps that capture the step's CUDA graph, then runs N streams through the
+ * engine itself (codes only) for the end-to-end rate. */
+#include "engine/bench_gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timing.h"
+#include "engine/api_internal.h"
+#include "engine/synth_prep.h"
+#include "model/device.h"
+#include "model/generate.h"
+
+#define FRAME_RATE (22050.0 / 1024.0)
+
+int gp_bench_gpu_section(const gepard_bench_params *p, cJSON *root, double *bandwidth_gbs,
+                         gp_error *err) {
+    gp_device_spec spec;
+    int rc = gp_device_parse(p->device, &spec, err);
+    if (!rc) rc = gp_device_resolve(&spec, NULL, 0, err);
+    if (rc || spec.kind != GP_DEVICE_CUDA) return rc;
+    const gp_dev_plugin *plugin = gp_device_cuda_plugin(err);
+    if (!plugin) return err->code;
+    gp_dev_info info;
+    gp_dev_status st = {0, ""};
+    if (plugin->device_info(spec.index, &info, &st)) return gp_device_error(&st, err);
+    double bw = 0, tflops = 0;
+    if (plugin->measure(spec.index, &bw, &tflops, &st)) return gp_device_error(&st, err);
+    cJSON *gpu = cJSON_AddObjectToObject(root, "gpu");
+    cJSON_AddStringToObject(gpu, "name", info.name);
+    cJSON_AddNumberToObject(gpu, "index", spec.index);
+    cJSON_AddNumberToObject(gpu, "memory_gb", info.memory_total / 1e9);
+    cJSON_AddNumberToObject(gpu, "multiprocessors", info.multiprocessors);
+    cJSON_AddNumberToObject(gpu, "driver_version", info.driver_version);
+    cJSON_AddNumberToObject(gpu, "runtime_version", info.runtime_version);
+    cJSON_AddNumberToObject(gpu, "mem_bandwidth_gbs", bw);
+    cJSON_AddNumberToObject(gpu, "bf16_gemm_tflops", tflops);
+    *bandwidth_gbs = bw;
+    return GEPARD_OK;
+}
+
+typedef struct aggregate_numbers {
+    double prefill_ms, step_ms, frames_per_s;
+    int positions; /* mean context length during the timed steps */
+} aggregate_numbers;
+
+/* N streams of the same sentence (different seeds): prefill all, warm up,
+ * then time `frames` batched decode steps. */
+static int run_aggregate(gepard_model *gm, const char *text, int n, int frames,
+                         aggregate_numbers *out, gp_error *err) {
+    const gp_model *m = gm->model;
+    const int warm = 4;
+    gepard_synth_params sp = gepard_synth_default_params();
+    sp.random_seed = 0;
+    sp.stop_threshold = 2.0f;
+    sp.max_frames = frames + warm + 2;
+    gp_gen_params gen;
+    int rc = gp_synth_params_convert(&sp, &gen, err);
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (!rc) rc = gp_synth_layout(gm, text, strlen(text), 0, gen.max_frames, &ids, &n_ids, err);
+    if (rc) return rc;
+    gp_gen_stream **s = calloc((size_t)n, sizeof *s);
+    gp_kv_pool *kv = NULL;
+    gp_gen_workspace w;
+    gp_gen_workspace_init(&w);
+    const gp_backbone_config *bb = &m->cfg.backbone;
+    const int per_stream = (n_ids + gen.max_frames + 15) / 16 + 1;
+    if (!s) rc = gp_fail_oom(err, "streams", (size_t)n * sizeof *s);
+    if (!rc)
+        rc = gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, 16,
+                               n * per_stream + 8, &kv, err);
+    for (int i = 0; !rc && i < n; i++) {
+        gen.seed = (uint64_t)i + 1;
+        rc = gp_gen_create(m, &gen, ids, n_ids, NULL, 0, NULL, &s[i], err);
+        if (!rc) rc = gp_gen_reserve(s[i], kv, err);
+    }
+    uint64_t t0 = gp_now_ns();
+    for (bool ready = false; !rc && !ready;) {
+        int r = gp_gen_step(s, n, kv, &w, 8192, NULL, err);
+        if (r < 0) rc = -r;
+        ready = true;
+        for (int i = 0; i < n; i++) ready = ready && s[i]->n_frames > 0;
+    }
+    out->prefill_ms = (double)(gp_now_ns() - t0) * 1e-6;
+    for (int k = 0; !rc && k < warm; k++) {
+        int r = gp_gen_step(s, n, kv, &w, 8192, NULL, err);
+        if (r < 0) rc = -r;
+    }
+    out->positions = n_ids + warm + frames / 2;
+    t0 = gp_now_ns();
+    for (int k = 0; !rc && k < frames; k++) {
+        int r = gp_gen_step(s, n, kv, &w, 8192, NULL, err);
+        if (r < 0) rc = -r;
+    }
+    double t = (double)(gp_now_ns() - t0) * 1e-9;
+    out->step_ms = t * 1e3 / frames;
+    out->frames_per_s = (double)n * frames / t;
+    for (int i = 0; s && i < n; i++) gp_gen_free(s[i], kv);
+    free(s);
+    free(ids);
+    gp_gen_workspace_free(&w);
+    gp_kv_pool_free(kv);
+    return rc;
+}
+
+/* N code-only streams through the engine, started together. */
+static int run_engine(gepard_model *gm, const char *text, int n, int frames, double *frames_per_s,
+                      double *ttfa_ms, gp_error *err) {
+    gepard_engine_params ep = gepard_engine_default_params();
+    ep.max_streams = n;
+    ep.max_queue = n;
+    gepard_engine *e;
+    if (gepard_engine_create(gm, NULL, &ep, &e) != GEPARD_OK)
+        return gp_fail(err, GEPARD_ERR_INTERNAL, "%s", gepard_last_error());
+    gepard_stream **st = calloc((size_t)n, sizeof *st);
+    gepard_synth_params sp = gepard_synth_default_params();
+    sp.random_seed = 0;
+    sp.stop_threshold = 2.0f;
+    sp.max_frames = frames;
+    sp.split_text = 0;
+    int rc = st ? GEPARD_OK : gp_fail_oom(err, "streams", 0);
+    uint64_t t0 = gp_now_ns();
+    for (int i = 0; !rc && i < n; i++) {
+        sp.seed = (uint64_t)i + 1;
+        if (gepard_stream_start(e, text, &sp, NULL, &st[i]) != GEPARD_OK)
+            rc = gp_fail(err, GEPARD_ERR_INTERNAL, "%s", gepard_last_error());
+    }
+    size_t total = 0;
+    double ttfa = 0;
+    for (int i = 0; i < n && st && st[i]; i++) {
+        gepard_synth_result r;
+        if (gepard_stream_wait(st[i], &r) != GEPARD_OK && !rc)
+            rc = gp_fail(err, GEPARD_ERR_INTERNAL, "%s", gepard_last_error());
+        total += r.frames;
+        ttfa += r.ttfa_ms;
+        gepard_stream_free(st[i]);
+    }
+    double t = (double)(gp_now_ns() - t0) * 1e-9;
+    *frames_per_s = (double)total / t;
+    *ttfa_ms = n ? ttfa / n : 0;
+    free(st);
+    gepard_engine_free(e);
+    return rc;
+}
+
+int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_bench_params *p, cJSON *root,
+                           gp_error *err) {
+    const gp_model *m = gm->model;
+    const cJSON *gpu = cJSON_GetObjectItem(root, "gpu");
+    const double bw = gpu ? cJSON_GetObjectItem(gpu, "mem_bandwidth_gbs")->valuedouble : 0;
+    const double tflops = gpu ? cJSON_GetObjectItem(gpu, "bf16_gemm_tflops")->valuedouble : 0;
+    static const int default_sizes[] = {1, 64, 256};
+    const int *sizes = p->streams ? p->streams : default_sizes;
+    const int n_sizes = p->streams ? p->n_streams : 3;
+    const gp_backbone_config *bb = &m->cfg.backbone;
+    const double weight_bytes = (double)m->device->plugin->model_bytes(m->device->dev);
+    const double macs_per_row = (double)bb->num_layers *
+                                ((double)bb->hidden_size * (2.0 * bb->num_heads + 2.0 * bb->num_kv_heads) *
+                                     bb->head_dim +
+                                 (double)bb->num_heads * bb->head_dim * bb->hidden_size +
+                                 3.0 * bb->hidden_size * bb->intermediate_size);
+    const double kv_elem = m->device->spec.precision == GP_DEV_F32 ? 4 : 2;
+    cJSON *arr = cJSON_AddArrayToObject(root, "aggregate");
+    for (int i = 0; i < n_sizes; i++) {
+        const int n = sizes[i];
+        gp_progress("bench: %d streams on the GPU", n);
+        aggregate_numbers a;
+        memset(&a, 0, sizeof a);
+        int rc = run_aggregate(gm, p->text, n, p->frames, &a, err);
+        double engine_fps = 0, engine_ttfa = 0;
+        if (!rc) rc = run_engine(gm, p->text, n, p->frames, &engine_fps, &engine_ttfa, err);
+        if (rc) return rc;
+        const double kv_bytes = (double)n * a.positions * bb->num_layers * 2.0 * bb->num_kv_heads *
+                                bb->head_dim * kv_elem;
+        const double attn_macs = (double)n * a.positions * bb->num_layers * 2.0 * bb->num_heads *
+                                 bb->head_dim;
+        const double bytes = weight_bytes + kv_bytes;
+        const double flop = 2.0 * ((double)n * macs_per_row + attn_macs);
+        const double step_s = a.step_ms * 1e-3;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "streams", n);
+        cJSON_AddNumberToObject(o, "prefill_ms", a.prefill_ms);
+        cJSON_AddNumberToObject(o, "step_ms", a.step_ms);
+        cJSON_AddNumberToObject(o, "frames_per_s", a.frames_per_s);
+        cJSON_AddNumberToObject(o, "realtime_x", a.frames_per_s / FRAME_RATE);
+        cJSON_AddNumberToObject(o, "context_positions", a.positions);
+        cJSON_AddNumberToObject(o, "gb_per_step", bytes / 1e9);
+        cJSON_AddNumberToObject(o, "gflop_per_step", flop / 1e9);
+        cJSON_AddNumberToObject(o, "fraction_of_bandwidth_bound",
+                                bw > 0 ? bytes / (bw * 1e9) / step_s : 0);
+        cJSON_AddNumberToObject(o, "fraction_of_gemm_rate",
+                                tflops > 0 ? flop / (tflops * 1e12) / step_s : 0);
+        cJSON_AddNumberToObject(o, "engine_frames_per_s", engine_fps);
+        cJSON_AddNumberToObject(o, "engine_realtime_x", engine_fps / FRAME_RATE);
+        cJSON_AddNumberToObject(o, "engine_mean_ttfa_ms", engine_ttfa);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return GEPARD_OK;
+}

@@ -221,7 +221,8 @@ typedef struct gepard_engine_params {
     int max_streams;   /* streams synthesised at once (default 16) */
     int max_queue;     /* streams waiting for a slot before start fails with BUSY (64) */
     int prefill_chunk; /* prefill rows per step while other streams are decoding, so
-                          their frames keep coming (32); an idle engine prefills at once */
+                          their frames keep coming (0 = 32 on the CPU, 512 on a GPU); an
+                          idle engine prefills at once */
     int kv_cache_mb;   /* KV cache address space; 0 = enough for max_streams worst cases */
 } gepard_engine_params;
 

@@ -65,6 +65,8 @@ struct gp_dev_kv {
 /* A captured decode step for one padded batch shape. */
 typedef struct gp_cuda_graph {
     int rows, splits, bt_stride;
+    const void *kv_data; /* the KV storage the graph's kernels address */
+    int kv_blocks;
     cudaGraphExec_t exec;
 } gp_cuda_graph;
 
@@ -86,6 +88,7 @@ struct gp_dev_runner {
     float *gu;     /* [rows][2I] */
     float *rope;   /* [rows][rotary_dim] cos then sin */
     float *part;   /* attention partials [rows][NKV][splits][G] (m, l) + acc */
+    unsigned *counters; /* [rows][NKV] split tickets, zero between steps */
     float *emb_z;  /* [frames][C·E] */
     float *emb_t;  /* [frames][H] */
     float *emb;    /* [frames][H] */
@@ -101,7 +104,10 @@ struct gp_dev_runner {
     /* the step in flight */
     int n_rows, n_seqs, n_frames, n_decode_rows, splits;
     bool launched;
+    bool no_skinny; /* GEPARD_CUDA_SKINNY=0 */
     cudaEvent_t done;
+    cudaEvent_t t_start, t_end; /* timing of the step in flight */
+    double last_gpu_ms;
     gp_cuda_graph graphs[GP_CUDA_MAX_GRAPHS];
     int n_graphs;
 };
@@ -126,6 +132,7 @@ typedef struct gp_cuda_attn_args {
     const gp_dev_kv *kv;
     int layer, rows, splits, bt_stride;
     const int *row_seq, *row_pos, *block_table;
+    unsigned *counters; /* [rows][NKV] zeros: splits finished (last one merges) */
 } gp_cuda_attn_args;
 void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_bias,
                       const float *q_norm, const float *k_norm, const float *rope, float *q,
@@ -142,5 +149,25 @@ void gp_cuda_bias_layernorm(float *y, int rows, int width, const float *bias, fl
                             cudaStream_t s);
 void gp_cuda_build_rows(const float *emb, const int *decode_row_frame, int n_decode_rows,
                         const float *prefill, int rows, int width, float *x, cudaStream_t s);
+
+
+/* Skinny products for steps of at most GP_CUDA_GEMV_MAX_ROWS rows (one:
+ * measured on an H200, cuBLAS is faster from two rows on): one
+ * kernel reads each weight once for every row, with the RMSNorm or SwiGLU
+ * that makes its input fused in front and the residual add behind. The
+ * inputs are rounded to the weight type as on the GEMM path. */
+#define GP_CUDA_GEMV_MAX_ROWS 1
+enum { GP_GEMV_NORM = 0, GP_GEMV_SILU = 1, GP_GEMV_PLAIN = 2 };
+typedef struct gp_cuda_gemv {
+    const void *W; /* [N][K], K a multiple of 8 and at most 4096 */
+    int N, K, rows, mode;
+    const float *x, *gain; /* NORM: rows of x [rows][K] and the (1 + w) gain */
+    float eps;
+    const void *src; /* SILU: f32 [rows][2K] gate|up; PLAIN: weight-type [rows][K] */
+    float *out;      /* [rows][ldo] */
+    int ldo;
+    bool add; /* out += instead of out = */
+} gp_cuda_gemv;
+void gp_cuda_gemv_run(const gp_cuda_gemv *g, bool f32_weights, cudaStream_t s);
 
 #endif

@@ -65,7 +65,9 @@ __global__ void k_add_delta(void *w, bool w_f32, const float *delta, size_t n) {
 
 /* ---------------- norms ---------------- */
 
-/* One block per output row: y = (x · 1/sqrt(mean(x²) + eps)) · gain. */
+/* One block per output row: y = (x · 1/sqrt(mean(x²) + eps)) · gain. Rows
+ * of up to 4 float4 per thread are loaded in one go (one memory latency,
+ * not one per element); wider or unaligned rows take the plain loop. */
 template <typename T>
 __global__ void k_rmsnorm(const float *x, int ldx, const int *row_index, int width,
                           const float *gain, float eps, T *y, int ldy) {
@@ -73,11 +75,39 @@ __global__ void k_rmsnorm(const float *x, int ldx, const int *row_index, int wid
     const int out_row = blockIdx.x;
     const int in_row = row_index ? row_index[out_row] : out_row;
     const float *xr = x + (size_t)in_row * ldx;
+    T *yr = y + (size_t)out_row * ldy;
+    const int w4 = width / 4;
+    if (width % 4 == 0 && ldx % 4 == 0 && w4 <= 4 * (int)blockDim.x) {
+        float4 v[4];
+        double sum = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = threadIdx.x + j * blockDim.x;
+            if (i < w4) {
+                v[j] = __ldg((const float4 *)xr + i);
+                sum += (double)v[j].x * v[j].x + (double)v[j].y * v[j].y +
+                       (double)v[j].z * v[j].z + (double)v[j].w * v[j].w;
+            }
+        }
+        sum = block_sum(sum, scratch);
+        const float inv = 1.0f / sqrtf((float)(sum / width) + eps);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = threadIdx.x + j * blockDim.x;
+            if (i < w4) {
+                const float4 g = __ldg((const float4 *)gain + i);
+                store(&yr[4 * i], (v[j].x * inv) * g.x);
+                store(&yr[4 * i + 1], (v[j].y * inv) * g.y);
+                store(&yr[4 * i + 2], (v[j].z * inv) * g.z);
+                store(&yr[4 * i + 3], (v[j].w * inv) * g.w);
+            }
+        }
+        return;
+    }
     double sum = 0;
     for (int i = threadIdx.x; i < width; i += blockDim.x) sum += (double)xr[i] * xr[i];
     sum = block_sum(sum, scratch);
     const float inv = 1.0f / sqrtf((float)(sum / width) + eps);
-    T *yr = y + (size_t)out_row * ldy;
     for (int i = threadIdx.x; i < width; i += blockDim.x) store(&yr[i], (xr[i] * inv) * gain[i]);
 }
 
@@ -193,20 +223,85 @@ __device__ __forceinline__ void load_vec<__nv_bfloat16, 8>(const __nv_bfloat16 *
     }
 }
 
+/* Keys and values of one position for one lane (DPL dims). */
+template <typename KT, int DPL>
+__device__ __forceinline__ void load_kv(const attn_dims &d, const KT *kv, const int *bt, int p,
+                                        int g, int lane, float *k, float *v) {
+    const int block = __ldg(bt + p / d.bs);
+    load_vec<KT, DPL>(kv + kv_index(d, block, 0, g, p % d.bs), lane, d.D, k);
+    load_vec<KT, DPL>(kv + kv_index(d, block, 1, g, p % d.bs), lane, d.D, v);
+}
+
+/* Merge `splits` partials (max, sum, weighted values per query head) of one
+ * (row, kv head), normalise, apply the sigmoid gate and write the o_proj
+ * input of the group's G heads. The per-split weights exp(m_s − M) / L go
+ * to shared memory first, so each output element then reads its splits'
+ * values independently. Reads with __ldcg: other blocks wrote them. */
+#define ATTN_MAX_SPLITS 32
+template <typename T, int G>
+__device__ void combine_group(const attn_dims &d, const float *base, int splits, const float *qkv,
+                              int r, int g, T *out) {
+    __shared__ float ms[ATTN_MAX_SPLITS * G], factor[ATTN_MAX_SPLITS * G];
+    const size_t stride = (size_t)G * (d.D + 2);
+    for (int idx = threadIdx.x; idx < splits * G; idx += blockDim.x) {
+        const int s = idx / G, gg = idx % G;
+        ms[idx] = __ldcg(base + s * stride + gg);
+        factor[idx] = __ldcg(base + s * stride + G + gg); /* l_s for now */
+    }
+    __syncthreads();
+    if (threadIdx.x < G) {
+        const int gg = threadIdx.x;
+        float M = -INFINITY, L = 0;
+        for (int s = 0; s < splits; s++) M = fmaxf(M, ms[s * G + gg]);
+        for (int s = 0; s < splits; s++)
+            if (ms[s * G + gg] != -INFINITY) L += factor[s * G + gg] * expf(ms[s * G + gg] - M);
+        for (int s = 0; s < splits; s++)
+            factor[s * G + gg] = ms[s * G + gg] == -INFINITY ? 0.0f : expf(ms[s * G + gg] - M) / L;
+    }
+    __syncthreads();
+    /* Each thread owns up to EPT output elements and walks the splits with
+     * all its elements' loads of one split in flight together. */
+    constexpr int EPT = (G * 256 + ATTN_WARPS * 32 - 1) / (ATTN_WARPS * 32);
+    float A[EPT];
+#pragma unroll
+    for (int j = 0; j < EPT; j++) A[j] = 0;
+    for (int s = 0; s < splits; s++) {
+        const float *src = base + s * stride + 2 * G;
+#pragma unroll
+        for (int j = 0; j < EPT; j++) {
+            const int idx = threadIdx.x + j * blockDim.x;
+            if (idx < G * d.D) A[j] += __ldcg(src + idx) * factor[s * G + idx / d.D];
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < EPT; j++) {
+        const int idx = threadIdx.x + j * blockDim.x;
+        if (idx >= G * d.D) continue;
+        const int gg = idx / d.D, i = idx % d.D, h = g * G + gg;
+        const float gate = qkv[(size_t)r * d.qkv_rows + (size_t)h * 2 * d.D + d.D + i];
+        store(&out[((size_t)r * d.NH + h) * d.D + i], A[j] * (1.0f / (1.0f + expf(-gate))));
+    }
+}
+
 /* Block (row, kv head, split): the G query heads of the group attend over
  * the split's share of positions 0..pos; each warp keeps an online softmax
- * over every 4th position, then the warps merge into one partial
- * (max, sum, weighted values) per query head. */
-template <typename KT, int G, int DPL>
+ * over every 4th position (the next position's keys and values load while
+ * the current one is used), the warps merge into one partial per query head,
+ * and the last split to finish merges all splits and writes the gated
+ * output (a counter per (row, kv head), reset for the next step). */
+template <typename KT, typename OT, int G, int DPL>
 __global__ void __launch_bounds__(ATTN_WARPS * 32)
     k_attention(attn_dims d, const float *q, const int *row_seq, const int *row_pos,
-                const int *block_table, const KT *kv, int splits, float *part) {
+                const int *block_table, const KT *kv, int splits, float *part,
+                unsigned *counters, const float *qkv, OT *out) {
     extern __shared__ float sm[]; /* [warps][G][D] acc, then [warps][G] m, l */
+    __shared__ unsigned ticket;
     const int r = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n = row_pos[r] + 1, seq = row_seq[r];
     const int per = (n + splits - 1) / splits;
     const int begin = split * per, end = min(n, begin + per);
+    const int *bt = block_table + (size_t)seq * d.bt_stride;
     const float scale = 1.0f / sqrtf((float)d.D);
     float qv[G][DPL], acc[G][DPL], m[G], l[G];
 #pragma unroll
@@ -217,11 +312,12 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
 #pragma unroll
         for (int j = 0; j < DPL; j++) acc[gg][j] = 0;
     }
-    for (int p = begin + warp; p < end; p += ATTN_WARPS) {
-        const int block = block_table[(size_t)seq * d.bt_stride + p / d.bs];
-        float kk[DPL], vv[DPL];
-        load_vec<KT, DPL>(kv + kv_index(d, block, 0, g, p % d.bs), lane, d.D, kk);
-        load_vec<KT, DPL>(kv + kv_index(d, block, 1, g, p % d.bs), lane, d.D, vv);
+    float kk[DPL], vv[DPL];
+    int p = begin + warp;
+    if (p < end) load_kv<KT, DPL>(d, kv, bt, p, g, lane, kk, vv);
+    for (; p < end; p += ATTN_WARPS) {
+        float kn[DPL], vn[DPL];
+        if (p + ATTN_WARPS < end) load_kv<KT, DPL>(d, kv, bt, p + ATTN_WARPS, g, lane, kn, vn);
 #pragma unroll
         for (int gg = 0; gg < G; gg++) {
             float dot = 0;
@@ -234,6 +330,11 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
             m[gg] = mn;
 #pragma unroll
             for (int j = 0; j < DPL; j++) acc[gg][j] = acc[gg][j] * c + e * vv[j];
+        }
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            kk[j] = kn[j];
+            vv[j] = vn[j];
         }
     }
     float *sm_acc = sm, *sm_m = sm + (size_t)ATTN_WARPS * G * d.D, *sm_l = sm_m + ATTN_WARPS * G;
@@ -251,7 +352,8 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
     }
     __syncthreads();
     const size_t stride = (size_t)G * (d.D + 2);
-    float *out = part + (((size_t)r * d.NKV + g) * splits + split) * stride;
+    float *base = part + ((size_t)r * d.NKV + g) * splits * stride;
+    float *outp = base + (size_t)split * stride;
     for (int idx = threadIdx.x; idx < G * d.D; idx += blockDim.x) {
         const int gg = idx / d.D, i = idx % d.D;
         float M = -INFINITY;
@@ -263,41 +365,22 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
                 L += sm_l[w * G + gg] * f;
                 A += sm_acc[((size_t)w * G + gg) * d.D + i] * f;
             }
-        out[2 * G + (size_t)gg * d.D + i] = A;
+        outp[2 * G + (size_t)gg * d.D + i] = A;
         if (i == 0) {
-            out[gg] = M;
-            out[G + gg] = L;
+            outp[gg] = M;
+            outp[G + gg] = L;
         }
     }
-}
-
-/* Block (row, query head): merge the splits, normalise, apply the sigmoid
- * gate and write the o_proj input. */
-template <typename T>
-__global__ void k_attn_combine(attn_dims d, const float *part, int splits, const float *qkv,
-                               T *out) {
-    const int r = blockIdx.x, h = blockIdx.y;
-    const int g = h / d.G, gg = h % d.G;
-    const size_t stride = (size_t)d.G * (d.D + 2);
-    const float *base = part + ((size_t)r * d.NKV + g) * splits * stride;
-    float M = -INFINITY;
-    for (int s = 0; s < splits; s++) M = fmaxf(M, base[s * stride + gg]);
-    float L = 0;
-    for (int s = 0; s < splits; s++) {
-        float ms = base[s * stride + gg];
-        if (ms != -INFINITY) L += base[s * stride + d.G + gg] * expf(ms - M);
-    }
-    const float *gate = qkv + (size_t)r * d.qkv_rows + (size_t)h * 2 * d.D + d.D;
-    T *o = out + ((size_t)r * d.NH + h) * d.D;
-    for (int i = threadIdx.x; i < d.D; i += blockDim.x) {
-        float A = 0;
-        for (int s = 0; s < splits; s++) {
-            float ms = base[s * stride + gg];
-            if (ms != -INFINITY) A += base[s * stride + 2 * d.G + (size_t)gg * d.D + i] * expf(ms - M);
-        }
-        float v = A / L;
-        store(&o[i], v * (1.0f / (1.0f + expf(-gate[i]))));
-    }
+    /* The last split of this (row, kv head) to get here merges them all. */
+    __threadfence();
+    __syncthreads();
+    unsigned *counter = counters + (size_t)r * d.NKV + g;
+    if (threadIdx.x == 0) ticket = atomicAdd(counter, 1u);
+    __syncthreads();
+    if (ticket != (unsigned)splits - 1) return;
+    __threadfence();
+    combine_group<OT, G>(d, base, splits, qkv, r, g, out);
+    if (threadIdx.x == 0) *counter = 0;
 }
 
 /* ---------------- MLP and overlay ---------------- */
@@ -388,39 +471,40 @@ attn_dims dims_of(const gp_cuda_attn_args *a) {
     return d;
 }
 
-template <typename KT, int G, int DPL>
-void launch_attention(const gp_cuda_attn_args *a, const attn_dims &d, const float *q, float *part,
-                      cudaStream_t s) {
+template <typename KT, typename OT, int G, int DPL>
+void launch_attention(const gp_cuda_attn_args *a, const attn_dims &d, const float *q,
+                      const float *qkv, float *part, void *out, cudaStream_t s) {
     size_t shared = ((size_t)ATTN_WARPS * G * d.D + 2 * ATTN_WARPS * G) * sizeof(float);
     dim3 grid(a->rows, d.NKV, a->splits);
-    k_attention<KT, G, DPL><<<grid, ATTN_WARPS * 32, shared, s>>>(
-        d, q, a->row_seq, a->row_pos, a->block_table, (const KT *)a->kv->data, a->splits, part);
+    k_attention<KT, OT, G, DPL><<<grid, ATTN_WARPS * 32, shared, s>>>(
+        d, q, a->row_seq, a->row_pos, a->block_table, (const KT *)a->kv->data, a->splits, part,
+        a->counters, qkv, (OT *)out);
 }
 
-template <typename KT, int G>
-void attention_dpl(const gp_cuda_attn_args *a, const attn_dims &d, const float *q, float *part,
-                   cudaStream_t s) {
+template <typename KT, typename OT, int G>
+void attention_dpl(const gp_cuda_attn_args *a, const attn_dims &d, const float *q,
+                   const float *qkv, float *part, void *out, cudaStream_t s) {
     int need = (d.D + 31) / 32;
     if (need <= 1)
-        launch_attention<KT, G, 1>(a, d, q, part, s);
+        launch_attention<KT, OT, G, 1>(a, d, q, qkv, part, out, s);
     else if (need <= 2)
-        launch_attention<KT, G, 2>(a, d, q, part, s);
+        launch_attention<KT, OT, G, 2>(a, d, q, qkv, part, out, s);
     else if (need <= 4)
-        launch_attention<KT, G, 4>(a, d, q, part, s);
+        launch_attention<KT, OT, G, 4>(a, d, q, qkv, part, out, s);
     else
-        launch_attention<KT, G, 8>(a, d, q, part, s);
+        launch_attention<KT, OT, G, 8>(a, d, q, qkv, part, out, s);
 }
 
 template <typename KT>
-void attention_group(const gp_cuda_attn_args *a, const attn_dims &d, const float *q, float *part,
-                     cudaStream_t s) {
+void attention_group(const gp_cuda_attn_args *a, const attn_dims &d, const float *q,
+                     const float *qkv, float *part, void *out, cudaStream_t s) {
     switch (d.G) {
-    case 1: attention_dpl<KT, 1>(a, d, q, part, s); break;
-    case 2: attention_dpl<KT, 2>(a, d, q, part, s); break;
-    case 3: attention_dpl<KT, 3>(a, d, q, part, s); break;
-    case 4: attention_dpl<KT, 4>(a, d, q, part, s); break;
-    case 6: attention_dpl<KT, 6>(a, d, q, part, s); break;
-    default: attention_dpl<KT, 8>(a, d, q, part, s); break;
+    case 1: attention_dpl<KT, KT, 1>(a, d, q, qkv, part, out, s); break;
+    case 2: attention_dpl<KT, KT, 2>(a, d, q, qkv, part, out, s); break;
+    case 3: attention_dpl<KT, KT, 3>(a, d, q, qkv, part, out, s); break;
+    case 4: attention_dpl<KT, KT, 4>(a, d, q, qkv, part, out, s); break;
+    case 6: attention_dpl<KT, KT, 6>(a, d, q, qkv, part, out, s); break;
+    default: attention_dpl<KT, KT, 8>(a, d, q, qkv, part, out, s); break;
     }
 }
 
@@ -475,16 +559,11 @@ void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_b
 void gp_cuda_attention(const gp_cuda_attn_args *a, const float *q, const float *qkv, float *part,
                        void *out, cudaStream_t s) {
     attn_dims d = dims_of(a);
+    /* The output (the o_proj input) has the weights' type, like the keys. */
     if (a->m->wide)
-        attention_group<float>(a, d, q, part, s);
+        attention_group<float>(a, d, q, qkv, part, out, s);
     else
-        attention_group<__nv_bfloat16>(a, d, q, part, s);
-    dim3 grid(a->rows, d.NH);
-    if (a->m->wide)
-        k_attn_combine<float><<<grid, 128, 0, s>>>(d, part, a->splits, qkv, (float *)out);
-    else
-        k_attn_combine<__nv_bfloat16><<<grid, 128, 0, s>>>(d, part, a->splits, qkv,
-                                                          (__nv_bfloat16 *)out);
+        attention_group<__nv_bfloat16>(a, d, q, qkv, part, out, s);
 }
 
 void gp_cuda_silu_mul(const float *gu, int rows, int inter, void *out, bool out_f32,
@@ -521,4 +600,186 @@ void gp_cuda_build_rows(const float *emb, const int *decode_row_frame, int n_dec
                         const float *prefill, int rows, int width, float *x, cudaStream_t s) {
     if (rows > 0)
         k_build_rows<<<rows, 256, 0, s>>>(emb, decode_row_frame, n_decode_rows, prefill, width, x);
+}
+
+/* ---------------- skinny GEMV for decode steps ---------------- */
+
+namespace {
+
+template <typename WT> __device__ __forceinline__ float round_to(float v);
+template <> __device__ __forceinline__ float round_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ float round_to<__nv_bfloat16>(float v) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+/* 8 consecutive weights as floats (one 16-byte load for bf16, two for f32). */
+__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *w) {
+    uint4 raw = __ldg((const uint4 *)p);
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(h[j]);
+        w[2 * j] = f.x;
+        w[2 * j + 1] = f.y;
+    }
+}
+__device__ __forceinline__ void load8(const float *p, float *w) {
+    float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+
+#define GEMV_WARPS 4
+#define GEMV_ROWS_PER_WARP 2
+
+/* out[r][n] (+)= Σ_k in[r][k] · W[n][k] for r < rows (≤ R), where the
+ * block first stages in[][] in shared memory, rounded to the weight type
+ * exactly as the GEMM path rounds its inputs:
+ *   GP_GEMV_NORM  in = RMSNorm(x[r]) · gain
+ *   GP_GEMV_SILU  in = silu(gu[r][k]) · gu[r][K + k]
+ *   GP_GEMV_PLAIN in = src[r][k] (already of the weight type). */
+template <typename WT, int R>
+__global__ void __launch_bounds__(GEMV_WARPS * 32)
+    k_gemv(const WT *W, int N, int K, int rows, int mode, const float *x, const float *gain,
+           float eps, const void *src, float *out, int ldo, bool add) {
+    extern __shared__ float in[]; /* [R][K] */
+    __shared__ double scratch[32];
+    /* Stage the inputs: every load of a row is issued before any is used
+     * (K ≤ 8·4·blockDim: registers hold a row), one memory latency a row. */
+    const int K4 = K / 4;
+    constexpr int MAXV = 8;
+    for (int r = 0; r < R; r++) {
+        float4 *dst = (float4 *)(in + (size_t)r * K);
+        if (r >= rows) {
+            for (int i = threadIdx.x; i < K4; i += blockDim.x) dst[i] = make_float4(0, 0, 0, 0);
+            continue;
+        }
+        if (mode == GP_GEMV_NORM) {
+            const float4 *x4 = (const float4 *)(x + (size_t)r * K);
+            float4 v[MAXV];
+            double sum = 0;
+#pragma unroll
+            for (int j = 0; j < MAXV; j++) {
+                const int i = threadIdx.x + j * blockDim.x;
+                if (i < K4) {
+                    v[j] = __ldg(x4 + i);
+                    sum += (double)v[j].x * v[j].x + (double)v[j].y * v[j].y +
+                           (double)v[j].z * v[j].z + (double)v[j].w * v[j].w;
+                }
+            }
+            sum = block_sum(sum, scratch);
+            const float inv = 1.0f / sqrtf((float)(sum / K) + eps);
+#pragma unroll
+            for (int j = 0; j < MAXV; j++) {
+                const int i = threadIdx.x + j * blockDim.x;
+                if (i < K4) {
+                    const float4 gv = __ldg((const float4 *)gain + i);
+                    dst[i] = make_float4(round_to<WT>((v[j].x * inv) * gv.x),
+                                         round_to<WT>((v[j].y * inv) * gv.y),
+                                         round_to<WT>((v[j].z * inv) * gv.z),
+                                         round_to<WT>((v[j].w * inv) * gv.w));
+                }
+            }
+        } else if (mode == GP_GEMV_SILU) {
+            const float4 *g4 = (const float4 *)((const float *)src + (size_t)r * 2 * K);
+            float4 gv[MAXV], uv[MAXV];
+#pragma unroll
+            for (int j = 0; j < MAXV; j++) {
+                const int i = threadIdx.x + j * blockDim.x;
+                if (i < K4) {
+                    gv[j] = __ldg(g4 + i);
+                    uv[j] = __ldg(g4 + K4 + i);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < MAXV; j++) {
+                const int i = threadIdx.x + j * blockDim.x;
+                if (i < K4)
+                    dst[i] = make_float4(round_to<WT>(gv[j].x / (1.0f + expf(-gv[j].x)) * uv[j].x),
+                                         round_to<WT>(gv[j].y / (1.0f + expf(-gv[j].y)) * uv[j].y),
+                                         round_to<WT>(gv[j].z / (1.0f + expf(-gv[j].z)) * uv[j].z),
+                                         round_to<WT>(gv[j].w / (1.0f + expf(-gv[j].w)) * uv[j].w));
+            }
+        } else {
+            const WT *sr = (const WT *)src + (size_t)r * K;
+            float w8[MAXV][8];
+#pragma unroll
+            for (int j = 0; j < MAXV; j++) {
+                const int i = threadIdx.x + j * blockDim.x;
+                if (i < K / 8) load8(sr + (size_t)i * 8, w8[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < MAXV; j++) {
+                const int i = threadIdx.x + j * blockDim.x;
+                if (i < K / 8) {
+                    dst[2 * i] = make_float4(w8[j][0], w8[j][1], w8[j][2], w8[j][3]);
+                    dst[2 * i + 1] = make_float4(w8[j][4], w8[j][5], w8[j][6], w8[j][7]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n0 = (blockIdx.x * GEMV_WARPS + warp) * GEMV_ROWS_PER_WARP;
+    const int chunks = K / 8;
+#pragma unroll
+    for (int j = 0; j < GEMV_ROWS_PER_WARP; j++) {
+        const int n = n0 + j;
+        if (n >= N) break;
+        const WT *wr = W + (size_t)n * K;
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0;
+#pragma unroll 4
+        for (int c = lane; c < chunks; c += 32) {
+            float w[8];
+            load8(wr + (size_t)c * 8, w);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float4 a = *(const float4 *)(in + (size_t)r * K + c * 8);
+                const float4 b = *(const float4 *)(in + (size_t)r * K + c * 8 + 4);
+                acc[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
+                          w[5] * b.y + w[6] * b.z + w[7] * b.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
+        if (lane == 0)
+            for (int r = 0; r < rows; r++) {
+                float *o = out + (size_t)r * ldo + n;
+                *o = add ? *o + acc[r] : acc[r];
+            }
+    }
+}
+
+template <typename WT, int R>
+void launch_gemv(const gp_cuda_gemv *g, cudaStream_t s) {
+    const size_t shared = (size_t)R * g->K * sizeof(float);
+    if (shared > 48 * 1024)
+        cudaFuncSetAttribute(k_gemv<WT, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)shared);
+    const int per_block = GEMV_WARPS * GEMV_ROWS_PER_WARP;
+    k_gemv<WT, R><<<(g->N + per_block - 1) / per_block, GEMV_WARPS * 32, shared, s>>>(
+        (const WT *)g->W, g->N, g->K, g->rows, g->mode, g->x, g->gain, g->eps, g->src, g->out,
+        g->ldo, g->add);
+}
+
+template <typename WT>
+void gemv_rows(const gp_cuda_gemv *g, cudaStream_t s) {
+    if (g->rows <= 1)
+        launch_gemv<WT, 1>(g, s);
+    else if (g->rows <= 2)
+        launch_gemv<WT, 2>(g, s);
+    else if (g->rows <= 4)
+        launch_gemv<WT, 4>(g, s);
+    else
+        launch_gemv<WT, 8>(g, s);
+}
+
+} // namespace
+
+void gp_cuda_gemv_run(const gp_cuda_gemv *g, bool f32_weights, cudaStream_t s) {
+    if (f32_weights)
+        gemv_rows<float>(g, s);
+    else
+        gemv_rows<__nv_bfloat16>(g, s);
 }

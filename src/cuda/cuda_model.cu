@@ -430,6 +430,7 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *step
 int gp_cuda_step_wait(gp_dev_runner *r, const float **hidden, const float **logits,
                       gp_dev_status *st);
 int gp_cuda_step_all_hidden(gp_dev_runner *r, float *out, gp_dev_status *st);
+double gp_cuda_step_gpu_ms(gp_dev_runner *r);
 
 static const gp_dev_plugin plugin = {
     GP_DEVICE_PLUGIN_ABI,
@@ -449,6 +450,7 @@ static const gp_dev_plugin plugin = {
     gp_cuda_step_launch,
     gp_cuda_step_wait,
     gp_cuda_step_all_hidden,
+    gp_cuda_step_gpu_ms,
     measure,
 };
 

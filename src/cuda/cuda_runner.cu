@@ -36,13 +36,15 @@ static void free_graphs(gp_dev_runner *r) {
 
 static void free_buffers(gp_dev_runner *r) {
     void *dev[] = {r->x,     r->a,     r->qkv,    r->q,      r->gu,     r->rope,   r->part,
-                   r->emb_z, r->emb_t, r->emb,    r->hidden, r->logits, r->meta,   r->prefill};
+                   r->emb_z, r->emb_t, r->emb,    r->hidden, r->logits, r->meta,   r->prefill,
+                   r->counters};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
     void *host[] = {r->h_meta, r->h_prefill, r->h_hidden, r->h_logits};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) cudaFreeHost(host[i]);
     r->x = r->qkv = r->q = r->gu = r->rope = r->part = NULL;
     r->emb_z = r->emb_t = r->emb = r->hidden = r->logits = r->prefill = NULL;
     r->a = NULL;
+    r->counters = NULL;
     r->meta = r->h_meta = NULL;
     r->h_prefill = r->h_hidden = r->h_logits = NULL;
     r->cap_rows = 0;
@@ -57,6 +59,8 @@ void gp_cuda_runner_free(gp_dev_runner *r) {
     cudaFree(r->blas_workspace);
     if (r->blas) cublasDestroy(r->blas);
     if (r->done) cudaEventDestroy(r->done);
+    if (r->t_start) cudaEventDestroy(r->t_start);
+    if (r->t_end) cudaEventDestroy(r->t_end);
     if (r->stream) cudaStreamDestroy(r->stream);
     free(r);
 }
@@ -68,10 +72,15 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     if (!r) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");
     r->m = m;
     r->blas_workspace_bytes = 32u << 20;
+    /* GEPARD_CUDA_SKINNY=0: every product through cuBLAS (for comparisons). */
+    const char *skinny = getenv("GEPARD_CUDA_SKINNY");
+    r->no_skinny = skinny && strcmp(skinny, "0") == 0;
     int rc = gp_cuda_check(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
                            "cudaStreamCreate", st);
     if (!rc) rc = gp_cuda_check(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming),
                                 "cudaEventCreate", st);
+    if (!rc) rc = gp_cuda_check(cudaEventCreate(&r->t_start), "cudaEventCreate", st);
+    if (!rc) rc = gp_cuda_check(cudaEventCreate(&r->t_end), "cudaEventCreate", st);
     if (!rc) rc = gp_cuda_blas_check(cublasCreate(&r->blas), "cublasCreate", st);
     if (!rc) rc = gp_cuda_blas_check(cublasSetStream(r->blas, r->stream), "cublasSetStream", st);
     if (!rc) rc = gp_cuda_check(cudaMalloc(&r->blas_workspace, r->blas_workspace_bytes),
@@ -90,14 +99,16 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     return 0;
 }
 
-/* Attention partials per row and KV head: enough splits to give the GPU
- * ~1000 blocks, at most 16, none beyond one per 32 positions. */
+/* Attention splits per row and KV head: one per 16 positions (each warp of
+ * a split then walks ~4 positions, so latency, not bandwidth, is short), at
+ * most 32, and no more than ~4000 blocks in all. */
+#define ATTN_MAX_BLOCKS 4224
 static int splits_for(const gp_dev_runner *r, int rows, int max_len) {
     const int nkv = r->m->d.kv_heads;
-    int s = (max_len + 31) / 32;
-    int by_blocks = 1056 / (rows * nkv);
+    int s = (max_len + 15) / 16;
+    int by_blocks = ATTN_MAX_BLOCKS / (rows * nkv);
     if (s > by_blocks) s = by_blocks;
-    if (s > 16) s = 16;
+    if (s > 32) s = 32;
     return s < 1 ? 1 : s;
 }
 
@@ -118,7 +129,7 @@ static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st)
     const size_t NKV = d->kv_heads, I = d->intermediate, G = NH / NKV;
     const size_t T = d->total_logits, CE = (size_t)d->channels * d->embed_dim;
     const size_t widest = max_sz(max_sz(H, NH * D), I);
-    const size_t part = max_sz(R * NKV, 1056) * G * (D + 2);
+    const size_t part = max_sz(R * NKV, ATTN_MAX_BLOCKS) * G * (D + 2);
     gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
     struct {
         void **p;
@@ -131,6 +142,7 @@ static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st)
         {(void **)&r->emb_t, R * H * 4},      {(void **)&r->emb, R * H * 4},
         {(void **)&r->hidden, R * H * 4},     {(void **)&r->logits, R * T * 4},
         {(void **)&r->meta, L.total * 4},     {(void **)&r->prefill, R * H * 4},
+        {(void **)&r->counters, R * NKV * sizeof(unsigned)},
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         cudaError_t e = cudaMalloc(dev[i].p, dev[i].bytes);
@@ -138,6 +150,11 @@ static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st)
             free_buffers(r);
             return gp_cuda_check(e, "step buffers", st);
         }
+    }
+    cudaError_t ze = cudaMemset(r->counters, 0, R * NKV * sizeof(unsigned));
+    if (ze != cudaSuccess) {
+        free_buffers(r);
+        return gp_cuda_check(ze, "attention counters", st);
     }
     struct {
         void **p;
@@ -189,13 +206,34 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     gp_cuda_build_rows(r->emb, r->meta + L.decode_row_frame, n_decode_rows, r->prefill, rows, H,
                        r->x, s);
     gp_cuda_rope_table(row_pos, rows, m->rope_inv_freq, d->rotary_dim / 2, r->rope, s);
-    gp_cuda_attn_args args = {m, kv, 0, rows, splits, r->bt_stride, row_seq, row_pos,
-                              r->meta + L.block_table};
+    gp_cuda_attn_args args = {m,       kv,      0, rows, splits, r->bt_stride, row_seq,
+                              row_pos, r->meta + L.block_table, r->counters};
+    /* Few rows (decode of a handful of streams): the fused skinny products. */
+    const bool skinny = rows <= GP_CUDA_GEMV_MAX_ROWS && H % 8 == 0 && (NH * D) % 8 == 0 &&
+                        I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny;
     for (int l = 0; l < d->layers; l++) {
         const gp_cuda_layer *Ly = &m->layers[l];
         const float *in_norm = Ly->norms, *post_norm = Ly->norms + H;
         const float *q_norm = Ly->norms + 2 * H, *k_norm = q_norm + D;
         args.layer = l;
+        if (skinny) {
+            gp_cuda_gemv g = {Ly->qkv, m->qkv_rows, H, rows, GP_GEMV_NORM, r->x, in_norm,
+                              d->rms_eps, NULL, r->qkv, m->qkv_rows, false};
+            gp_cuda_gemv_run(&g, m->wide, s);
+            gp_cuda_qkv_post(&args, r->qkv, Ly->qkv_bias, q_norm, k_norm, r->rope, r->q, s);
+            gp_cuda_attention(&args, r->q, r->qkv, r->part, r->a, s);
+            g = (gp_cuda_gemv){Ly->o, H, NH * D, rows, GP_GEMV_PLAIN, NULL, NULL, 0, r->a, r->x, H,
+                               true};
+            gp_cuda_gemv_run(&g, m->wide, s);
+            if (Ly->o_bias) gp_cuda_add_bias(r->x, rows, H, Ly->o_bias, s);
+            g = (gp_cuda_gemv){Ly->gu, 2 * I, H, rows, GP_GEMV_NORM, r->x, post_norm, d->rms_eps,
+                               NULL, r->gu, 2 * I, false};
+            gp_cuda_gemv_run(&g, m->wide, s);
+            g = (gp_cuda_gemv){Ly->down, H, I, rows, GP_GEMV_SILU, NULL, NULL, 0, r->gu, r->x, H,
+                               true};
+            gp_cuda_gemv_run(&g, m->wide, s);
+            continue;
+        }
         gp_cuda_rmsnorm(r->x, H, NULL, rows, H, in_norm, d->rms_eps, r->a, m->wide, H, s);
         if ((rc = gemm(r, Ly->qkv, m->wtype, r->a, m->qkv_rows, rows, H, r->qkv, 0, st))) return rc;
         gp_cuda_qkv_post(&args, r->qkv, Ly->qkv_bias, q_norm, k_norm, r->rope, r->q, s);
@@ -258,7 +296,8 @@ static void fill_meta(gp_dev_runner *r, const gp_dev_kv *kv, const gp_dev_step *
 static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, gp_dev_status *st) {
     for (int i = 0; i < r->n_graphs; i++) {
         gp_cuda_graph *g = &r->graphs[i];
-        if (g->rows == rows && g->splits == splits && g->bt_stride == r->bt_stride)
+        if (g->rows == rows && g->splits == splits && g->bt_stride == r->bt_stride &&
+            g->kv_data == kv->data && g->kv_blocks == kv->blocks)
             return gp_cuda_check(cudaGraphLaunch(g->exec, r->stream), "cudaGraphLaunch", st);
     }
     if (r->n_graphs == GP_CUDA_MAX_GRAPHS) free_graphs(r);
@@ -276,7 +315,8 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
     e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     GP_CUDA_TRY(e, "cudaGraphInstantiate");
-    r->graphs[r->n_graphs++] = (gp_cuda_graph){rows, splits, r->bt_stride, exec};
+    r->graphs[r->n_graphs++] =
+        (gp_cuda_graph){rows, splits, r->bt_stride, kv->data, kv->blocks, exec};
     return gp_cuda_check(cudaGraphLaunch(exec, r->stream), "cudaGraphLaunch", st);
 }
 
@@ -303,6 +343,7 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     if (rc) return rc;
     fill_meta(r, kv, p, rows_eff, seqs_eff, frames_eff);
     const int n_prefill = p->n_rows - p->n_decode_rows;
+    GP_CUDA_TRY(cudaEventRecord(r->t_start, r->stream), "cudaEventRecord");
     GP_CUDA_TRY(cudaMemcpyAsync(r->meta, r->h_meta, r->meta_ints * 4, cudaMemcpyHostToDevice,
                                 r->stream),
                 "step metadata upload");
@@ -325,6 +366,7 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     GP_CUDA_TRY(cudaMemcpyAsync(r->h_logits, r->logits, (size_t)p->n_seqs * T * 4,
                                 cudaMemcpyDeviceToHost, r->stream),
                 "logits download");
+    GP_CUDA_TRY(cudaEventRecord(r->t_end, r->stream), "cudaEventRecord");
     GP_CUDA_TRY(cudaEventRecord(r->done, r->stream), "cudaEventRecord");
     r->n_rows = p->n_rows;
     r->n_seqs = p->n_seqs;
@@ -338,6 +380,8 @@ int gp_cuda_step_wait(gp_dev_runner *r, const float **hidden, const float **logi
     r->launched = false;
     GP_CUDA_TRY(cudaSetDevice(r->m->device), "cudaSetDevice");
     GP_CUDA_TRY(cudaEventSynchronize(r->done), "step");
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, r->t_start, r->t_end) == cudaSuccess) r->last_gpu_ms = ms;
     *hidden = r->h_hidden;
     *logits = r->h_logits;
     return 0;
@@ -358,3 +402,5 @@ int gp_cuda_step_all_hidden(gp_dev_runner *r, float *out, gp_dev_status *st) {
     cudaFree(tmp);
     return rc;
 }
+
+double gp_cuda_step_gpu_ms(gp_dev_runner *r) { return r->last_gpu_ms; }

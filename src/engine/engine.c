@@ -18,7 +18,7 @@
 
 gepard_engine_params gepard_engine_default_params(void) {
     gepard_engine_params p = {
-        .threads = 0, .max_streams = 16, .max_queue = 64, .prefill_chunk = 32, .kv_cache_mb = 0};
+        .threads = 0, .max_streams = 16, .max_queue = 64, .prefill_chunk = 0, .kv_cache_mb = 0};
     return p;
 }
 
@@ -350,7 +350,11 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     if (e->params.max_streams < 1) e->params.max_streams = 1;
     if (e->params.max_streams > 4096) e->params.max_streams = 4096;
     if (e->params.max_queue < 0) e->params.max_queue = 0;
-    if (e->params.prefill_chunk < 1) e->params.prefill_chunk = 1;
+    /* 0 = automatic: a CPU step costs ~a row's weights, so few prefill rows
+     * keep decoding streams fluent; a GPU step reads its weights once for
+     * hundreds of rows almost for free. */
+    if (e->params.prefill_chunk <= 0)
+        e->params.prefill_chunk = gp_gen_on_device(model->model) ? 512 : 32;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     gp_gen_workspace_init(&e->work);

@@ -150,6 +150,8 @@ typedef struct gp_dev_plugin {
     /* Teacher-forcing and debugging: every row's final-normed hidden state of
      * the last step ([n_rows][H], synchronous). */
     int (*step_all_hidden)(gp_dev_runner *r, float *out, gp_dev_status *st);
+    /* GPU time of the last waited-for step (uploads to downloads), ms. */
+    double (*step_gpu_ms)(gp_dev_runner *r);
 
     /* Measured ceilings of the device: copy bandwidth (read + write) and bf16
      * GEMM rate on an n³ product. */

@@ -73,7 +73,9 @@ typedef struct gp_gen_branch {
 
 typedef struct gp_gen_stream gp_gen_stream;
 
-/* Called for every new frame (codes[C]) as soon as it is sampled. */
+/* Called for every new frame (codes[C]) as soon as it is sampled. With many
+ * streams in a step, frames are drawn on the pool's threads: the callback
+ * may run concurrently for different streams (never for one stream). */
 typedef void (*gp_gen_frame_fn)(gp_gen_stream *s, int frame, const int32_t *codes, void *user);
 /* Test hook: choose the code from the final probability vector. */
 typedef int (*gp_gen_pick_fn)(const float *probs, int L, void *user);

@@ -225,6 +225,57 @@ static int launch_on_device(const gp_model *m, gp_kv_pool *kv, gp_gen_workspace 
     return GEPARD_OK;
 }
 
+/* Run `n` independent tasks on the pool when there are enough to pay for
+ * the hand-off, else inline. */
+static void run_tasks(gp_pool *pool, int n, gp_pool_task_fn fn, void *ctx) {
+    if (pool && n >= 32) {
+        gp_pool_parallel_for(pool, n, fn, ctx);
+    } else {
+        for (int i = 0; i < n; i++) fn(ctx, i, 0);
+    }
+}
+
+/* status[i]: -1 prefill not complete, 1 the stop head fired, 0 sample. */
+typedef struct stop_job {
+    gp_gen_stream **streams;
+    int *status;
+} stop_job;
+
+static void stop_task(void *ctx, int i, int worker) {
+    (void)worker;
+    stop_job *j = ctx;
+    gp_gen_stream *s = j->streams[i];
+    j->status[i] = 0;
+    if (s->phase == GP_GEN_PREFILL && !prefill_complete(s)) {
+        j->status[i] = -1;
+    } else if (s->phase == GP_GEN_DECODE) {
+        const float *sw = s->lora && s->lora->has_stop_head ? s->lora->stop_weight : NULL;
+        float sb = sw ? s->lora->stop_bias : 0;
+        s->stop_probability = gp_overlay_stop_probability(s->model, s->cond.hidden, sw, sb);
+        if (s->stop_probability > s->params.stop_threshold) j->status[i] = 1;
+    }
+}
+
+/* Draw stream i's frame from logits rows row[i] (cond) and row[i] + 1
+ * (uncond, when guided); status[i] gets the result. */
+typedef struct sample_job {
+    gp_gen_stream **streams;
+    const int *row;
+    const float *logits;
+    int total;
+    int *status;
+} sample_job;
+
+static void sample_task(void *ctx, int i, int worker) {
+    (void)worker;
+    sample_job *j = ctx;
+    gp_gen_stream *s = j->streams[i];
+    const float *cond = j->logits + (size_t)j->row[i] * j->total, *uncond = NULL;
+    if (s->uncond.used && gp_gen_guided(s, s->n_frames)) uncond = cond + j->total;
+    gp_error e;
+    j->status[i] = gp_gen_sample_frame(s, cond, uncond, &e);
+}
+
 int gp_gen_step_begin(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
                       int max_rows, gp_pool *pool, gp_error *err) {
     if (n <= 0) return 0;
@@ -277,24 +328,24 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
     }
     /* Stop checks (cond branch only), then collect the hidden states that
      * need heads: frame 0 after a complete prefill, or a decode step that did
-     * not stop. */
-    int n_heads = 0, worked = 0;
+     * not stop. Each stream's check and draw touch only that stream, so with
+     * many streams they run on the pool's threads. */
+    int n_run = 0, worked = 0;
     gp_gen_stream **sampling = w->sampling;
-    for (int i = 0; i < n; i++) {
-        gp_gen_stream *s = streams[i];
-        if (s->step_mark != w->step_id) continue;
-        worked++;
-        if (s->phase == GP_GEN_PREFILL && !prefill_complete(s)) continue;
-        if (s->phase == GP_GEN_DECODE) {
-            const float *sw = s->lora && s->lora->has_stop_head ? s->lora->stop_weight : NULL;
-            float sb = sw ? s->lora->stop_bias : 0;
-            s->stop_probability = gp_overlay_stop_probability(m, s->cond.hidden, sw, sb);
-            if (s->stop_probability > s->params.stop_threshold) {
-                s->phase = GP_GEN_DONE;
-                s->stop_reason = GP_STOP_HEAD;
-                gp_gen_release_finished_branches(s, kv);
-                continue;
-            }
+    for (int i = 0; i < n; i++)
+        if (streams[i]->step_mark == w->step_id) sampling[n_run++] = streams[i];
+    worked = n_run;
+    stop_job sj = {sampling, w->seq_start};
+    run_tasks(pool, n_run, stop_task, &sj);
+    int n_heads = 0;
+    for (int i = 0; i < n_run; i++) {
+        gp_gen_stream *s = sampling[i];
+        if (w->seq_start[i] < 0) continue; /* prefill still running */
+        if (w->seq_start[i] > 0) {
+            s->phase = GP_GEN_DONE;
+            s->stop_reason = GP_STOP_HEAD;
+            gp_gen_release_finished_branches(s, kv);
+            continue;
         }
         sampling[n_heads++] = s;
     }
@@ -305,6 +356,7 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
         gp_gen_stream *s = sampling[i];
         const bool guided = s->uncond.used && gp_gen_guided(s, s->n_frames);
         gp_gen_branch *b[2] = {&s->cond, &s->uncond};
+        w->seq_rows[i] = head_rows;
         for (int k = 0; k < 1 + guided; k++, head_rows++) {
             if (dev_logits)
                 memcpy(w->logits + (size_t)head_rows * total, b[k]->logits,
@@ -314,14 +366,12 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
         }
     }
     if (head_rows && !dev_logits) gp_overlay_heads(m, w->rows, head_rows, w->logits, pool);
-    int r = 0, rc;
+    sample_job job = {sampling, w->seq_rows, w->logits, total, w->seq_start};
+    run_tasks(pool, n_heads, sample_task, &job);
     for (int i = 0; i < n_heads; i++) {
         gp_gen_stream *s = sampling[i];
-        const float *cond = w->logits + (size_t)r++ * total, *uncond = NULL;
-        if (s->uncond.used && gp_gen_guided(s, s->n_frames))
-            uncond = w->logits + (size_t)r++ * total;
-        rc = gp_gen_sample_frame(s, cond, uncond, err);
-        if (rc) return -rc;
+        if (w->seq_start[i])
+            return -gp_fail(err, w->seq_start[i], "out of memory storing the frames of a stream");
         if (s->phase == GP_GEN_PREFILL) s->phase = GP_GEN_DECODE;
         gp_gen_begin_decode(s); /* ends the stream now if its length limit is reached */
         gp_gen_release_finished_branches(s, kv);

@@ -105,6 +105,7 @@ struct gp_dev_runner {
     int n_rows, n_seqs, n_frames, n_decode_rows, splits;
     bool launched;
     bool no_skinny; /* GEPARD_CUDA_SKINNY=0 */
+    bool no_fused;  /* GEPARD_CUDA_FUSED_ATTENTION=0 */
     cudaEvent_t done;
     cudaEvent_t t_start, t_end; /* timing of the step in flight */
     double last_gpu_ms;
@@ -139,6 +140,14 @@ void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_b
                       cudaStream_t s);
 void gp_cuda_attention(const gp_cuda_attn_args *a, const float *q, const float *qkv, float *part,
                        void *out, cudaStream_t s);
+/* Decode rows only (every sequence one row): q/k norm + RoPE, the cache
+ * write and attention in one kernel, a merge kernel after it. Needs
+ * head_dim 256 (gp_cuda_decode_attention_fits). `splits` blocks of 4
+ * single-warp units per (row, kv head). */
+bool gp_cuda_decode_attention_fits(const gp_dev_model *m);
+void gp_cuda_decode_attention(const gp_cuda_attn_args *a, const float *qkv, const float *q_norm,
+                              const float *k_norm, const float *rope, float *part, void *out,
+                              cudaStream_t s);
 void gp_cuda_silu_mul(const float *gu, int rows, int inter, void *out, bool out_f32,
                       cudaStream_t s);
 void gp_cuda_add_bias(float *y, int rows, int width, const float *bias, cudaStream_t s);

@@ -12,6 +12,8 @@
  * accumulation-order level. */
 #include <math.h>
 
+#include <type_traits>
+
 #include "cuda/cuda_internal.h"
 
 namespace {
@@ -471,6 +473,207 @@ attn_dims dims_of(const gp_cuda_attn_args *a) {
     return d;
 }
 
+/* ---------------- decode attention (one row per sequence) ---------------- */
+
+/* RMSNorm (double sum over the warp) and rotate-half RoPE of one head held
+ * by a warp, DPL consecutive dims per lane (D = 32·DPL); the partner of
+ * dim i < half is dim i + half, in lane ± half / DPL at the same j. */
+template <int DPL>
+__device__ __forceinline__ void warp_norm_rope(float *z, const float *gain, const float *rope,
+                                               int half, int rotary, float eps, int lane) {
+    double ss = 0;
+#pragma unroll
+    for (int j = 0; j < DPL; j++) ss += (double)z[j] * z[j];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = 1.0f / sqrtf((float)(ss / (32 * DPL)) + eps);
+#pragma unroll
+    for (int j = 0; j < DPL; j++) z[j] = (z[j] * inv) * gain[lane * DPL + j];
+    const int shift = half / DPL;
+#pragma unroll
+    for (int j = 0; j < DPL; j++) {
+        const int i = lane * DPL + j;
+        const float up = __shfl_down_sync(0xffffffffu, z[j], shift);
+        const float dn = __shfl_up_sync(0xffffffffu, z[j], shift);
+        if (i < half) {
+            z[j] = z[j] * rope[i] - up * rope[half + i];
+        } else if (i < rotary) {
+            z[j] = z[j] * rope[i - half] + dn * rope[half + i - half];
+        }
+    }
+}
+
+/* Block (row, kv head, split) of 4 warps; each warp is its own unit of
+ * consecutive positions and writes its own partial (no block merge). The
+ * queries of the group and the new position's key and value are normed and
+ * rotated here from the projection output (no qkv_post kernel); the unit
+ * holding the newest position uses that key and value directly and writes
+ * them to the cache. Only for steps where every sequence has one row. */
+template <typename KT, int G, int DPL>
+__global__ void __launch_bounds__(ATTN_WARPS * 32)
+    k_decode_attention(attn_dims d, const float *qkv, const float *q_norm, const float *k_norm,
+                       const float *rope_tab, float eps, int rotary, const int *row_seq,
+                       const int *row_pos, const int *block_table, KT *kv, int units,
+                       float *part) {
+    const int r = blockIdx.x, g = blockIdx.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int unit = blockIdx.z * ATTN_WARPS + warp;
+    const int pos = row_pos[r], n = pos + 1, seq = row_seq[r];
+    const int per = (n + units - 1) / units;
+    const int begin = unit * per, end = min(n, begin + per);
+    const int *bt = block_table + (size_t)seq * d.bt_stride;
+    const float *row = qkv + (size_t)r * d.qkv_rows;
+    const float *rope = rope_tab + (size_t)r * 2 * d.half;
+    float qv[G][DPL], acc[G][DPL], m[G], l[G];
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+        const float *src = row + (size_t)(g * G + gg) * 2 * d.D + lane * DPL;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) qv[gg][j] = src[j];
+        warp_norm_rope<DPL>(qv[gg], q_norm, rope, d.half, rotary, eps, lane);
+        m[gg] = -INFINITY;
+        l[gg] = 0;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) acc[gg][j] = 0;
+    }
+    /* the newest position: key and value from this step's projections */
+    const bool owns_new = begin <= pos && pos < end;
+    float knew[DPL], vnew[DPL];
+    if (owns_new) {
+        const float *ks = row + (size_t)2 * d.NH * d.D + (size_t)g * d.D + lane * DPL;
+        const float *vs = ks + (size_t)d.NKV * d.D;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            knew[j] = ks[j];
+            vnew[j] = vs[j];
+        }
+        warp_norm_rope<DPL>(knew, k_norm, rope, d.half, rotary, eps, lane);
+        const int block = bt[pos / d.bs];
+        KT *kd = kv + kv_index(d, block, 0, g, pos % d.bs) + lane * DPL;
+        KT *vd = kv + kv_index(d, block, 1, g, pos % d.bs) + lane * DPL;
+        /* use what the cache holds (rounded to its type), as later steps will */
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            store(&kd[j], knew[j]);
+            store(&vd[j], vnew[j]);
+            knew[j] = load(&kd[j]);
+            vnew[j] = load(&vd[j]);
+        }
+    }
+    const float scale = 1.0f / sqrtf((float)d.D);
+    float kk[DPL], vv[DPL];
+    const int last = owns_new ? end - 1 : end; /* cached positions [begin, last) */
+    int p = begin;
+    if (p < last) load_kv<KT, DPL>(d, kv, bt, p, g, lane, kk, vv);
+    for (; p < end; p++) {
+        float kn[DPL], vn[DPL];
+        if (p + 1 < last) load_kv<KT, DPL>(d, kv, bt, p + 1, g, lane, kn, vn);
+        if (p == pos) {
+#pragma unroll
+            for (int j = 0; j < DPL; j++) {
+                kk[j] = knew[j];
+                vv[j] = vnew[j];
+            }
+        }
+#pragma unroll
+        for (int gg = 0; gg < G; gg++) {
+            float dot = 0;
+#pragma unroll
+            for (int j = 0; j < DPL; j++) dot += qv[gg][j] * kk[j];
+            const float sc = warp_sum(dot) * scale;
+            const float mn = fmaxf(m[gg], sc);
+            const float c = expf(m[gg] - mn), e = expf(sc - mn);
+            l[gg] = l[gg] * c + e;
+            m[gg] = mn;
+#pragma unroll
+            for (int j = 0; j < DPL; j++) acc[gg][j] = acc[gg][j] * c + e * vv[j];
+        }
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            kk[j] = kn[j];
+            vv[j] = vn[j];
+        }
+    }
+    float *out = part + (((size_t)r * d.NKV + g) * units + unit) * (size_t)G * (d.D + 2);
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+#pragma unroll
+        for (int j = 0; j < DPL; j++) out[2 * G + (size_t)gg * d.D + lane * DPL + j] = acc[gg][j];
+        if (lane == 0) {
+            out[gg] = m[gg];
+            out[G + gg] = l[gg];
+        }
+    }
+}
+
+/* Block (row, query head), one thread per dim: merge the units' partials,
+ * normalise, gate, write the o_proj input. */
+template <typename OT>
+__global__ void k_attn_merge(attn_dims d, const float *part, int units, const float *qkv, OT *out) {
+    __shared__ float factor[4 * ATTN_MAX_SPLITS];
+    __shared__ float inv_l;
+    const int r = blockIdx.x, h = blockIdx.y, g = h / d.G, gg = h % d.G;
+    const size_t stride = (size_t)d.G * (d.D + 2);
+    const float *base = part + ((size_t)r * d.NKV + g) * units * stride;
+    /* the first warp: every unit's max and sum loaded at once, then warp
+     * reductions (units <= 128: 4 per lane) */
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        float mu[4], lu[4], M = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int u = lane + 32 * k;
+            mu[k] = u < units ? base[u * stride + gg] : -INFINITY;
+            lu[k] = u < units ? base[u * stride + d.G + gg] : 0.0f;
+            M = fmaxf(M, mu[k]);
+        }
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float L = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int u = lane + 32 * k;
+            const float f = mu[k] == -INFINITY ? 0.0f : expf(mu[k] - M);
+            L += lu[k] * f;
+            if (u < units) factor[u] = f;
+        }
+        L = warp_sum(L);
+        if (lane == 0) inv_l = 1.0f / L;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < d.D; i += blockDim.x) {
+        float A = 0;
+#pragma unroll 8
+        for (int u = 0; u < units; u++) A += base[u * stride + 2 * d.G + (size_t)gg * d.D + i] * factor[u];
+        const float gate = qkv[(size_t)r * d.qkv_rows + (size_t)h * 2 * d.D + d.D + i];
+        store(&out[((size_t)r * d.NH + h) * d.D + i],
+              (A * inv_l) * (1.0f / (1.0f + expf(-gate))));
+    }
+}
+
+template <typename KT, int G>
+void launch_decode_attention(const gp_cuda_attn_args *a, const attn_dims &d, const float *qkv,
+                             const float *q_norm, const float *k_norm, const float *rope,
+                             float *part, void *out, cudaStream_t s) {
+    const int units = a->splits * ATTN_WARPS;
+    dim3 grid(a->rows, d.NKV, a->splits);
+    k_decode_attention<KT, G, 8><<<grid, ATTN_WARPS * 32, 0, s>>>(
+        d, qkv, q_norm, k_norm, rope, a->m->d.rms_eps, a->m->d.rotary_dim, a->row_seq,
+        a->row_pos, a->block_table, (KT *)a->kv->data, units, part);
+    dim3 mgrid(a->rows, d.NH);
+    k_attn_merge<KT><<<mgrid, d.D, 0, s>>>(d, part, units, qkv, (KT *)out);
+}
+
+template <typename KT>
+void decode_attention_group(const gp_cuda_attn_args *a, const attn_dims &d, const float *qkv,
+                            const float *q_norm, const float *k_norm, const float *rope,
+                            float *part, void *out, cudaStream_t s) {
+    switch (d.G) {
+    case 1: launch_decode_attention<KT, 1>(a, d, qkv, q_norm, k_norm, rope, part, out, s); break;
+    case 2: launch_decode_attention<KT, 2>(a, d, qkv, q_norm, k_norm, rope, part, out, s); break;
+    case 4: launch_decode_attention<KT, 4>(a, d, qkv, q_norm, k_norm, rope, part, out, s); break;
+    default: launch_decode_attention<KT, 8>(a, d, qkv, q_norm, k_norm, rope, part, out, s); break;
+    }
+}
+
 template <typename KT, typename OT, int G, int DPL>
 void launch_attention(const gp_cuda_attn_args *a, const attn_dims &d, const float *q,
                       const float *qkv, float *part, void *out, cudaStream_t s) {
@@ -628,8 +831,10 @@ __device__ __forceinline__ void load8(const float *p, float *w) {
     w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
 }
 
-#define GEMV_WARPS 4
+#define GEMV_WARPS 8
 #define GEMV_ROWS_PER_WARP 2
+/* rows a warp computes: 1 when each row's weights fill 16 registers of 16 bytes */
+#define GEMV_RPW(MAXC) ((MAXC) > 8 ? 1 : GEMV_ROWS_PER_WARP)
 
 /* out[r][n] (+)= Σ_k in[r][k] · W[n][k] for r < rows (≤ R), where the
  * block first stages in[][] in shared memory, rounded to the weight type
@@ -637,23 +842,44 @@ __device__ __forceinline__ void load8(const float *p, float *w) {
  *   GP_GEMV_NORM  in = RMSNorm(x[r]) · gain
  *   GP_GEMV_SILU  in = silu(gu[r][k]) · gu[r][K + k]
  *   GP_GEMV_PLAIN in = src[r][k] (already of the weight type). */
-template <typename WT, int R>
+template <typename WT, int R, int MAXC, int MODE>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
-    k_gemv(const WT *W, int N, int K, int rows, int mode, const float *x, const float *gain,
+    k_gemv(const WT *W, int N, int K, int rows, int mode_arg, const float *x, const float *gain,
            float eps, const void *src, float *out, int ldo, bool add) {
     extern __shared__ float in[]; /* [R][K] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int RPW = GEMV_RPW(MAXC);
+    const int n0 = (blockIdx.x * GEMV_WARPS + warp) * (MAXC > 0 ? RPW : GEMV_ROWS_PER_WARP);
+    const int chunks = K / 8;
+    /* bf16: the warp's weight loads go out first, so they are in flight while
+     * the block stages its inputs below. */
+    uint4 raw[MAXC > 0 ? RPW : 1][MAXC > 0 ? MAXC : 1];
+    if constexpr (MAXC > 0) {
+#pragma unroll
+        for (int j = 0; j < RPW; j++) {
+            const int n = n0 + j;
+#pragma unroll
+            for (int c = 0; c < MAXC; c++) {
+                const int ch = lane + c * 32;
+                if (n < N && ch < chunks)
+                    raw[j][c] = __ldg((const uint4 *)(W + (size_t)n * K) + ch);
+            }
+        }
+    }
     __shared__ double scratch[32];
     /* Stage the inputs: every load of a row is issued before any is used
      * (K ≤ 8·4·blockDim: registers hold a row), one memory latency a row. */
     const int K4 = K / 4;
-    constexpr int MAXV = 8;
+    /* float4s of one input row per thread: K/4/blockDim at most */
+    constexpr int MAXV = MAXC > 0 ? (MAXC + 1) / 2 : 8;
+    (void)mode_arg;
     for (int r = 0; r < R; r++) {
         float4 *dst = (float4 *)(in + (size_t)r * K);
         if (r >= rows) {
             for (int i = threadIdx.x; i < K4; i += blockDim.x) dst[i] = make_float4(0, 0, 0, 0);
             continue;
         }
-        if (mode == GP_GEMV_NORM) {
+        if constexpr (MODE == GP_GEMV_NORM) {
             const float4 *x4 = (const float4 *)(x + (size_t)r * K);
             float4 v[MAXV];
             double sum = 0;
@@ -679,7 +905,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
                                          round_to<WT>((v[j].w * inv) * gv.w));
                 }
             }
-        } else if (mode == GP_GEMV_SILU) {
+        } else if constexpr (MODE == GP_GEMV_SILU) {
             const float4 *g4 = (const float4 *)((const float *)src + (size_t)r * 2 * K);
             float4 gv[MAXV], uv[MAXV];
 #pragma unroll
@@ -718,9 +944,42 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
         }
     }
     __syncthreads();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int n0 = (blockIdx.x * GEMV_WARPS + warp) * GEMV_ROWS_PER_WARP;
-    const int chunks = K / 8;
+    if constexpr (MAXC > 0) {
+#pragma unroll
+        for (int j = 0; j < RPW; j++) {
+            const int n = n0 + j;
+            float acc[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] = 0;
+#pragma unroll
+            for (int c = 0; c < MAXC; c++) {
+                const int ch = lane + c * 32;
+                if (ch >= chunks) continue;
+                float w[8];
+                const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw[j][c];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float2 f = __bfloat1622float2(h[q]);
+                    w[2 * q] = f.x;
+                    w[2 * q + 1] = f.y;
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float4 a = *(const float4 *)(in + (size_t)r * K + ch * 8);
+                    const float4 b = *(const float4 *)(in + (size_t)r * K + ch * 8 + 4);
+                    acc[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
+                              w[5] * b.y + w[6] * b.z + w[7] * b.w;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
+            if (lane == 0 && n < N)
+                for (int r = 0; r < rows; r++) {
+                    float *o = out + (size_t)r * ldo + n;
+                    *o = add ? *o + acc[r] : acc[r];
+                }
+        }
+    } else {
 #pragma unroll
     for (int j = 0; j < GEMV_ROWS_PER_WARP; j++) {
         const int n = n0 + j;
@@ -749,18 +1008,48 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
                 *o = add ? *o + acc[r] : acc[r];
             }
     }
+    }
 }
 
-template <typename WT, int R>
-void launch_gemv(const gp_cuda_gemv *g, cudaStream_t s) {
+template <typename WT, int R, int MAXC, int MODE>
+void launch_gemv_m(const gp_cuda_gemv *g, cudaStream_t s) {
     const size_t shared = (size_t)R * g->K * sizeof(float);
     if (shared > 48 * 1024)
-        cudaFuncSetAttribute(k_gemv<WT, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)shared);
-    const int per_block = GEMV_WARPS * GEMV_ROWS_PER_WARP;
-    k_gemv<WT, R><<<(g->N + per_block - 1) / per_block, GEMV_WARPS * 32, shared, s>>>(
+        cudaFuncSetAttribute(k_gemv<WT, R, MAXC, MODE>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+    const int per_block = GEMV_WARPS * (MAXC > 0 ? GEMV_RPW(MAXC) : GEMV_ROWS_PER_WARP);
+    k_gemv<WT, R, MAXC, MODE><<<(g->N + per_block - 1) / per_block, GEMV_WARPS * 32, shared, s>>>(
         (const WT *)g->W, g->N, g->K, g->rows, g->mode, g->x, g->gain, g->eps, g->src, g->out,
         g->ldo, g->add);
+}
+
+/* The input staging is a template argument: each kernel holds only its own
+ * registers (occupancy decides how many loads are in flight). */
+template <typename WT, int R, int MAXC>
+void launch_gemv_c(const gp_cuda_gemv *g, cudaStream_t s) {
+    if (g->mode == GP_GEMV_NORM)
+        launch_gemv_m<WT, R, MAXC, GP_GEMV_NORM>(g, s);
+    else if (g->mode == GP_GEMV_SILU)
+        launch_gemv_m<WT, R, MAXC, GP_GEMV_SILU>(g, s);
+    else
+        launch_gemv_m<WT, R, MAXC, GP_GEMV_PLAIN>(g, s);
+}
+
+/* bf16 weights: MAXC chunks of 8 per lane held in registers (K ≤ 4096);
+ * f32 weights (the exactness path): the plain loop. */
+template <typename WT, int R>
+void launch_gemv(const gp_cuda_gemv *g, cudaStream_t s) {
+    if constexpr (std::is_same<WT, float>::value) {
+        launch_gemv_c<WT, R, 0>(g, s);
+    } else {
+        const int per_lane = (g->K / 8 + 31) / 32;
+        if (per_lane <= 4)
+            launch_gemv_c<WT, R, 4>(g, s);
+        else if (per_lane <= 8)
+            launch_gemv_c<WT, R, 8>(g, s);
+        else
+            launch_gemv_c<WT, R, 16>(g, s);
+    }
 }
 
 template <typename WT>
@@ -782,4 +1071,20 @@ void gp_cuda_gemv_run(const gp_cuda_gemv *g, bool f32_weights, cudaStream_t s) {
         gemv_rows<float>(g, s);
     else
         gemv_rows<__nv_bfloat16>(g, s);
+}
+
+bool gp_cuda_decode_attention_fits(const gp_dev_model *m) {
+    const int G = m->d.heads / m->d.kv_heads, half = m->d.rotary_dim / 2;
+    return m->d.head_dim == 256 && (G == 1 || G == 2 || G == 4 || G == 8) && half % 8 == 0 &&
+           m->d.rotary_dim <= m->d.head_dim;
+}
+
+void gp_cuda_decode_attention(const gp_cuda_attn_args *a, const float *qkv, const float *q_norm,
+                              const float *k_norm, const float *rope, float *part, void *out,
+                              cudaStream_t s) {
+    attn_dims d = dims_of(a);
+    if (a->m->wide)
+        decode_attention_group<float>(a, d, qkv, q_norm, k_norm, rope, part, out, s);
+    else
+        decode_attention_group<__nv_bfloat16>(a, d, qkv, q_norm, k_norm, rope, part, out, s);
 }

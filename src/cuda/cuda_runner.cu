@@ -75,6 +75,9 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     /* GEPARD_CUDA_SKINNY=0: every product through cuBLAS (for comparisons). */
     const char *skinny = getenv("GEPARD_CUDA_SKINNY");
     r->no_skinny = skinny && strcmp(skinny, "0") == 0;
+    /* GEPARD_CUDA_FUSED_ATTENTION=0: decode steps use the general attention. */
+    const char *fused = getenv("GEPARD_CUDA_FUSED_ATTENTION");
+    r->no_fused = fused && strcmp(fused, "0") == 0;
     int rc = gp_cuda_check(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
                            "cudaStreamCreate", st);
     if (!rc) rc = gp_cuda_check(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming),
@@ -112,6 +115,19 @@ static int splits_for(const gp_dev_runner *r, int rows, int max_len) {
     return s < 1 ? 1 : s;
 }
 
+/* Decode attention: a block of 4 single-warp units per 8 positions, so each
+ * warp walks about 2 positions, but no more than ~264 blocks (each unit
+ * recomputes its group's queries; big batches need no splitting). */
+static int decode_splits_for(const gp_dev_runner *r, int rows, int max_len) {
+    const int nkv = r->m->d.kv_heads;
+    int s = (max_len + 7) / 8;
+    /* each unit recomputes its group's queries: no more blocks than ~2 per SM */
+    int by_blocks = 264 / (rows * nkv);
+    if (s > by_blocks) s = by_blocks;
+    if (s > 32) s = 32;
+    return s < 1 ? 1 : s;
+}
+
 static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st) {
     if (rows <= r->cap_rows && bt_stride <= r->bt_stride) return 0;
     const gp_dev_model_desc *d = &r->m->d;
@@ -129,7 +145,8 @@ static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st)
     const size_t NKV = d->kv_heads, I = d->intermediate, G = NH / NKV;
     const size_t T = d->total_logits, CE = (size_t)d->channels * d->embed_dim;
     const size_t widest = max_sz(max_sz(H, NH * D), I);
-    const size_t part = max_sz(R * NKV, ATTN_MAX_BLOCKS) * G * (D + 2);
+    /* decode attention writes one partial per warp: 4 per block */
+    const size_t part = 4 * max_sz(R * NKV, ATTN_MAX_BLOCKS) * G * (D + 2);
     gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
     struct {
         void **p;
@@ -184,9 +201,21 @@ static int gemm(gp_dev_runner *r, const void *W, cudaDataType_t type, const void
                               "GEMM", st);
 }
 
+/* Attention of one layer: fused for one-row-per-sequence steps, else
+ * q/k norm + RoPE + cache write, then split attention. */
+static void attention(gp_dev_runner *r, gp_cuda_attn_args *args, const float *qkv_bias,
+                      const float *q_norm, const float *k_norm, bool fused, cudaStream_t s) {
+    if (fused && !qkv_bias) {
+        gp_cuda_decode_attention(args, r->qkv, q_norm, k_norm, r->rope, r->part, r->a, s);
+        return;
+    }
+    gp_cuda_qkv_post(args, r->qkv, qkv_bias, q_norm, k_norm, r->rope, r->q, s);
+    gp_cuda_attention(args, r->q, r->qkv, r->part, r->a, s);
+}
+
 /* Enqueue the whole step on r->stream (direct or under graph capture). */
 static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int frames,
-                   int n_decode_rows, int splits, gp_dev_status *st) {
+                   int n_decode_rows, int splits, bool one_row_each, gp_dev_status *st) {
     const gp_dev_model *m = r->m;
     const gp_dev_model_desc *d = &m->d;
     const int H = d->hidden, D = d->head_dim, NH = d->heads, I = d->intermediate;
@@ -209,6 +238,8 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     gp_cuda_attn_args args = {m,       kv,      0, rows, splits, r->bt_stride, row_seq,
                               row_pos, r->meta + L.block_table, r->counters};
     /* Few rows (decode of a handful of streams): the fused skinny products. */
+    /* Every sequence one row: the fused decode attention. */
+    const bool fused_attn = one_row_each && gp_cuda_decode_attention_fits(m) && !r->no_fused;
     const bool skinny = rows <= GP_CUDA_GEMV_MAX_ROWS && H % 8 == 0 && (NH * D) % 8 == 0 &&
                         I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny;
     for (int l = 0; l < d->layers; l++) {
@@ -220,8 +251,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
             gp_cuda_gemv g = {Ly->qkv, m->qkv_rows, H, rows, GP_GEMV_NORM, r->x, in_norm,
                               d->rms_eps, NULL, r->qkv, m->qkv_rows, false};
             gp_cuda_gemv_run(&g, m->wide, s);
-            gp_cuda_qkv_post(&args, r->qkv, Ly->qkv_bias, q_norm, k_norm, r->rope, r->q, s);
-            gp_cuda_attention(&args, r->q, r->qkv, r->part, r->a, s);
+            attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, s);
             g = (gp_cuda_gemv){Ly->o, H, NH * D, rows, GP_GEMV_PLAIN, NULL, NULL, 0, r->a, r->x, H,
                                true};
             gp_cuda_gemv_run(&g, m->wide, s);
@@ -236,8 +266,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
         }
         gp_cuda_rmsnorm(r->x, H, NULL, rows, H, in_norm, d->rms_eps, r->a, m->wide, H, s);
         if ((rc = gemm(r, Ly->qkv, m->wtype, r->a, m->qkv_rows, rows, H, r->qkv, 0, st))) return rc;
-        gp_cuda_qkv_post(&args, r->qkv, Ly->qkv_bias, q_norm, k_norm, r->rope, r->q, s);
-        gp_cuda_attention(&args, r->q, r->qkv, r->part, r->a, s);
+        attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, s);
         if ((rc = gemm(r, Ly->o, m->wtype, r->a, H, rows, NH * D, r->x, 1, st))) return rc;
         if (Ly->o_bias) gp_cuda_add_bias(r->x, rows, H, Ly->o_bias, s);
         gp_cuda_rmsnorm(r->x, H, NULL, rows, H, post_norm, d->rms_eps, r->a, m->wide, H, s);
@@ -304,7 +333,7 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal),
                 "graph capture");
-    int rc = forward(r, kv, rows, rows, rows, rows, splits, st);
+    int rc = forward(r, kv, rows, rows, rows, rows, splits, true, st);
     cudaError_t e = cudaStreamEndCapture(r->stream, &graph);
     if (rc) {
         if (graph) cudaGraphDestroy(graph);
@@ -353,11 +382,16 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
                                     cudaMemcpyHostToDevice, r->stream),
                     "prefill upload");
     }
-    const int splits = splits_for(r, rows_eff, max_len);
+    const bool one_row_each = p->n_rows == p->n_seqs;
+    const bool fused = one_row_each && gp_cuda_decode_attention_fits(r->m) && !r->no_fused &&
+                       !r->m->layers[0].qkv_bias;
+    const int splits = fused ? decode_splits_for(r, rows_eff, max_len)
+                             : splits_for(r, rows_eff, max_len);
     if (graph)
         rc = launch_graph(r, kv, rows_eff, splits, st);
     else
-        rc = forward(r, kv, p->n_rows, p->n_seqs, p->n_frames, p->n_decode_rows, splits, st);
+        rc = forward(r, kv, p->n_rows, p->n_seqs, p->n_frames, p->n_decode_rows, splits,
+                     p->n_rows == p->n_seqs, st);
     if (rc) return rc;
     const int T = r->m->d.total_logits;
     GP_CUDA_TRY(cudaMemcpyAsync(r->h_hidden, r->hidden, (size_t)p->n_seqs * H * 4,

@@ -10,30 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "io/json.h"
+#include "text/nfc.h"
 #include "text/tok_internal.h"
 #include "text/utf8.h"
 
 #define GP_TOK_MAX_NESTING 8
-
-int gp_tok_nfc(const char *s, size_t len, char **out, size_t *out_len, gp_error *err) {
-    *out = NULL;
-    *out_len = 0;
-    if (len > (size_t)(SIZE_MAX / 8))
-        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "text too long to normalize");
-    utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    if (n < 0)
-        return gp_fail(err,
-                       n == UTF8PROC_ERROR_NOMEM ? GEPARD_ERR_NOMEM : GEPARD_ERR_INVALID_ARGUMENT,
-                       "NFC normalization failed: %s", utf8proc_errmsg(n));
-    *out = (char *)dst;
-    *out_len = (size_t)n;
-    return GEPARD_OK;
-}
 
 /* ---- added tokens ---- */
 
@@ -68,7 +51,7 @@ static int add_one(gp_tokenizer *tok, const char *content, size_t len, int32_t i
     /* Tokens marked normalized are matched after NFC, in their NFC form. */
     char *key = NULL;
     size_t key_len = len;
-    if (normalized && tok->nfc && (rc = gp_tok_nfc(content, len, &key, &key_len, err))) return rc;
+    if (normalized && tok->nfc && (rc = gp_nfc(content, len, &key, &key_len, err))) return rc;
     gp_trie *trie = normalized ? &tok->norm_trie : &tok->raw_trie;
     int32_t other = -1;
     if (key_len > 0 && gp_trie_insert(trie, key ? key : content, key_len, id, &other)) rc = -1;

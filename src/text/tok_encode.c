@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/nfc.h"
 #include "text/tok_internal.h"
 #include "text/utf8.h"
 
@@ -69,7 +70,7 @@ static int raw_segment(enc_state *st, const char *s, size_t len, gp_error *err) 
     if (!st->tok->nfc || gp_utf8_is_ascii(s, len)) return normalized_segment(st, s, len, err);
     char *norm;
     size_t norm_len;
-    int rc = gp_tok_nfc(s, len, &norm, &norm_len, err);
+    int rc = gp_nfc(s, len, &norm, &norm_len, err);
     if (rc) return rc;
     rc = normalized_segment(st, norm, norm_len, err);
     free(norm);
@@ -196,7 +197,7 @@ int gp_tok_debug_pieces(const gp_tokenizer *tok, const char *text, size_t len, g
     if (rc || len == 0) return rc;
     char *norm = NULL;
     size_t norm_len = len;
-    if (tok->nfc && (rc = gp_tok_nfc(text, len, &norm, &norm_len, err))) return rc;
+    if (tok->nfc && (rc = gp_nfc(text, len, &norm, &norm_len, err))) return rc;
     const char *s = norm ? norm : text;
     piece_list pl = {out, 0};
     if (!tok->split_re) {

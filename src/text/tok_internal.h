@@ -83,8 +83,6 @@ int gp_tok_parse_added_tokens(gp_tokenizer *tok, const cJSON *root, gp_error *er
 int gp_tok_parse_normalizer(gp_tokenizer *tok, const cJSON *root, gp_error *err);
 int gp_tok_parse_pre_tokenizer(gp_tokenizer *tok, const cJSON *root, gp_error *err);
 int gp_tok_parse_decoder(gp_tokenizer *tok, const cJSON *root, gp_error *err);
-/* NFC of valid UTF-8 into a malloc'ed string (*out, *out_len). */
-int gp_tok_nfc(const char *s, size_t len, char **out, size_t *out_len, gp_error *err);
 
 /* tok_regex.c */
 /* Rewrite an Oniguruma pattern (what HF `tokenizers` compiles) into PCRE2

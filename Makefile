@@ -2,6 +2,8 @@
 #
 #   make          build libgepard and the `gepard` command (build/release/)
 #   make test     install missing packages, build with ASan+UBSan, run every test
+#   make tokenizer-sweep  compare the tokenizer with Hugging Face's on all 1,112,064
+#                 Unicode scalar values (needs node; see tests/test_tokenizer_hf.c)
 #   make demo     install missing packages, build, and speak a sentence
 #   make bench    build and run `gepard bench` on synthetic real-size weights
 #   make bench-kernels  build and run the matrix-kernel micro-benchmark (BENCH_ARGS=...)
@@ -54,7 +56,7 @@ REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SR
 REL_BENCH_TOOLS := $(patsubst bench/%.c,$(BUILD)/release/bench/%,$(BENCH_SRC))
 
 .PHONY: all test demo bench bench-kernels deps format clean check-format release asan examples \
-        bench-tools
+        bench-tools tokenizer-sweep
 
 all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES)
 	@ln -sf release/gepard $(BUILD)/gepard
@@ -122,6 +124,13 @@ test:
 	@$(MAKE) --no-print-directory all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS)
+
+# The differential tokenizer tests with the full code-point sweep instead of
+# the sampled one (several minutes; prints the mismatch counts).
+tokenizer-sweep:
+	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
+	@$(MAKE) --no-print-directory asan
+	GEPARD_HF_SWEEP=1 $(ASAN_TESTS) tokenizer_hf
 
 demo: deps
 	@$(MAKE) --no-print-directory all

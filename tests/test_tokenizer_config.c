@@ -114,6 +114,8 @@ TEST(tokenizer_config_refusals) {
             "more than 8 Split pre-tokenizers");
     REFUSED("\"pattern\": {\"Regex\": \"", "\"pattern\": {\"Regex\": \"\\\\u12|",
             "\\u at offset 0 must be followed by 4 hex digits");
+    REFUSED("\"}, \"behavior\": \"Isolated\"", "|\\\\p{L\"}, \"behavior\": \"Isolated\"",
+            "is not closed");
     REFUSED("\"pre_tokenizer\": {", "\"pre_tokenizer\": null, \"x\": {", "pre_tokenizer is null");
     REFUSED("\"pattern\": {\"Regex\": \"", "\"pattern\": {\"Regex\": \"[[:alpha:]]|",
             "POSIX character class");

@@ -253,7 +253,7 @@ def normalisation(facts, ccc):
 
 # ---- output ----
 
-def two_stage(values, width):
+def two_stage(values):
     """Split a per-code-point list into stage 1 (block numbers) and blocks."""
     blocks, stage1, seen = [], [], {}
     for start in range(0, N_CP, BLOCK):
@@ -285,8 +285,8 @@ def write_c(facts, sub, ccc, decomp, pairs):
     seconds.update(range(HANGUL_T + 1, HANGUL_T + HANGUL_TCOUNT))
     for b in seconds:
         props[b] |= 0x200
-    n1, nb = two_stage(props, 16)
-    r1, rb = two_stage(list(table), 8)
+    n1, nb = two_stage(props)
+    r1, rb = two_stage(list(table))
     if len(nb) > 65535 or len(rb) > 65535:
         fail('too many blocks')
 

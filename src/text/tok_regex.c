@@ -183,7 +183,9 @@ static int property(translator *t, size_t i, size_t *used) {
     if (j < t->len && p[j] == '{') {
         name = ++j;
         while (j < t->len && p[j] != '}') j++;
-        if (j >= t->len) return refuse(t->err, t->where, i, "an unterminated \\p{");
+        if (j >= t->len)
+            return gp_fail(t->err, GEPARD_ERR_FORMAT,
+                           "%s.pattern: \\p{ at offset %zu is not closed", t->where, i);
         name_len = j - name;
         j++;
     } else if (j < t->len) {

@@ -2,6 +2,8 @@
 #
 #   make          build libgepard and the `gepard` command (build/release/)
 #   make test     install missing packages, build with ASan+UBSan, run every test
+#   make tokenizer-sweep  compare the tokenizer with Hugging Face's on all 1,112,064
+#                 Unicode scalar values (needs node; see tests/test_tokenizer_hf.c)
 #   make demo     install missing packages, build, and speak a sentence
 #   make bench    build and run `gepard bench` on synthetic real-size weights
 #   make bench-kernels  build and run the matrix-kernel micro-benchmark (BENCH_ARGS=...)
@@ -75,8 +77,8 @@ REL_TESTS := $(BUILD)/release/gepard-tests
 REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SRC))
 REL_BENCH_TOOLS := $(patsubst bench/%.c,$(BUILD)/release/bench/%,$(BENCH_SRC))
 
-.PHONY: cuda test-cuda device-bundle all test demo bench bench-kernels deps format clean check-format release asan examples \
-        bench-tools
+.PHONY: cuda test-cuda device-bundle all test demo bench bench-kernels deps format clean check-format \
+        release asan examples bench-tools tokenizer-sweep
 
 all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES) $(CUDA_TARGETS)
 	@ln -sf release/gepard $(BUILD)/gepard
@@ -183,6 +185,13 @@ device-bundle:
 	@cp -r ../shared/fixtures/model-tiny ../shared/fixtures/codec-tiny \
 	  ../shared/fixtures/real-size ../shared/fixtures/README.md .device/fixtures/
 	@du -sh .device
+
+# The differential tokenizer tests with the full code-point sweep instead of
+# the sampled one (several minutes; prints the mismatch counts).
+tokenizer-sweep:
+	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
+	@$(MAKE) --no-print-directory asan
+	GEPARD_HF_SWEEP=1 $(ASAN_TESTS) tokenizer_hf
 
 demo: deps
 	@$(MAKE) --no-print-directory all

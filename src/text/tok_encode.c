@@ -6,22 +6,85 @@
  *      leftmost-longest; each gap between them is a segment;
  *   3. each segment is NFC-normalized (when the normalizer says so), then
  *      added tokens with normalized: true are matched in it the same way;
- *   4. each remaining gap is split by the Split regex into pieces and every
- *      piece goes through byte-level BPE.
+ *   4. each remaining gap is split into pieces by the Split steps in turn
+ *      (each step splits every piece of the step before) and every piece
+ *      goes through byte-level BPE.
  * Decode maps ids back to token strings, turns byte-level symbols back into
  * bytes and repairs invalid UTF-8 with U+FFFD.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/nfc.h"
 #include "text/tok_internal.h"
 #include "text/utf8.h"
+
+typedef int (*piece_fn)(void *ctx, const char *piece, size_t len, gp_error *err);
+
+/* The pre-tokenizer's working state: per split step a match-data block and
+ * a list of spans, and the substituted copy of the segment. */
+typedef struct pretok {
+    const gp_tokenizer *tok;
+    pcre2_match_data *md[GP_TOK_MAX_SPLITS];
+    gp_tok_spans spans[GP_TOK_MAX_SPLITS];
+    gp_buf subst;
+    piece_fn fn;
+    void *ctx;
+} pretok;
+
+static int pretok_init(pretok *pt, const gp_tokenizer *tok, piece_fn fn, void *ctx, gp_error *err) {
+    memset(pt, 0, sizeof *pt);
+    pt->tok = tok;
+    pt->fn = fn;
+    pt->ctx = ctx;
+    gp_buf_init(&pt->subst);
+    for (int k = 0; k < tok->n_splits; k++) {
+        pt->md[k] = pcre2_match_data_create_from_pattern(tok->splits[k].re, NULL);
+        if (!pt->md[k]) return gp_fail_oom(err, "regex match data", 256);
+    }
+    return GEPARD_OK;
+}
+
+static void pretok_free(pretok *pt) {
+    for (int k = 0; k < GP_TOK_MAX_SPLITS; k++) {
+        pcre2_match_data_free(pt->md[k]);
+        gp_tok_spans_free(&pt->spans[k]);
+    }
+    gp_buf_free(&pt->subst);
+}
+
+/* Split step k on one piece (s, and subj: the same bytes with
+ * representatives substituted), then the next steps on each result. */
+static int split_step(pretok *pt, int k, const char *s, const char *subj, size_t len,
+                      gp_error *err) {
+    if (k == pt->tok->n_splits) return pt->fn(pt->ctx, s, len, err);
+    gp_tok_spans *sp = &pt->spans[k];
+    sp->n = 0;
+    int rc = gp_tok_split_run(pt->tok, k, pt->md[k], pt->tok->splits[k].substitute ? subj : s, len,
+                              sp, err);
+    for (size_t i = 0; !rc && i < sp->n; i++) {
+        size_t a = sp->v[i].start;
+        rc = split_step(pt, k + 1, s + a, subj + a, sp->v[i].end - a, err);
+    }
+    return rc;
+}
+
+static int pretok_run(pretok *pt, const char *s, size_t len, gp_error *err) {
+    if (len == 0) return GEPARD_OK;
+    const char *subj = s;
+    if (pt->tok->substitute) {
+        int r = gp_tok_substitute(s, len, &pt->subst);
+        if (r < 0) return gp_fail_oom(err, "pre-tokenizer text", len);
+        if (r) subj = pt->subst.data;
+    }
+    return split_step(pt, 0, s, subj, len, err);
+}
 
 typedef struct enc_state {
     gp_tokenizer *tok;
     gp_i32vec ids;
     gp_tok_scratch scratch;
-    pcre2_match_data *md;
+    pretok pt;
 } enc_state;
 
 typedef int (*segment_fn)(enc_state *st, const char *s, size_t len, gp_error *err);
@@ -32,9 +95,7 @@ static int on_piece(void *ctx, const char *piece, size_t len, gp_error *err) {
 }
 
 static int pre_tokenize(enc_state *st, const char *s, size_t len, gp_error *err) {
-    if (len == 0) return GEPARD_OK;
-    if (!st->tok->split_re) return on_piece(st, s, len, err);
-    return gp_tok_regex_split(st->tok, st->md, s, len, on_piece, st, err);
+    return pretok_run(&st->pt, s, len, err);
 }
 
 /* Leftmost-longest added-token matching: at each position the longest token
@@ -69,7 +130,7 @@ static int raw_segment(enc_state *st, const char *s, size_t len, gp_error *err) 
     if (!st->tok->nfc || gp_utf8_is_ascii(s, len)) return normalized_segment(st, s, len, err);
     char *norm;
     size_t norm_len;
-    int rc = gp_tok_nfc(s, len, &norm, &norm_len, err);
+    int rc = gp_nfc(s, len, &norm, &norm_len, err);
     if (rc) return rc;
     rc = normalized_segment(st, norm, norm_len, err);
     free(norm);
@@ -97,13 +158,10 @@ int gp_tok_encode(gp_tokenizer *tok, const char *text, size_t len, int32_t **ids
     enc_state st;
     memset(&st, 0, sizeof st);
     st.tok = tok;
-    if (tok->split_re) {
-        st.md = pcre2_match_data_create_from_pattern(tok->split_re, NULL);
-        if (!st.md) return gp_fail_oom(err, "regex match data", 256);
-    }
-    if (gp_i32vec_reserve(&st.ids, len / 3 + 4)) rc = gp_fail_oom(err, "token ids", len);
+    rc = pretok_init(&st.pt, tok, on_piece, &st, err);
+    if (!rc && gp_i32vec_reserve(&st.ids, len / 3 + 4)) rc = gp_fail_oom(err, "token ids", len);
     if (!rc) rc = scan_added(&st, &tok->raw_trie, text, len, raw_segment, err);
-    pcre2_match_data_free(st.md);
+    pretok_free(&st.pt);
     gp_tok_scratch_free(&st.scratch);
     if (rc || st.ids.n == 0) {
         gp_i32vec_free(&st.ids);
@@ -196,17 +254,13 @@ int gp_tok_debug_pieces(const gp_tokenizer *tok, const char *text, size_t len, g
     if (rc || len == 0) return rc;
     char *norm = NULL;
     size_t norm_len = len;
-    if (tok->nfc && (rc = gp_tok_nfc(text, len, &norm, &norm_len, err))) return rc;
+    if (tok->nfc && (rc = gp_nfc(text, len, &norm, &norm_len, err))) return rc;
     const char *s = norm ? norm : text;
     piece_list pl = {out, 0};
-    if (!tok->split_re) {
-        rc = collect_piece(&pl, s, norm_len, err);
-    } else {
-        pcre2_match_data *md = pcre2_match_data_create_from_pattern(tok->split_re, NULL);
-        rc = md ? gp_tok_regex_split(tok, md, s, norm_len, collect_piece, &pl, err)
-                : gp_fail_oom(err, "regex match data", 256);
-        pcre2_match_data_free(md);
-    }
+    pretok pt;
+    rc = pretok_init(&pt, tok, collect_piece, &pl, err);
+    if (!rc) rc = pretok_run(&pt, s, norm_len, err);
+    pretok_free(&pt);
     free(norm);
     *count = pl.count;
     return rc;

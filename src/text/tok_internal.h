@@ -5,9 +5,10 @@
  *   tok_config.c   the pipeline settings: added tokens, normalizer,
  *                  pre-tokenizer, decoder
  *   tok_regex.c    the Split pre-tokenizer: Oniguruma-to-PCRE2 translation of
- *                  the pattern, compilation, and the Isolated split
+ *                  the pattern, compilation, matching (with the Unicode
+ *                  representatives of unicode.h) and the split behaviors
  *   tok_bpe.c      BPE merging of one piece and the thread-safe word cache
- *   tok_encode.c   encode (added tokens, NFC, split, BPE) and decode
+ *   tok_encode.c   encode (added tokens, NFC, splits, BPE) and decode
  *
  * Only tests include this header besides those files.
  */
@@ -30,6 +31,8 @@
 #define GP_TOK_CACHE_MAX_IDS (1 << 20)
 /* Pieces longer than this (bytes) are not cached. */
 #define GP_TOK_CACHE_MAX_PIECE 256
+/* Split steps in one pre-tokenizer Sequence. */
+#define GP_TOK_MAX_SPLITS 8
 
 enum { GP_TOK_NONE = 0, GP_TOK_BPE = 1, GP_TOK_ADDED = 2 };
 
@@ -39,6 +42,26 @@ typedef struct gp_tok_entry {
     uint8_t kind;    /* GP_TOK_NONE / GP_TOK_BPE / GP_TOK_ADDED */
     uint8_t special; /* added token marked special */
 } gp_tok_entry;
+
+/* What a Split does with the matches of its pattern (HF's
+ * SplitDelimiterBehavior). */
+enum {
+    GP_SPLIT_REMOVED,
+    GP_SPLIT_ISOLATED,
+    GP_SPLIT_MERGED_WITH_PREVIOUS,
+    GP_SPLIT_MERGED_WITH_NEXT,
+    GP_SPLIT_CONTIGUOUS
+};
+
+typedef struct gp_tok_split {
+    pcre2_code *re;
+    char *pattern; /* as written in the file, for messages */
+    int behavior;  /* GP_SPLIT_* */
+    bool invert;   /* the gaps between matches are what the behavior acts on */
+    /* Match on the text with representatives substituted (unicode.h): the
+     * pattern uses Unicode classes, and only ones this makes exact. */
+    bool substitute;
+} gp_tok_split;
 
 typedef struct gp_tok_cache {
     pthread_mutex_t lock;
@@ -68,9 +91,12 @@ struct gp_tokenizer {
 
     /* Normalizer and pre-tokenizer. */
     bool nfc;
-    pcre2_code *split_re; /* NULL: no Split step, the segment is one piece */
+    /* Applied in order, each to every piece of the one before; none: the
+     * segment is one piece. */
+    gp_tok_split splits[GP_TOK_MAX_SPLITS];
+    int n_splits;
+    bool substitute; /* some split substitutes */
     pcre2_match_context *match_ctx;
-    char *split_pattern; /* as written in the file, for messages */
 
     gp_tok_cache cache;
 };
@@ -83,23 +109,53 @@ int gp_tok_parse_added_tokens(gp_tokenizer *tok, const cJSON *root, gp_error *er
 int gp_tok_parse_normalizer(gp_tokenizer *tok, const cJSON *root, gp_error *err);
 int gp_tok_parse_pre_tokenizer(gp_tokenizer *tok, const cJSON *root, gp_error *err);
 int gp_tok_parse_decoder(gp_tokenizer *tok, const cJSON *root, gp_error *err);
-/* NFC of valid UTF-8 into a malloc'ed string (*out, *out_len). */
-int gp_tok_nfc(const char *s, size_t len, char **out, size_t *out_len, gp_error *err);
 
 /* tok_regex.c */
+/* What the translation found in a pattern. */
+typedef struct gp_tok_regex_info {
+    bool classes;            /* Unicode classes: \p \P \s \S \d \D \w \W \b \B */
+    bool other_classes;      /* a property that is not a general category or White_Space, or \X */
+    bool caseless;           /* (?i) somewhere */
+    bool opaque;             /* a character given in octal, whose value is not tracked */
+    uint32_t (*literals)[2]; /* non-ASCII characters and ranges written in the pattern */
+    size_t n_literals, cap_literals;
+} gp_tok_regex_info;
+void gp_tok_regex_info_free(gp_tok_regex_info *info);
 /* Rewrite an Oniguruma pattern (what HF `tokenizers` compiles) into PCRE2
- * syntax with the same meaning; refuses constructs it cannot translate. */
-int gp_tok_regex_translate(const char *pattern, size_t len, gp_buf *out, const char *where,
-                           gp_error *err);
-/* Compile the Split pattern into tok->split_re. */
-int gp_tok_regex_compile(gp_tokenizer *tok, const char *pattern, bool literal, const char *where,
-                         gp_error *err);
-typedef int (*gp_tok_piece_fn)(void *ctx, const char *piece, size_t len, gp_error *err);
-/* Split valid UTF-8 text with the Split pattern (Isolated: every match and
- * every gap between matches is a piece; empty pieces are dropped) and call
- * fn for each piece in order. `md` is a match-data block for tok->split_re. */
-int gp_tok_regex_split(const gp_tokenizer *tok, pcre2_match_data *md, const char *text, size_t len,
-                       gp_tok_piece_fn fn, void *ctx, gp_error *err);
+ * syntax with the same meaning; refuses constructs it cannot translate.
+ * `info` (may be NULL) receives what the pattern uses. */
+int gp_tok_regex_translate(const char *pattern, size_t len, gp_buf *out, gp_tok_regex_info *info,
+                           const char *where, gp_error *err);
+/* Whether matching this pattern on the substituted text is exact (see
+ * tok_regex.c). */
+bool gp_tok_regex_can_substitute(const gp_tok_regex_info *info);
+/* Compile a Split step (pattern as in the file; literal: a "String"
+ * pattern) and append it to tok->splits. */
+int gp_tok_split_add(gp_tokenizer *tok, const char *pattern, bool literal, int behavior,
+                     bool invert, const char *where, gp_error *err);
+/* Copy text into out with every code point that has a representative
+ * replaced by it. Returns 1 when something was replaced (out holds the
+ * copy, same length), 0 when the text can be matched as it is, -1 when out
+ * of memory. */
+int gp_tok_substitute(const char *text, size_t len, gp_buf *out);
+
+/* A span of a piece of text: [start, end). */
+typedef struct gp_tok_span {
+    size_t start, end;
+    bool match; /* internal: the pattern matched it (after invert) */
+} gp_tok_span;
+typedef struct gp_tok_spans {
+    gp_tok_span *v;
+    size_t n, cap;
+} gp_tok_spans;
+void gp_tok_spans_free(gp_tok_spans *s);
+/* Run split step k on a piece of len bytes: match its pattern on
+ * `subject` (the piece itself, or its substituted copy when the step
+ * substitutes), apply the behavior, and append the non-empty pieces it
+ * keeps to out as spans of the piece, in order. `md` is a match-data block
+ * for that step's pattern. */
+int gp_tok_split_run(const gp_tokenizer *tok, int k, pcre2_match_data *md, const char *subject,
+                     size_t len, gp_tok_spans *out, gp_error *err);
 
 /* tok_bpe.c */
 typedef struct gp_tok_scratch {

@@ -313,9 +313,11 @@ void gp_tok_free(gp_tokenizer *tok) {
     gp_pairmap_free(&tok->merges);
     gp_trie_free(&tok->raw_trie);
     gp_trie_free(&tok->norm_trie);
-    pcre2_code_free(tok->split_re);
+    for (int i = 0; i < tok->n_splits; i++) {
+        pcre2_code_free(tok->splits[i].re);
+        free(tok->splits[i].pattern);
+    }
     pcre2_match_context_free(tok->match_ctx);
-    free(tok->split_pattern);
     free(tok->entries);
     free(tok->origin);
     free(tok);

@@ -5,7 +5,13 @@
  *
  *   text ─ added tokens (matched in the raw text, leftmost-longest)
  *        ─ per remaining segment: NFC ─ added tokens marked normalized
- *        ─ Split(regex read from the file, Isolated) ─ ByteLevel ─ BPE
+ *        ─ Split(s) (regex or string read from the file, any behavior)
+ *        ─ ByteLevel ─ BPE
+ *
+ * NFC and the regex classes use tables generated from HF's own answers
+ * (text/unicode.h), so ids are HF's on every code point whatever Unicode
+ * version the system's PCRE2 has; tests/test_tokenizer_hf.c compares with
+ * HF's library itself.
  *
  * Anything outside that family (WordPiece/Unigram models, byte fallback,
  * other normalizers or pre-tokenizers, ...) is refused at load time with a
@@ -27,7 +33,9 @@
  *    key listed twice) are refused.
  *  - the Split regex runs on PCRE2, translated from Oniguruma syntax (see
  *    tok_regex.c); case-insensitive matches of characters whose case folding
- *    is several characters (ß for "ss") differ — Qwen's patterns have none.
+ *    is several characters (ß for "ss") differ — Qwen's patterns have none;
+ *    properties other than general categories and White_Space (scripts,
+ *    \p{Alphabetic}) follow the system PCRE2's Unicode tables.
  */
 #ifndef GP_TEXT_TOKENIZER_H
 #define GP_TEXT_TOKENIZER_H

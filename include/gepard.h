@@ -311,7 +311,7 @@ typedef struct gepard_bench_params {
     const char *text;             /* the sentence for prefill / time to first audio */
     const char *device;           /* as gepard_load_params.device (NULL = auto) */
     const char *gpu_precision;    /* as gepard_load_params.gpu_precision */
-    const int *streams;           /* GPU aggregate mode: batch sizes to measure (NULL = 1, 64, 256) */
+    const int *streams; /* GPU aggregate mode: batch sizes to measure (NULL = 1, 64, 256) */
     int n_streams;
 } gepard_bench_params;
 

@@ -55,8 +55,8 @@ static gp_model *load_on(const char *dir, gp_device_kind kind, gp_dev_precision 
     gp_model *m = NULL;
     gp_error err;
     if (gp_model_load(dir, &o, &m, &err))
-        test_fail(__FILE__, __LINE__, "model load (%s): %s", kind == GP_DEVICE_CUDA ? "cuda" : "cpu",
-                  err.message);
+        test_fail(__FILE__, __LINE__, "model load (%s): %s",
+                  kind == GP_DEVICE_CUDA ? "cuda" : "cpu", err.message);
     return m;
 }
 
@@ -283,8 +283,8 @@ TEST(cuda_batched_equals_single) {
 typedef struct forced {
     const int32_t *codes; /* [T][C] frame-major */
     int C, T, calls;
-    float *logits;   /* [T][total] */
-    float *stop;     /* [T] */
+    float *logits; /* [T][total] */
+    float *stop;   /* [T] */
     int total;
 } forced;
 
@@ -430,13 +430,15 @@ TEST(cuda_cli_matches_cpu) {
     const char *model = test_fixture("model-tiny/model");
     const char *codec = test_fixture("codec-tiny/nano-tiny.nemo");
     test_cmd_result cpu, gpu, gpu_bf16;
-    const char *a_cpu[] = {"codes", "--model", model, "--top-k", "1", "--max-frames", "40",
-                           "--seed", "1", "--device", "cpu", "Hello there, GPU.", NULL};
-    const char *a_gpu[] = {"codes", "--model", model, "--top-k", "1", "--max-frames", "40",
-                           "--seed", "1", "--device", "cuda", "--gpu-precision", "f32",
-                           "Hello there, GPU.", NULL};
-    const char *a_bf16[] = {"codes", "--model", model, "--top-k", "1", "--max-frames", "40",
-                            "--seed", "1", "--device", "cuda:0", "Hello there, GPU.", NULL};
+    const char *a_cpu[] = {"codes", "--model", model, "--top-k",  "1",   "--max-frames",
+                           "40",    "--seed",  "1",   "--device", "cpu", "Hello there, GPU.",
+                           NULL};
+    const char *a_gpu[] = {
+        "codes", "--model",  model,  "--top-k",         "1",   "--max-frames",      "40", "--seed",
+        "1",     "--device", "cuda", "--gpu-precision", "f32", "Hello there, GPU.", NULL};
+    const char *a_bf16[] = {"codes", "--model", model, "--top-k",  "1",      "--max-frames",
+                            "40",    "--seed",  "1",   "--device", "cuda:0", "Hello there, GPU.",
+                            NULL};
     test_run_gepard(&cpu, NULL, 0, 120, a_cpu);
     test_run_gepard(&gpu, NULL, 0, 120, a_gpu);
     test_run_gepard(&gpu_bf16, NULL, 0, 120, a_bf16);
@@ -444,20 +446,21 @@ TEST(cuda_cli_matches_cpu) {
               gpu.err, gpu_bf16.err);
     CHECK_MSG(cpu.out_len == gpu.out_len && memcmp(cpu.out, gpu.out, cpu.out_len) == 0,
               "codes on cuda/f32 differ from the CPU");
-    test_note("codes cuda/bf16 %s the CPU's", cpu.out_len == gpu_bf16.out_len &&
-                                                      memcmp(cpu.out, gpu_bf16.out, cpu.out_len) == 0
-                                                  ? "equal"
-                                                  : "differ from");
+    test_note("codes cuda/bf16 %s the CPU's",
+              cpu.out_len == gpu_bf16.out_len && memcmp(cpu.out, gpu_bf16.out, cpu.out_len) == 0
+                  ? "equal"
+                  : "differ from");
     test_cmd_result_free(&cpu);
     test_cmd_result_free(&gpu);
     test_cmd_result_free(&gpu_bf16);
     const char *wav_cpu = test_tmp("cpu.wav"), *wav_gpu = test_tmp("gpu.wav");
-    const char *s_cpu[] = {"say", "--model", model, "--codec", codec, "--top-k", "1",
-                           "--max-frames", "30", "--seed", "1", "--device", "cpu", "-o", wav_cpu,
-                           "Hello there.", NULL};
-    const char *s_gpu[] = {"say", "--model", model, "--codec", codec, "--top-k", "1",
-                           "--max-frames", "30", "--seed", "1", "--device", "cuda",
-                           "--gpu-precision", "f32", "-o", wav_gpu, "Hello there.", NULL};
+    const char *s_cpu[] = {"say", "--model",      model,   "--codec",      codec, "--top-k",
+                           "1",   "--max-frames", "30",    "--seed",       "1",   "--device",
+                           "cpu", "-o",           wav_cpu, "Hello there.", NULL};
+    const char *s_gpu[] = {"say",  "--model",         model, "--codec", codec,   "--top-k",
+                           "1",    "--max-frames",    "30",  "--seed",  "1",     "--device",
+                           "cuda", "--gpu-precision", "f32", "-o",      wav_gpu, "Hello there.",
+                           NULL};
     test_run_gepard(&cpu, NULL, 0, 120, s_cpu);
     test_run_gepard(&gpu, NULL, 0, 120, s_gpu);
     CHECK_MSG(cpu.status == 0 && gpu.status == 0, "say failed: %s", gpu.err);
@@ -596,8 +599,8 @@ TEST(cuda_real_size_against_reference) {
                   frames_total);
         if (prec == GP_DEV_F32) {
             CHECK_MSG(worst_err <= 1e-4, "f32: logit error %g > 1e-4", worst_err);
-            CHECK_MSG(frames_equal == frames_total, "f32: %d/%d greedy frames equal",
-                      frames_equal, frames_total);
+            CHECK_MSG(frames_equal == frames_total, "f32: %d/%d greedy frames equal", frames_equal,
+                      frames_total);
         } else {
             CHECK_MSG(worst_kl <= 1e-3, "bf16: mean KL %g > 1e-3", worst_kl);
             CHECK_MSG(worst_stop <= 1e-3, "bf16: stop error %g > 1e-3", worst_stop);

@@ -306,8 +306,11 @@ int main(int argc, char **argv) {
         int ok = run_one(&tests[i], run_dir, i);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-        printf("%s %s (%s, %.0f ms)\n", ok == 2 ? "skip" : ok ? "ok  " : "FAIL", tests[i].name,
-               tests[i].file, ms);
+        printf("%s %s (%s, %.0f ms)\n",
+               ok == 2 ? "skip"
+               : ok    ? "ok  "
+                       : "FAIL",
+               tests[i].name, tests[i].file, ms);
         if (ok == 2)
             skipped++;
         else if (ok)

@@ -72,8 +72,10 @@ int cli_bench(int argc, char **argv) {
         char *end;
         long v = strtol(q, &end, 10);
         if (end == q || v < 1 || v > 65536 || (*end && *end != ',')) {
-            rc = cli_usage_error("bench", "--streams takes numbers 1..65536 separated by commas, "
-                                          "got \"%s\"", list);
+            rc = cli_usage_error("bench",
+                                 "--streams takes numbers 1..65536 separated by commas, "
+                                 "got \"%s\"",
+                                 list);
             break;
         }
         streams[n_streams++] = (int)v;

@@ -26,8 +26,7 @@
         {"force-stop-frames", 0, "N", "end after exactly N frames unless it stops earlier"},       \
         {"seed", 0, "N", "random seed (default: a fresh one each run)"},                           \
         {"threads", 't', "N", "compute threads (default: all CPUs)"},                              \
-        {"dtype", 0, "FMT", "weight format: f32, bf16 (default), int8 or q4"},                     \
-        CLI_DEVICE_OPTIONS,                                                                        \
+        {"dtype", 0, "FMT", "weight format: f32, bf16 (default), int8 or q4"}, CLI_DEVICE_OPTIONS, \
         {"lora", 0, "FILE", "apply a LoRA adapter (.pt or .safetensors)"}, {                       \
         "lora-alpha", 0, "A", "the adapter's alpha (default: from the file, else 2 x rank)"        \
     }

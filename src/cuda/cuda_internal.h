@@ -28,22 +28,23 @@ int gp_cuda_blas_check(cublasStatus_t s, const char *what, gp_dev_status *st);
     } while (0)
 
 typedef struct gp_cuda_layer {
-    void *qkv;  /* [(2NH + 2NKV)·D][H]: q/gate rows, k rows, v rows */
-    void *o;    /* [H][NH·D] */
-    void *gu;   /* [2I][H]: gate rows then up rows */
-    void *down; /* [H][I] */
-    float *norms;     /* [2H + 2D]: input, post, q, k gains */
-    float *qkv_bias;  /* [(2NH + 2NKV)·D] or NULL */
-    float *o_bias;    /* [H] or NULL */
+    void *qkv;       /* [(2NH + 2NKV)·D][H]: q/gate rows, k rows, v rows */
+    void *o;         /* [H][NH·D] */
+    void *gu;        /* [2I][H]: gate rows then up rows */
+    void *down;      /* [H][I] */
+    float *norms;    /* [2H + 2D]: input, post, q, k gains */
+    float *qkv_bias; /* [(2NH + 2NKV)·D] or NULL */
+    float *o_bias;   /* [H] or NULL */
 } gp_cuda_layer;
 
 struct gp_dev_model {
     gp_dev_model_desc d; /* the host pointers are not kept valid */
     int device;
-    bool wide;                /* f32 weights / activations (GP_DEV_F32) */
-    cudaDataType_t wtype;     /* CUDA_R_16BF or CUDA_R_32F */
-    size_t welem;             /* bytes per weight / GEMM-input element */
-    int qkv_rows;             /* (2NH + 2NKV)·D */
+    bool wide;            /* f32 weights / activations (GP_DEV_F32) */
+    cudaDataType_t wtype; /* CUDA_R_16BF or CUDA_R_32F */
+    size_t welem;         /* bytes per weight / GEMM-input element */
+    int qkv_rows;         /* (2NH + 2NKV)·D */
+    int multiprocessors;
     gp_cuda_layer *layers;
     float *rope_inv_freq, *final_norm, *audio_tables;
     float *proj0, *proj0_b, *proj2, *proj2_b, *heads, *heads_b;
@@ -81,21 +82,21 @@ struct gp_dev_runner {
     /* capacities */
     int cap_rows, cap_seqs, cap_frames, bt_stride;
     /* device activations */
-    float *x;      /* [rows][H] residual stream */
-    void *a;       /* [rows][max(H, NH·D, I)] GEMM input (wtype) */
-    float *qkv;    /* [rows][qkv_rows] */
-    float *q;      /* [rows][NH][D] normed, rotated queries */
-    float *gu;     /* [rows][2I] */
-    float *rope;   /* [rows][rotary_dim] cos then sin */
-    float *part;   /* attention partials [rows][NKV][splits][G] (m, l) + acc */
+    float *x;           /* [rows][H] residual stream */
+    void *a;            /* [rows][max(H, NH·D, I)] GEMM input (wtype) */
+    float *qkv;         /* [rows][qkv_rows] */
+    float *q;           /* [rows][NH][D] normed, rotated queries */
+    float *gu;          /* [rows][2I] */
+    float *rope;        /* [rows][rotary_dim] cos then sin */
+    float *part;        /* attention partials [rows][NKV][splits][G] (m, l) + acc */
     unsigned *counters; /* [rows][NKV] split tickets, zero between steps */
-    float *emb_z;  /* [frames][C·E] */
-    float *emb_t;  /* [frames][H] */
-    float *emb;    /* [frames][H] */
-    float *hidden; /* [seqs][H] */
-    float *logits; /* [seqs][total] */
+    float *emb_z;       /* [frames][C·E] */
+    float *emb_t;       /* [frames][H] */
+    float *emb;         /* [frames][H] */
+    float *hidden;      /* [seqs][H] */
+    float *logits;      /* [seqs][total] */
     /* step metadata on the device: one upload per step */
-    int *meta;     /* row_seq, row_pos, seq_last, decode_row_frame, codes, block tables */
+    int *meta; /* row_seq, row_pos, seq_last, decode_row_frame, codes, block tables */
     size_t meta_ints;
     float *prefill; /* [rows][H] */
     /* pinned host mirrors */
@@ -159,7 +160,6 @@ void gp_cuda_bias_layernorm(float *y, int rows, int width, const float *bias, fl
 void gp_cuda_build_rows(const float *emb, const int *decode_row_frame, int n_decode_rows,
                         const float *prefill, int rows, int width, float *x, cudaStream_t s);
 
-
 /* Skinny products for steps of at most GP_CUDA_GEMV_MAX_ROWS rows (one:
  * measured on an H200, cuBLAS is faster from two rows on): one
  * kernel reads each weight once for every row, with the RMSNorm or SwiGLU
@@ -175,7 +175,8 @@ typedef struct gp_cuda_gemv {
     const void *src; /* SILU: f32 [rows][2K] gate|up; PLAIN: weight-type [rows][K] */
     float *out;      /* [rows][ldo] */
     int ldo;
-    bool add; /* out += instead of out = */
+    bool add;       /* out += instead of out = */
+    int max_blocks; /* grid cap (the multiprocessor count), 0 = none */
 } gp_cuda_gemv;
 void gp_cuda_gemv_run(const gp_cuda_gemv *g, bool f32_weights, cudaStream_t s);
 

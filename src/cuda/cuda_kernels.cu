@@ -87,8 +87,8 @@ __global__ void k_rmsnorm(const float *x, int ldx, const int *row_index, int wid
             const int i = threadIdx.x + j * blockDim.x;
             if (i < w4) {
                 v[j] = __ldg((const float4 *)xr + i);
-                sum += (double)v[j].x * v[j].x + (double)v[j].y * v[j].y +
-                       (double)v[j].z * v[j].z + (double)v[j].w * v[j].w;
+                sum += (double)v[j].x * v[j].x + (double)v[j].y * v[j].y + (double)v[j].z * v[j].z +
+                       (double)v[j].w * v[j].w;
             }
         }
         sum = block_sum(sum, scratch);
@@ -294,8 +294,8 @@ __device__ void combine_group(const attn_dims &d, const float *base, int splits,
 template <typename KT, typename OT, int G, int DPL>
 __global__ void __launch_bounds__(ATTN_WARPS * 32)
     k_attention(attn_dims d, const float *q, const int *row_seq, const int *row_pos,
-                const int *block_table, const KT *kv, int splits, float *part,
-                unsigned *counters, const float *qkv, OT *out) {
+                const int *block_table, const KT *kv, int splits, float *part, unsigned *counters,
+                const float *qkv, OT *out) {
     extern __shared__ float sm[]; /* [warps][G][D] acc, then [warps][G] m, l */
     __shared__ unsigned ticket;
     const int r = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
@@ -387,8 +387,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
 
 /* ---------------- MLP and overlay ---------------- */
 
-template <typename T>
-__global__ void k_silu_mul(const float *gu, int rows, int inter, T *out) {
+template <typename T> __global__ void k_silu_mul(const float *gu, int rows, int inter, T *out) {
     size_t n = (size_t)rows * inter;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
          idx += (size_t)gridDim.x * blockDim.x) {
@@ -512,8 +511,7 @@ template <typename KT, int G, int DPL>
 __global__ void __launch_bounds__(ATTN_WARPS * 32)
     k_decode_attention(attn_dims d, const float *qkv, const float *q_norm, const float *k_norm,
                        const float *rope_tab, float eps, int rotary, const int *row_seq,
-                       const int *row_pos, const int *block_table, KT *kv, int units,
-                       float *part) {
+                       const int *row_pos, const int *block_table, KT *kv, int units, float *part) {
     const int r = blockIdx.x, g = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int unit = blockIdx.z * ATTN_WARPS + warp;
@@ -642,10 +640,10 @@ __global__ void k_attn_merge(attn_dims d, const float *part, int units, const fl
     for (int i = threadIdx.x; i < d.D; i += blockDim.x) {
         float A = 0;
 #pragma unroll 8
-        for (int u = 0; u < units; u++) A += base[u * stride + 2 * d.G + (size_t)gg * d.D + i] * factor[u];
+        for (int u = 0; u < units; u++)
+            A += base[u * stride + 2 * d.G + (size_t)gg * d.D + i] * factor[u];
         const float gate = qkv[(size_t)r * d.qkv_rows + (size_t)h * 2 * d.D + d.D + i];
-        store(&out[((size_t)r * d.NH + h) * d.D + i],
-              (A * inv_l) * (1.0f / (1.0f + expf(-gate))));
+        store(&out[((size_t)r * d.NH + h) * d.D + i], (A * inv_l) * (1.0f / (1.0f + expf(-gate))));
     }
 }
 
@@ -656,8 +654,8 @@ void launch_decode_attention(const gp_cuda_attn_args *a, const attn_dims &d, con
     const int units = a->splits * ATTN_WARPS;
     dim3 grid(a->rows, d.NKV, a->splits);
     k_decode_attention<KT, G, 8><<<grid, ATTN_WARPS * 32, 0, s>>>(
-        d, qkv, q_norm, k_norm, rope, a->m->d.rms_eps, a->m->d.rotary_dim, a->row_seq,
-        a->row_pos, a->block_table, (KT *)a->kv->data, units, part);
+        d, qkv, q_norm, k_norm, rope, a->m->d.rms_eps, a->m->d.rotary_dim, a->row_seq, a->row_pos,
+        a->block_table, (KT *)a->kv->data, units, part);
     dim3 mgrid(a->rows, d.NH);
     k_attn_merge<KT><<<mgrid, d.D, 0, s>>>(d, part, units, qkv, (KT *)out);
 }
@@ -685,8 +683,8 @@ void launch_attention(const gp_cuda_attn_args *a, const attn_dims &d, const floa
 }
 
 template <typename KT, typename OT, int G>
-void attention_dpl(const gp_cuda_attn_args *a, const attn_dims &d, const float *q,
-                   const float *qkv, float *part, void *out, cudaStream_t s) {
+void attention_dpl(const gp_cuda_attn_args *a, const attn_dims &d, const float *q, const float *qkv,
+                   float *part, void *out, cudaStream_t s) {
     int need = (d.D + 31) / 32;
     if (need <= 1)
         launch_attention<KT, OT, G, 1>(a, d, q, qkv, part, out, s);
@@ -731,13 +729,14 @@ void gp_cuda_rmsnorm(const float *x, int ldx, const int *row_index, int rows, in
     if (y_f32)
         k_rmsnorm<float><<<rows, 256, 0, s>>>(x, ldx, row_index, width, gain, eps, (float *)y, ldy);
     else
-        k_rmsnorm<__nv_bfloat16><<<rows, 256, 0, s>>>(x, ldx, row_index, width, gain, eps,
-                                                      (__nv_bfloat16 *)y, ldy);
+        k_rmsnorm<__nv_bfloat16>
+            <<<rows, 256, 0, s>>>(x, ldx, row_index, width, gain, eps, (__nv_bfloat16 *)y, ldy);
 }
 
 void gp_cuda_rope_table(const int *row_pos, int rows, const float *inv_freq, int half, float *rope,
                         cudaStream_t s) {
-    if (rows > 0 && half > 0) k_rope_table<<<rows, 128, 0, s>>>(row_pos, rows, inv_freq, half, rope);
+    if (rows > 0 && half > 0)
+        k_rope_table<<<rows, 128, 0, s>>>(row_pos, rows, inv_freq, half, rope);
 }
 
 void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_bias,
@@ -745,8 +744,9 @@ void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_b
                       cudaStream_t s) {
     const gp_dev_model *m = a->m;
     attn_dims d = dims_of(a);
-    if (qkv_bias) k_add_bias<<<grid_for((size_t)a->rows * d.qkv_rows), 256, 0, s>>>(
-        qkv, a->rows, d.qkv_rows, qkv_bias);
+    if (qkv_bias)
+        k_add_bias<<<grid_for((size_t)a->rows * d.qkv_rows), 256, 0, s>>>(qkv, a->rows, d.qkv_rows,
+                                                                          qkv_bias);
     dim3 grid(a->rows, d.NH + d.NKV);
     size_t shared = (size_t)d.D * sizeof(float);
     if (m->wide)
@@ -754,9 +754,9 @@ void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_b
                                                     a->row_seq, a->row_pos, a->block_table, q,
                                                     (float *)a->kv->data);
     else
-        k_qkv_post<__nv_bfloat16><<<grid, 128, shared, s>>>(
-            d, qkv, q_norm, k_norm, rope, m->d.rms_eps, a->row_seq, a->row_pos, a->block_table, q,
-            (__nv_bfloat16 *)a->kv->data);
+        k_qkv_post<__nv_bfloat16>
+            <<<grid, 128, shared, s>>>(d, qkv, q_norm, k_norm, rope, m->d.rms_eps, a->row_seq,
+                                       a->row_pos, a->block_table, q, (__nv_bfloat16 *)a->kv->data);
 }
 
 void gp_cuda_attention(const gp_cuda_attn_args *a, const float *q, const float *qkv, float *part,
@@ -775,8 +775,8 @@ void gp_cuda_silu_mul(const float *gu, int rows, int inter, void *out, bool out_
     if (out_f32)
         k_silu_mul<float><<<grid_for(n), 256, 0, s>>>(gu, rows, inter, (float *)out);
     else
-        k_silu_mul<__nv_bfloat16><<<grid_for(n), 256, 0, s>>>(gu, rows, inter,
-                                                              (__nv_bfloat16 *)out);
+        k_silu_mul<__nv_bfloat16>
+            <<<grid_for(n), 256, 0, s>>>(gu, rows, inter, (__nv_bfloat16 *)out);
 }
 
 void gp_cuda_add_bias(float *y, int rows, int width, const float *bias, cudaStream_t s) {
@@ -842,6 +842,25 @@ __device__ __forceinline__ void load8(const float *p, float *w) {
  *   GP_GEMV_NORM  in = RMSNorm(x[r]) · gain
  *   GP_GEMV_SILU  in = silu(gu[r][k]) · gu[r][K + k]
  *   GP_GEMV_PLAIN in = src[r][k] (already of the weight type). */
+/* The weight chunks of RPW rows starting at n0, MAXC per lane. */
+template <int RPW, int MAXC>
+__device__ __forceinline__ void gemv_load(const __nv_bfloat16 *W, int N, int K, int n0, int lane,
+                                          uint4 (&raw)[RPW][MAXC]) {
+    const int chunks = K / 8;
+#pragma unroll
+    for (int j = 0; j < RPW; j++) {
+        const int n = n0 + j;
+#pragma unroll
+        for (int c = 0; c < MAXC; c++) {
+            const int ch = lane + c * 32;
+            if (n < N && ch < chunks) raw[j][c] = __ldg((const uint4 *)(W + (size_t)n * K) + ch);
+        }
+    }
+}
+template <int RPW, int MAXC>
+__device__ __forceinline__ void gemv_load(const float *, int, int, int, int, uint4 (&)[RPW][MAXC]) {
+}
+
 template <typename WT, int R, int MAXC, int MODE>
 __global__ void __launch_bounds__(GEMV_WARPS * 32)
     k_gemv(const WT *W, int N, int K, int rows, int mode_arg, const float *x, const float *gain,
@@ -851,21 +870,12 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
     constexpr int RPW = GEMV_RPW(MAXC);
     const int n0 = (blockIdx.x * GEMV_WARPS + warp) * (MAXC > 0 ? RPW : GEMV_ROWS_PER_WARP);
     const int chunks = K / 8;
-    /* bf16: the warp's weight loads go out first, so they are in flight while
-     * the block stages its inputs below. */
+    /* bf16: warps walk groups of RPW rows over the grid; each group's weight
+     * loads go out one group ahead (the first before the input staging), so
+     * the memory system is busy while the block stages and computes. */
+    const int group_stride = gridDim.x * GEMV_WARPS * (MAXC > 0 ? RPW : 1);
     uint4 raw[MAXC > 0 ? RPW : 1][MAXC > 0 ? MAXC : 1];
-    if constexpr (MAXC > 0) {
-#pragma unroll
-        for (int j = 0; j < RPW; j++) {
-            const int n = n0 + j;
-#pragma unroll
-            for (int c = 0; c < MAXC; c++) {
-                const int ch = lane + c * 32;
-                if (n < N && ch < chunks)
-                    raw[j][c] = __ldg((const uint4 *)(W + (size_t)n * K) + ch);
-            }
-        }
-    }
+    if constexpr (MAXC > 0) gemv_load<RPW, MAXC>(W, N, K, n0, lane, raw);
     __shared__ double scratch[32];
     /* Stage the inputs: every load of a row is issued before any is used
      * (K ≤ 8·4·blockDim: registers hold a row), one memory latency a row. */
@@ -899,10 +909,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
                 const int i = threadIdx.x + j * blockDim.x;
                 if (i < K4) {
                     const float4 gv = __ldg((const float4 *)gain + i);
-                    dst[i] = make_float4(round_to<WT>((v[j].x * inv) * gv.x),
-                                         round_to<WT>((v[j].y * inv) * gv.y),
-                                         round_to<WT>((v[j].z * inv) * gv.z),
-                                         round_to<WT>((v[j].w * inv) * gv.w));
+                    dst[i] = make_float4(
+                        round_to<WT>((v[j].x * inv) * gv.x), round_to<WT>((v[j].y * inv) * gv.y),
+                        round_to<WT>((v[j].z * inv) * gv.z), round_to<WT>((v[j].w * inv) * gv.w));
                 }
             }
         } else if constexpr (MODE == GP_GEMV_SILU) {
@@ -945,69 +954,78 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
     }
     __syncthreads();
     if constexpr (MAXC > 0) {
+        for (int base = n0; base < N; base += group_stride) {
+            uint4 next[RPW][MAXC];
+            if (base + group_stride < N)
+                gemv_load<RPW, MAXC>(W, N, K, base + group_stride, lane, next);
 #pragma unroll
-        for (int j = 0; j < RPW; j++) {
+            for (int j = 0; j < RPW; j++) {
+                const int n = base + j;
+                float acc[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] = 0;
+#pragma unroll
+                for (int c = 0; c < MAXC; c++) {
+                    const int ch = lane + c * 32;
+                    if (ch >= chunks) continue;
+                    float w[8];
+                    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw[j][c];
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        float2 f = __bfloat1622float2(h[q]);
+                        w[2 * q] = f.x;
+                        w[2 * q + 1] = f.y;
+                    }
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        const float4 a = *(const float4 *)(in + (size_t)r * K + ch * 8);
+                        const float4 b = *(const float4 *)(in + (size_t)r * K + ch * 8 + 4);
+                        acc[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
+                                  w[5] * b.y + w[6] * b.z + w[7] * b.w;
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
+                if (lane == 0 && n < N)
+                    for (int r = 0; r < rows; r++) {
+                        float *o = out + (size_t)r * ldo + n;
+                        *o = add ? *o + acc[r] : acc[r];
+                    }
+            }
+#pragma unroll
+            for (int j = 0; j < RPW; j++)
+#pragma unroll
+                for (int c = 0; c < MAXC; c++) raw[j][c] = next[j][c];
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < GEMV_ROWS_PER_WARP; j++) {
             const int n = n0 + j;
+            if (n >= N) break;
+            const WT *wr = W + (size_t)n * K;
             float acc[R];
 #pragma unroll
             for (int r = 0; r < R; r++) acc[r] = 0;
-#pragma unroll
-            for (int c = 0; c < MAXC; c++) {
-                const int ch = lane + c * 32;
-                if (ch >= chunks) continue;
+#pragma unroll 4
+            for (int c = lane; c < chunks; c += 32) {
                 float w[8];
-                const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw[j][c];
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    float2 f = __bfloat1622float2(h[q]);
-                    w[2 * q] = f.x;
-                    w[2 * q + 1] = f.y;
-                }
+                load8(wr + (size_t)c * 8, w);
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    const float4 a = *(const float4 *)(in + (size_t)r * K + ch * 8);
-                    const float4 b = *(const float4 *)(in + (size_t)r * K + ch * 8 + 4);
+                    const float4 a = *(const float4 *)(in + (size_t)r * K + c * 8);
+                    const float4 b = *(const float4 *)(in + (size_t)r * K + c * 8 + 4);
                     acc[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
                               w[5] * b.y + w[6] * b.z + w[7] * b.w;
                 }
             }
 #pragma unroll
             for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
-            if (lane == 0 && n < N)
+            if (lane == 0)
                 for (int r = 0; r < rows; r++) {
                     float *o = out + (size_t)r * ldo + n;
                     *o = add ? *o + acc[r] : acc[r];
                 }
         }
-    } else {
-#pragma unroll
-    for (int j = 0; j < GEMV_ROWS_PER_WARP; j++) {
-        const int n = n0 + j;
-        if (n >= N) break;
-        const WT *wr = W + (size_t)n * K;
-        float acc[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = 0;
-#pragma unroll 4
-        for (int c = lane; c < chunks; c += 32) {
-            float w[8];
-            load8(wr + (size_t)c * 8, w);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const float4 a = *(const float4 *)(in + (size_t)r * K + c * 8);
-                const float4 b = *(const float4 *)(in + (size_t)r * K + c * 8 + 4);
-                acc[r] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
-                          w[5] * b.y + w[6] * b.z + w[7] * b.w;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
-        if (lane == 0)
-            for (int r = 0; r < rows; r++) {
-                float *o = out + (size_t)r * ldo + n;
-                *o = add ? *o + acc[r] : acc[r];
-            }
-    }
     }
 }
 
@@ -1015,18 +1033,21 @@ template <typename WT, int R, int MAXC, int MODE>
 void launch_gemv_m(const gp_cuda_gemv *g, cudaStream_t s) {
     const size_t shared = (size_t)R * g->K * sizeof(float);
     if (shared > 48 * 1024)
-        cudaFuncSetAttribute(k_gemv<WT, R, MAXC, MODE>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+        cudaFuncSetAttribute(k_gemv<WT, R, MAXC, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)shared);
     const int per_block = GEMV_WARPS * (MAXC > 0 ? GEMV_RPW(MAXC) : GEMV_ROWS_PER_WARP);
-    k_gemv<WT, R, MAXC, MODE><<<(g->N + per_block - 1) / per_block, GEMV_WARPS * 32, shared, s>>>(
+    int blocks = (g->N + per_block - 1) / per_block;
+    /* bf16: one resident block per multiprocessor walks the rows (register
+     * use allows one), instead of waves of blocks each paying the latency. */
+    if (MAXC > 0 && g->max_blocks > 0 && blocks > g->max_blocks) blocks = g->max_blocks;
+    k_gemv<WT, R, MAXC, MODE><<<blocks, GEMV_WARPS * 32, shared, s>>>(
         (const WT *)g->W, g->N, g->K, g->rows, g->mode, g->x, g->gain, g->eps, g->src, g->out,
         g->ldo, g->add);
 }
 
 /* The input staging is a template argument: each kernel holds only its own
  * registers (occupancy decides how many loads are in flight). */
-template <typename WT, int R, int MAXC>
-void launch_gemv_c(const gp_cuda_gemv *g, cudaStream_t s) {
+template <typename WT, int R, int MAXC> void launch_gemv_c(const gp_cuda_gemv *g, cudaStream_t s) {
     if (g->mode == GP_GEMV_NORM)
         launch_gemv_m<WT, R, MAXC, GP_GEMV_NORM>(g, s);
     else if (g->mode == GP_GEMV_SILU)
@@ -1037,8 +1058,7 @@ void launch_gemv_c(const gp_cuda_gemv *g, cudaStream_t s) {
 
 /* bf16 weights: MAXC chunks of 8 per lane held in registers (K ≤ 4096);
  * f32 weights (the exactness path): the plain loop. */
-template <typename WT, int R>
-void launch_gemv(const gp_cuda_gemv *g, cudaStream_t s) {
+template <typename WT, int R> void launch_gemv(const gp_cuda_gemv *g, cudaStream_t s) {
     if constexpr (std::is_same<WT, float>::value) {
         launch_gemv_c<WT, R, 0>(g, s);
     } else {
@@ -1052,8 +1072,7 @@ void launch_gemv(const gp_cuda_gemv *g, cudaStream_t s) {
     }
 }
 
-template <typename WT>
-void gemv_rows(const gp_cuda_gemv *g, cudaStream_t s) {
+template <typename WT> void gemv_rows(const gp_cuda_gemv *g, cudaStream_t s) {
     if (g->rows <= 1)
         launch_gemv<WT, 1>(g, s);
     else if (g->rows <= 2)

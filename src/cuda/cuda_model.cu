@@ -108,7 +108,7 @@ static void model_free(gp_dev_model *m) {
         }
         free(m->layers);
     }
-    float *bufs[] = {m->rope_inv_freq, m->final_norm, m->audio_tables, m->proj0, m->proj0_b,
+    float *bufs[] = {m->rope_inv_freq, m->final_norm, m->audio_tables, m->proj0,  m->proj0_b,
                      m->proj2,         m->proj2_b,    m->heads,        m->heads_b};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
     cudaFree(m->channel_offset);
@@ -125,7 +125,8 @@ static int dev_alloc(gp_dev_model *m, void **p, size_t bytes, const char *what, 
         cudaGetLastError();
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
-        return gp_cuda_fail(st, e == cudaErrorMemoryAllocation ? GEPARD_ERR_NOMEM : GEPARD_ERR_INTERNAL,
+        return gp_cuda_fail(st,
+                            e == cudaErrorMemoryAllocation ? GEPARD_ERR_NOMEM : GEPARD_ERR_INTERNAL,
                             "CUDA: cannot allocate %.1f MB for %s (%.1f MB free of %.1f MB): %s",
                             bytes / 1e6, what, free_b / 1e6, total_b / 1e6, cudaGetErrorString(e));
     }
@@ -153,13 +154,16 @@ static int model_create(const gp_dev_model_desc *desc, gp_dev_model **out, gp_de
     const size_t H = desc->hidden, D = desc->head_dim, NH = desc->heads, NKV = desc->kv_heads;
     const size_t I = desc->intermediate;
     m->qkv_rows = (int)((2 * NH + 2 * NKV) * D);
+    cudaDeviceGetAttribute(&m->multiprocessors, cudaDevAttrMultiProcessorCount, desc->device);
     m->layers = (gp_cuda_layer *)calloc((size_t)desc->layers, sizeof *m->layers);
     int rc = m->layers ? 0 : gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");
-    if (!rc) rc = gp_cuda_check(cudaStreamCreateWithFlags(&m->upload_stream, cudaStreamNonBlocking),
-                                "cudaStreamCreate", st);
+    if (!rc)
+        rc = gp_cuda_check(cudaStreamCreateWithFlags(&m->upload_stream, cudaStreamNonBlocking),
+                           "cudaStreamCreate", st);
     if (!rc) rc = gp_cuda_blas_check(cublasCreate(&m->upload_blas), "cublasCreate", st);
-    if (!rc) rc = gp_cuda_blas_check(cublasSetStream(m->upload_blas, m->upload_stream),
-                                     "cublasSetStream", st);
+    if (!rc)
+        rc = gp_cuda_blas_check(cublasSetStream(m->upload_blas, m->upload_stream),
+                                "cublasSetStream", st);
     for (int l = 0; !rc && l < desc->layers; l++) {
         gp_cuda_layer *L = &m->layers[l];
         rc = dev_alloc(m, &L->qkv, (size_t)m->qkv_rows * H * m->welem, "q/k/v weights", st);
@@ -195,13 +199,39 @@ static int matrix_slot(gp_dev_model *m, int l, gp_dev_matrix which, void **base,
     *row0 = 0;
     *cols = H;
     switch (which) {
-    case GP_DEV_Q: *base = L->qkv; *rows = 2 * NH * D; break;
-    case GP_DEV_K: *base = L->qkv; *row0 = (size_t)2 * NH * D; *rows = NKV * D; break;
-    case GP_DEV_V: *base = L->qkv; *row0 = (size_t)(2 * NH + NKV) * D; *rows = NKV * D; break;
-    case GP_DEV_O: *base = L->o; *rows = H; *cols = NH * D; break;
-    case GP_DEV_GATE: *base = L->gu; *rows = I; break;
-    case GP_DEV_UP: *base = L->gu; *row0 = (size_t)I; *rows = I; break;
-    case GP_DEV_DOWN: *base = L->down; *rows = H; *cols = I; break;
+    case GP_DEV_Q:
+        *base = L->qkv;
+        *rows = 2 * NH * D;
+        break;
+    case GP_DEV_K:
+        *base = L->qkv;
+        *row0 = (size_t)2 * NH * D;
+        *rows = NKV * D;
+        break;
+    case GP_DEV_V:
+        *base = L->qkv;
+        *row0 = (size_t)(2 * NH + NKV) * D;
+        *rows = NKV * D;
+        break;
+    case GP_DEV_O:
+        *base = L->o;
+        *rows = H;
+        *cols = NH * D;
+        break;
+    case GP_DEV_GATE:
+        *base = L->gu;
+        *rows = I;
+        break;
+    case GP_DEV_UP:
+        *base = L->gu;
+        *row0 = (size_t)I;
+        *rows = I;
+        break;
+    case GP_DEV_DOWN:
+        *base = L->down;
+        *rows = H;
+        *cols = I;
+        break;
     default: return -1;
     }
     return 0;
@@ -215,16 +245,17 @@ static int model_upload(gp_dev_model *m, int layer, gp_dev_matrix which, gp_dev_
     if (layer < 0 || layer >= m->d.layers ||
         matrix_slot(m, layer, which, &base, &row0, &want_rows, &want_cols) || rows != want_rows ||
         cols != want_cols)
-        return gp_cuda_fail(st, GEPARD_ERR_INTERNAL,
-                            "CUDA upload: matrix %d of layer %d has shape [%d, %d], expected [%d, %d]",
-                            (int)which, layer, rows, cols, want_rows, want_cols);
+        return gp_cuda_fail(
+            st, GEPARD_ERR_INTERNAL,
+            "CUDA upload: matrix %d of layer %d has shape [%d, %d], expected [%d, %d]", (int)which,
+            layer, rows, cols, want_rows, want_cols);
     GP_CUDA_TRY(cudaSetDevice(m->device), "cudaSetDevice");
     const size_t n = (size_t)rows * cols, src_elem = dtype == GP_DEV_DT_F32 ? 4 : 2;
     int rc = staging_reserve(m, n * src_elem, st);
     if (rc) return rc;
-    GP_CUDA_TRY(cudaMemcpyAsync(m->staging, data, n * src_elem, cudaMemcpyHostToDevice,
-                                m->upload_stream),
-                "weight upload");
+    GP_CUDA_TRY(
+        cudaMemcpyAsync(m->staging, data, n * src_elem, cudaMemcpyHostToDevice, m->upload_stream),
+        "weight upload");
     gp_cuda_convert(m->staging, dtype, (char *)base + row0 * cols * m->welem, m->wide, n,
                     m->upload_stream);
     GP_CUDA_TRY(cudaGetLastError(), "weight conversion");
@@ -250,20 +281,29 @@ static int model_finish(gp_dev_model *m, const gp_dev_model_desc *d, gp_dev_stat
         const float *const *nv = d->norms + (size_t)l * 4;
         const size_t off[4] = {0, H, 2 * H, 2 * H + D}, len[4] = {H, H, D, D};
         for (int i = 0; i < 4 && !rc; i++)
-            rc = gp_cuda_check(cudaMemcpy(L->norms + off[i], nv[i], len[i] * 4,
-                                          cudaMemcpyHostToDevice),
-                               "norm upload", st);
+            rc = gp_cuda_check(
+                cudaMemcpy(L->norms + off[i], nv[i], len[i] * 4, cudaMemcpyHostToDevice),
+                "norm upload", st);
         const float *const *bv = d->biases ? d->biases + (size_t)l * 4 : NULL;
         if (!rc && bv && bv[0]) {
             rc = dev_alloc(m, (void **)&L->qkv_bias, (size_t)m->qkv_rows * 4, "biases", st);
             const size_t q = 2 * (size_t)d->heads * D, kv = (size_t)d->kv_heads * D;
-            if (!rc) rc = gp_cuda_check(cudaMemcpy(L->qkv_bias, bv[0], q * 4, cudaMemcpyHostToDevice), "bias", st);
-            if (!rc) rc = gp_cuda_check(cudaMemcpy(L->qkv_bias + q, bv[1], kv * 4, cudaMemcpyHostToDevice), "bias", st);
-            if (!rc) rc = gp_cuda_check(cudaMemcpy(L->qkv_bias + q + kv, bv[2], kv * 4, cudaMemcpyHostToDevice), "bias", st);
+            if (!rc)
+                rc = gp_cuda_check(cudaMemcpy(L->qkv_bias, bv[0], q * 4, cudaMemcpyHostToDevice),
+                                   "bias", st);
+            if (!rc)
+                rc = gp_cuda_check(
+                    cudaMemcpy(L->qkv_bias + q, bv[1], kv * 4, cudaMemcpyHostToDevice), "bias", st);
+            if (!rc)
+                rc = gp_cuda_check(
+                    cudaMemcpy(L->qkv_bias + q + kv, bv[2], kv * 4, cudaMemcpyHostToDevice), "bias",
+                    st);
             if (!rc) rc = upload_f32(m, &L->o_bias, bv[3], H, "o_proj bias", st);
         }
     }
-    if (!rc) rc = upload_f32(m, &m->rope_inv_freq, d->rope_inv_freq, (size_t)d->rotary_dim / 2 + 1, "rope", st);
+    if (!rc)
+        rc = upload_f32(m, &m->rope_inv_freq, d->rope_inv_freq, (size_t)d->rotary_dim / 2 + 1,
+                        "rope", st);
     if (!rc) rc = upload_f32(m, &m->final_norm, d->final_norm, H, "final norm", st);
     if (!rc) rc = upload_f32(m, &m->audio_tables, d->audio_tables, T * E, "audio tables", st);
     if (!rc) rc = upload_f32(m, &m->proj0, d->embed_proj0, H * C * E, "audio_embed_proj.0", st);
@@ -273,8 +313,10 @@ static int model_finish(gp_dev_model *m, const gp_dev_model_desc *d, gp_dev_stat
     if (!rc) rc = upload_f32(m, &m->heads, d->head_weights, T * H, "codebook heads", st);
     if (!rc) rc = upload_f32(m, &m->heads_b, d->head_biases, T, "codebook head biases", st);
     if (!rc) rc = dev_alloc(m, (void **)&m->channel_offset, C * sizeof(int), "channel offsets", st);
-    if (!rc) rc = gp_cuda_check(cudaMemcpy(m->channel_offset, d->channel_offset, C * sizeof(int),
-                                           cudaMemcpyHostToDevice), "channel offsets", st);
+    if (!rc)
+        rc = gp_cuda_check(cudaMemcpy(m->channel_offset, d->channel_offset, C * sizeof(int),
+                                      cudaMemcpyHostToDevice),
+                           "channel offsets", st);
     m->d.audio_embed_scale = d->audio_embed_scale;
     cudaFree(m->staging);
     m->staging = NULL;
@@ -287,7 +329,8 @@ static int model_merge_lora(gp_dev_model *m, int layer, gp_dev_matrix which, int
     void *base;
     size_t row0;
     int rows, cols;
-    if (layer < 0 || layer >= m->d.layers || matrix_slot(m, layer, which, &base, &row0, &rows, &cols))
+    if (layer < 0 || layer >= m->d.layers ||
+        matrix_slot(m, layer, which, &base, &row0, &rows, &cols))
         return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "CUDA LoRA merge: no matrix %d in layer %d",
                             (int)which, layer);
     GP_CUDA_TRY(cudaSetDevice(m->device), "cudaSetDevice");

@@ -35,9 +35,9 @@ static void free_graphs(gp_dev_runner *r) {
 }
 
 static void free_buffers(gp_dev_runner *r) {
-    void *dev[] = {r->x,     r->a,     r->qkv,    r->q,      r->gu,     r->rope,   r->part,
-                   r->emb_z, r->emb_t, r->emb,    r->hidden, r->logits, r->meta,   r->prefill,
-                   r->counters};
+    void *dev[] = {r->x,      r->a,      r->qkv,   r->q,       r->gu,
+                   r->rope,   r->part,   r->emb_z, r->emb_t,   r->emb,
+                   r->hidden, r->logits, r->meta,  r->prefill, r->counters};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
     void *host[] = {r->h_meta, r->h_prefill, r->h_hidden, r->h_logits};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) cudaFreeHost(host[i]);
@@ -80,17 +80,20 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     r->no_fused = fused && strcmp(fused, "0") == 0;
     int rc = gp_cuda_check(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
                            "cudaStreamCreate", st);
-    if (!rc) rc = gp_cuda_check(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming),
-                                "cudaEventCreate", st);
+    if (!rc)
+        rc = gp_cuda_check(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming),
+                           "cudaEventCreate", st);
     if (!rc) rc = gp_cuda_check(cudaEventCreate(&r->t_start), "cudaEventCreate", st);
     if (!rc) rc = gp_cuda_check(cudaEventCreate(&r->t_end), "cudaEventCreate", st);
     if (!rc) rc = gp_cuda_blas_check(cublasCreate(&r->blas), "cublasCreate", st);
     if (!rc) rc = gp_cuda_blas_check(cublasSetStream(r->blas, r->stream), "cublasSetStream", st);
-    if (!rc) rc = gp_cuda_check(cudaMalloc(&r->blas_workspace, r->blas_workspace_bytes),
-                                "cuBLAS workspace", st);
-    if (!rc) rc = gp_cuda_blas_check(
-                 cublasSetWorkspace(r->blas, r->blas_workspace, r->blas_workspace_bytes),
-                 "cublasSetWorkspace", st);
+    if (!rc)
+        rc = gp_cuda_check(cudaMalloc(&r->blas_workspace, r->blas_workspace_bytes),
+                           "cuBLAS workspace", st);
+    if (!rc)
+        rc = gp_cuda_blas_check(
+            cublasSetWorkspace(r->blas, r->blas_workspace, r->blas_workspace_bytes),
+            "cublasSetWorkspace", st);
     if (!rc && m->wide)
         rc = gp_cuda_blas_check(cublasSetMathMode(r->blas, CUBLAS_PEDANTIC_MATH),
                                 "cublasSetMathMode", st);
@@ -152,13 +155,20 @@ static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st)
         void **p;
         size_t bytes;
     } dev[] = {
-        {(void **)&r->x, R * H * 4},          {&r->a, R * widest * r->m->welem},
-        {(void **)&r->qkv, R * r->m->qkv_rows * 4}, {(void **)&r->q, R * NH * D * 4},
-        {(void **)&r->gu, R * 2 * I * 4},     {(void **)&r->rope, R * (d->rotary_dim + 2) * 4},
-        {(void **)&r->part, part * 4},        {(void **)&r->emb_z, R * CE * 4},
-        {(void **)&r->emb_t, R * H * 4},      {(void **)&r->emb, R * H * 4},
-        {(void **)&r->hidden, R * H * 4},     {(void **)&r->logits, R * T * 4},
-        {(void **)&r->meta, L.total * 4},     {(void **)&r->prefill, R * H * 4},
+        {(void **)&r->x, R * H * 4},
+        {&r->a, R * widest * r->m->welem},
+        {(void **)&r->qkv, R * r->m->qkv_rows * 4},
+        {(void **)&r->q, R * NH * D * 4},
+        {(void **)&r->gu, R * 2 * I * 4},
+        {(void **)&r->rope, R * (d->rotary_dim + 2) * 4},
+        {(void **)&r->part, part * 4},
+        {(void **)&r->emb_z, R * CE * 4},
+        {(void **)&r->emb_t, R * H * 4},
+        {(void **)&r->emb, R * H * 4},
+        {(void **)&r->hidden, R * H * 4},
+        {(void **)&r->logits, R * T * 4},
+        {(void **)&r->meta, L.total * 4},
+        {(void **)&r->prefill, R * H * 4},
         {(void **)&r->counters, R * NKV * sizeof(unsigned)},
     };
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
@@ -235,8 +245,9 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     gp_cuda_build_rows(r->emb, r->meta + L.decode_row_frame, n_decode_rows, r->prefill, rows, H,
                        r->x, s);
     gp_cuda_rope_table(row_pos, rows, m->rope_inv_freq, d->rotary_dim / 2, r->rope, s);
-    gp_cuda_attn_args args = {m,       kv,      0, rows, splits, r->bt_stride, row_seq,
-                              row_pos, r->meta + L.block_table, r->counters};
+    gp_cuda_attn_args args = {
+        m,          kv, 0, rows, splits, r->bt_stride, row_seq, row_pos, r->meta + L.block_table,
+        r->counters};
     /* Few rows (decode of a handful of streams): the fused skinny products. */
     /* Every sequence one row: the fused decode attention. */
     const bool fused_attn = one_row_each && gp_cuda_decode_attention_fits(m) && !r->no_fused;
@@ -248,19 +259,21 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
         const float *q_norm = Ly->norms + 2 * H, *k_norm = q_norm + D;
         args.layer = l;
         if (skinny) {
-            gp_cuda_gemv g = {Ly->qkv, m->qkv_rows, H, rows, GP_GEMV_NORM, r->x, in_norm,
-                              d->rms_eps, NULL, r->qkv, m->qkv_rows, false};
+            const int mb = m->multiprocessors;
+            gp_cuda_gemv g = {Ly->qkv,     m->qkv_rows, H,          rows, GP_GEMV_NORM,
+                              r->x,        in_norm,     d->rms_eps, NULL, r->qkv,
+                              m->qkv_rows, false,       mb};
             gp_cuda_gemv_run(&g, m->wide, s);
             attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, s);
-            g = (gp_cuda_gemv){Ly->o, H, NH * D, rows, GP_GEMV_PLAIN, NULL, NULL, 0, r->a, r->x, H,
-                               true};
+            g = (gp_cuda_gemv){Ly->o, H,    NH * D, rows, GP_GEMV_PLAIN, NULL, NULL,
+                               0,     r->a, r->x,   H,    true,          mb};
             gp_cuda_gemv_run(&g, m->wide, s);
             if (Ly->o_bias) gp_cuda_add_bias(r->x, rows, H, Ly->o_bias, s);
-            g = (gp_cuda_gemv){Ly->gu, 2 * I, H, rows, GP_GEMV_NORM, r->x, post_norm, d->rms_eps,
-                               NULL, r->gu, 2 * I, false};
+            g = (gp_cuda_gemv){Ly->gu,     2 * I, H,     rows,  GP_GEMV_NORM, r->x, post_norm,
+                               d->rms_eps, NULL,  r->gu, 2 * I, false,        mb};
             gp_cuda_gemv_run(&g, m->wide, s);
-            g = (gp_cuda_gemv){Ly->down, H, I, rows, GP_GEMV_SILU, NULL, NULL, 0, r->gu, r->x, H,
-                               true};
+            g = (gp_cuda_gemv){Ly->down, H,     I,    rows, GP_GEMV_SILU, NULL, NULL,
+                               0,        r->gu, r->x, H,    true,         mb};
             gp_cuda_gemv_run(&g, m->wide, s);
             continue;
         }
@@ -314,7 +327,8 @@ static void fill_meta(gp_dev_runner *r, const gp_dev_kv *kv, const gp_dev_step *
         for (int b = 0; b < r->bt_stride; b++) bt[b] = spare;
     }
     (void)rows_eff;
-    for (int i = 0; i < p->n_decode_rows; i++) meta[L.decode_row_frame + i] = p->decode_row_frame[i];
+    for (int i = 0; i < p->n_decode_rows; i++)
+        meta[L.decode_row_frame + i] = p->decode_row_frame[i];
     for (int i = p->n_decode_rows; i < rows_eff && i < seqs_eff; i++)
         if (i >= p->n_rows) meta[L.decode_row_frame + i] = 0;
     memcpy(meta + L.codes, p->codes, (size_t)p->n_frames * C * sizeof(int32_t));
@@ -360,8 +374,10 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     for (int s = 0; s < p->n_seqs; s++) {
         if (p->seq_n_blocks[s] > max_blocks) max_blocks = p->seq_n_blocks[s];
         if (p->seq_start[s] + p->seq_rows[s] > max_len) max_len = p->seq_start[s] + p->seq_rows[s];
-        if ((int64_t)(p->seq_start[s] + p->seq_rows[s]) > (int64_t)p->seq_n_blocks[s] * kv->block_size)
-            return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "CUDA step: sequence %d has too few KV blocks", s);
+        if ((int64_t)(p->seq_start[s] + p->seq_rows[s]) >
+            (int64_t)p->seq_n_blocks[s] * kv->block_size)
+            return gp_cuda_fail(st, GEPARD_ERR_INTERNAL,
+                                "CUDA step: sequence %d has too few KV blocks", s);
     }
     const bool graph = p->graph_ok && p->n_rows == p->n_seqs && p->n_decode_rows == p->n_rows &&
                        p->n_frames <= p->n_rows && getenv("GEPARD_CUDA_GRAPHS") == NULL;
@@ -373,9 +389,9 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     fill_meta(r, kv, p, rows_eff, seqs_eff, frames_eff);
     const int n_prefill = p->n_rows - p->n_decode_rows;
     GP_CUDA_TRY(cudaEventRecord(r->t_start, r->stream), "cudaEventRecord");
-    GP_CUDA_TRY(cudaMemcpyAsync(r->meta, r->h_meta, r->meta_ints * 4, cudaMemcpyHostToDevice,
-                                r->stream),
-                "step metadata upload");
+    GP_CUDA_TRY(
+        cudaMemcpyAsync(r->meta, r->h_meta, r->meta_ints * 4, cudaMemcpyHostToDevice, r->stream),
+        "step metadata upload");
     if (n_prefill > 0) {
         memcpy(r->h_prefill, p->prefill_rows, (size_t)n_prefill * H * sizeof(float));
         GP_CUDA_TRY(cudaMemcpyAsync(r->prefill, r->h_prefill, (size_t)n_prefill * H * 4,
@@ -385,8 +401,8 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     const bool one_row_each = p->n_rows == p->n_seqs;
     const bool fused = one_row_each && gp_cuda_decode_attention_fits(r->m) && !r->no_fused &&
                        !r->m->layers[0].qkv_bias;
-    const int splits = fused ? decode_splits_for(r, rows_eff, max_len)
-                             : splits_for(r, rows_eff, max_len);
+    const int splits =
+        fused ? decode_splits_for(r, rows_eff, max_len) : splits_for(r, rows_eff, max_len);
     if (graph)
         rc = launch_graph(r, kv, rows_eff, splits, st);
     else
@@ -429,9 +445,9 @@ int gp_cuda_step_all_hidden(gp_dev_runner *r, float *out, gp_dev_status *st) {
     GP_CUDA_TRY(cudaMalloc(&tmp, (size_t)r->n_rows * H * 4), "hidden buffer");
     gp_cuda_rmsnorm(r->x, H, NULL, r->n_rows, H, m->final_norm, m->d.rms_eps, tmp, true, H,
                     r->stream);
-    int rc = gp_cuda_check(cudaMemcpyAsync(out, tmp, (size_t)r->n_rows * H * 4,
-                                           cudaMemcpyDeviceToHost, r->stream),
-                           "hidden download", st);
+    int rc = gp_cuda_check(
+        cudaMemcpyAsync(out, tmp, (size_t)r->n_rows * H * 4, cudaMemcpyDeviceToHost, r->stream),
+        "hidden download", st);
     if (!rc) rc = gp_cuda_check(cudaStreamSynchronize(r->stream), "hidden download", st);
     cudaFree(tmp);
     return rc;

@@ -252,8 +252,8 @@ static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bo
     gp_gen_workspace_free(&w);
     size_t bytes = backbone_bytes_per_frame(gm->model);
     cJSON_AddStringToObject(into, "device", gepard_model_device(gm));
-    cJSON_AddStringToObject(into, "dtype", gpu ? (p->gpu_precision ? p->gpu_precision : "bf16")
-                                               : format_name(fmt));
+    cJSON_AddStringToObject(
+        into, "dtype", gpu ? (p->gpu_precision ? p->gpu_precision : "bf16") : format_name(fmt));
     cJSON_AddNumberToObject(into, "load_seconds", load_s);
     cJSON_AddNumberToObject(into, "backbone_ms_per_frame", bn.ms_per_frame);
     cJSON_AddNumberToObject(into, "backbone_median_ms_per_frame", bn.median_ms);

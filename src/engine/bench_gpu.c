@@ -166,11 +166,11 @@ int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_bench_params *p, cJSON
     const int n_sizes = p->streams ? p->n_streams : 3;
     const gp_backbone_config *bb = &m->cfg.backbone;
     const double weight_bytes = (double)m->device->plugin->model_bytes(m->device->dev);
-    const double macs_per_row = (double)bb->num_layers *
-                                ((double)bb->hidden_size * (2.0 * bb->num_heads + 2.0 * bb->num_kv_heads) *
-                                     bb->head_dim +
-                                 (double)bb->num_heads * bb->head_dim * bb->hidden_size +
-                                 3.0 * bb->hidden_size * bb->intermediate_size);
+    const double macs_per_row =
+        (double)bb->num_layers *
+        ((double)bb->hidden_size * (2.0 * bb->num_heads + 2.0 * bb->num_kv_heads) * bb->head_dim +
+         (double)bb->num_heads * bb->head_dim * bb->hidden_size +
+         3.0 * bb->hidden_size * bb->intermediate_size);
     const double kv_elem = m->device->spec.precision == GP_DEV_F32 ? 4 : 2;
     cJSON *arr = cJSON_AddArrayToObject(root, "aggregate");
     for (int i = 0; i < n_sizes; i++) {
@@ -184,8 +184,8 @@ int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_bench_params *p, cJSON
         if (rc) return rc;
         const double kv_bytes = (double)n * a.positions * bb->num_layers * 2.0 * bb->num_kv_heads *
                                 bb->head_dim * kv_elem;
-        const double attn_macs = (double)n * a.positions * bb->num_layers * 2.0 * bb->num_heads *
-                                 bb->head_dim;
+        const double attn_macs =
+            (double)n * a.positions * bb->num_layers * 2.0 * bb->num_heads * bb->head_dim;
         const double bytes = weight_bytes + kv_bytes;
         const double flop = 2.0 * ((double)n * macs_per_row + attn_macs);
         const double step_s = a.step_ms * 1e-3;

@@ -327,8 +327,7 @@ static int kv_blocks_for_engine(const gepard_engine *e) {
         gp_dev_info info;
         gp_dev_status st = {0, ""};
         /* ... but on a GPU no more than 60% of the memory free now. */
-        if (m->device &&
-            m->device->plugin->device_info(m->device->spec.index, &info, &st) == 0 &&
+        if (m->device && m->device->plugin->device_info(m->device->spec.index, &info, &st) == 0 &&
             blocks * block_bytes > info.memory_free / 10 * 6)
             blocks = info.memory_free / 10 * 6 / block_bytes;
     }

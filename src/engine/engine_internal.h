@@ -38,8 +38,8 @@ struct gepard_stream {
     int frames_signaled;  /* frames of `gen` already passed to on_frame */
     int frames_delivered; /* frames of `gen` already decoded and passed to on_audio */
     gepard_codec_stream *codec_stream;
-    float *pcm;    /* samples of up to GP_ENGINE_MAX_CHUNK frames */
-    int pcm_ready; /* frames already decoded into pcm by the batched decode (0 = none) */
+    float *pcm;        /* samples of up to GP_ENGINE_MAX_CHUNK frames */
+    int pcm_ready;     /* frames already decoded into pcm by the batched decode (0 = none) */
     bool stop_pending; /* delivery asked to stop while a device step was in flight */
     /* shared state (engine->lock) */
     stream_state state;

@@ -142,7 +142,8 @@ int gp_device_resolve(gp_device_spec *spec, char *note, size_t note_cap, gp_erro
             if (note) {
                 char d[192];
                 gp_device_describe(spec, d, sizeof d);
-                snprintf(note, note_cap, "device: %s (a GPU was found; --device cpu to use the CPU)", d);
+                snprintf(note, note_cap,
+                         "device: %s (a GPU was found; --device cpu to use the CPU)", d);
             }
         } else {
             spec->kind = GP_DEVICE_CPU;
@@ -214,8 +215,8 @@ static gp_dev_model_desc describe_model(const gp_device_spec *spec, const gp_mod
     return d;
 }
 
-int gp_device_model_create(const gp_device_spec *spec, const gp_model *model,
-                           gp_device_model **out, gp_error *err) {
+int gp_device_model_create(const gp_device_spec *spec, const gp_model *model, gp_device_model **out,
+                           gp_error *err) {
     *out = NULL;
     const gp_dev_plugin *p = gp_device_cuda_plugin(err);
     if (!p) return err ? err->code : GEPARD_ERR_UNSUPPORTED;

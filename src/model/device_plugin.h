@@ -66,19 +66,19 @@ typedef struct gp_dev_model_desc {
     int device; /* CUDA device index */
     /* Host f32 arrays copied at gp_dev_model_finish (all but the backbone
      * matrices, which are uploaded one by one while loading). */
-    const float *rope_inv_freq;  /* [rotary_dim / 2] */
-    const float *final_norm;     /* [H], 1 + w */
-    const float *audio_tables;   /* [total_logits][E] */
-    const int *channel_offset;   /* [C] first row of each channel in audio_tables */
-    const float *embed_proj0;    /* [H][C·E] row-major */
-    const float *embed_proj0_b;  /* [H] */
-    const float *embed_proj2;    /* [H][H] */
-    const float *embed_proj2_b;  /* [H] */
+    const float *rope_inv_freq; /* [rotary_dim / 2] */
+    const float *final_norm;    /* [H], 1 + w */
+    const float *audio_tables;  /* [total_logits][E] */
+    const int *channel_offset;  /* [C] first row of each channel in audio_tables */
+    const float *embed_proj0;   /* [H][C·E] row-major */
+    const float *embed_proj0_b; /* [H] */
+    const float *embed_proj2;   /* [H][H] */
+    const float *embed_proj2_b; /* [H] */
     float audio_embed_scale;
-    const float *head_weights;   /* [total_logits][H] */
-    const float *head_biases;    /* [total_logits] */
-    const float *const *norms;   /* [layers][4]: input, post, q, k (1 + w) */
-    const float *const *biases;  /* [layers][4]: q, k, v, o biases, or NULL */
+    const float *head_weights;  /* [total_logits][H] */
+    const float *head_biases;   /* [total_logits] */
+    const float *const *norms;  /* [layers][4]: input, post, q, k (1 + w) */
+    const float *const *biases; /* [layers][4]: q, k, v, o biases, or NULL */
 } gp_dev_model_desc;
 
 /* One batched step, planned by the core (model/generate_step.c). Rows are
@@ -87,16 +87,16 @@ typedef struct gp_dev_model_desc {
  * prefill rows given as f32. */
 typedef struct gp_dev_step {
     int n_rows, n_seqs;
-    int n_frames;                /* frames to embed */
-    const int32_t *codes;        /* [n_frames][C] */
-    int n_decode_rows;           /* rows taken from frame embeddings */
-    const int *decode_row_frame; /* [n_decode_rows] */
-    const float *prefill_rows;   /* [n_rows - n_decode_rows][H] */
-    const int *seq_rows;         /* [n_seqs] rows of each sequence */
-    const int *seq_start;        /* [n_seqs] positions already cached */
+    int n_frames;                 /* frames to embed */
+    const int32_t *codes;         /* [n_frames][C] */
+    int n_decode_rows;            /* rows taken from frame embeddings */
+    const int *decode_row_frame;  /* [n_decode_rows] */
+    const float *prefill_rows;    /* [n_rows - n_decode_rows][H] */
+    const int *seq_rows;          /* [n_seqs] rows of each sequence */
+    const int *seq_start;         /* [n_seqs] positions already cached */
     const int *const *seq_blocks; /* [n_seqs] the sequence's KV block ids */
-    const int *seq_n_blocks;     /* [n_seqs] */
-    int graph_ok;                /* the caller allows a captured graph for this shape */
+    const int *seq_n_blocks;      /* [n_seqs] */
+    int graph_ok;                 /* the caller allows a captured graph for this shape */
 } gp_dev_step;
 
 typedef struct gp_dev_model gp_dev_model;
@@ -140,8 +140,7 @@ typedef struct gp_dev_plugin {
     int (*runner_create)(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *st);
     void (*runner_free)(gp_dev_runner *r);
     /* Queue a step (returns before the GPU finishes). */
-    int (*step_launch)(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *step,
-                       gp_dev_status *st);
+    int (*step_launch)(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *step, gp_dev_status *st);
     /* Wait for the queued step; *hidden [n_seqs][H] and *logits
      * [n_seqs][total_logits] point into the runner's pinned memory, valid
      * until the next launch. */

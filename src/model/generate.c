@@ -75,7 +75,8 @@ static int branch_init(gp_gen_branch *b, const gp_model *m, const int32_t *ids, 
     b->rows = gp_aligned_alloc((size_t)b->n_rows * H * sizeof(float));
     b->hidden = gp_aligned_alloc((size_t)H * sizeof(float));
     b->logits = gp_aligned_alloc((size_t)m->cfg.total_logits * sizeof(float));
-    if (!b->rows || !b->hidden || !b->logits) return gp_fail_oom(err, "prefill rows", (size_t)b->n_rows * H * 4);
+    if (!b->rows || !b->hidden || !b->logits)
+        return gp_fail_oom(err, "prefill rows", (size_t)b->n_rows * H * 4);
     if (prefix_rows) memcpy(b->rows, prefix, (size_t)prefix_rows * H * sizeof(float));
     for (int i = 0; i < n_ids; i++) {
         int rc = gp_model_embed_token(m, ids[i], b->rows + (size_t)(prefix_rows + i) * H, err);

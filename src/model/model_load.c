@@ -135,13 +135,20 @@ static int load_layer(loader *ld, int l, gp_layer *layer, gp_error *err) {
                            err)) ||
         (rc = load_norm_zc(ld, NAME("self_attn.q_norm.weight"), D, &layer->q_norm, err)) ||
         (rc = load_norm_zc(ld, NAME("self_attn.k_norm.weight"), D, &layer->k_norm, err)) ||
-        (rc = load_linear_to(ld, NAME("self_attn.q_proj"), 2 * NH * D, H, f, &layer->q_proj, l, GP_DEV_Q, err)) ||
-        (rc = load_linear_to(ld, NAME("self_attn.k_proj"), NKV * D, H, f, &layer->k_proj, l, GP_DEV_K, err)) ||
-        (rc = load_linear_to(ld, NAME("self_attn.v_proj"), NKV * D, H, f, &layer->v_proj, l, GP_DEV_V, err)) ||
-        (rc = load_linear_to(ld, NAME("self_attn.o_proj"), H, NH * D, f, &layer->o_proj, l, GP_DEV_O, err)) ||
-        (rc = load_linear_to(ld, NAME("mlp.gate_proj"), I, H, f, &layer->gate_proj, l, GP_DEV_GATE, err)) ||
-        (rc = load_linear_to(ld, NAME("mlp.up_proj"), I, H, f, &layer->up_proj, l, GP_DEV_UP, err)) ||
-        (rc = load_linear_to(ld, NAME("mlp.down_proj"), H, I, f, &layer->down_proj, l, GP_DEV_DOWN, err)))
+        (rc = load_linear_to(ld, NAME("self_attn.q_proj"), 2 * NH * D, H, f, &layer->q_proj, l,
+                             GP_DEV_Q, err)) ||
+        (rc = load_linear_to(ld, NAME("self_attn.k_proj"), NKV * D, H, f, &layer->k_proj, l,
+                             GP_DEV_K, err)) ||
+        (rc = load_linear_to(ld, NAME("self_attn.v_proj"), NKV * D, H, f, &layer->v_proj, l,
+                             GP_DEV_V, err)) ||
+        (rc = load_linear_to(ld, NAME("self_attn.o_proj"), H, NH * D, f, &layer->o_proj, l,
+                             GP_DEV_O, err)) ||
+        (rc = load_linear_to(ld, NAME("mlp.gate_proj"), I, H, f, &layer->gate_proj, l, GP_DEV_GATE,
+                             err)) ||
+        (rc = load_linear_to(ld, NAME("mlp.up_proj"), I, H, f, &layer->up_proj, l, GP_DEV_UP,
+                             err)) ||
+        (rc = load_linear_to(ld, NAME("mlp.down_proj"), H, I, f, &layer->down_proj, l, GP_DEV_DOWN,
+                             err)))
         return rc;
     if (bb->attention_bias) {
         if ((rc =

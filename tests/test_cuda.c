@@ -275,6 +275,46 @@ TEST(cuda_batched_equals_single) {
     golden_close(&g);
 }
 
+/* lora0 applied at run time on the GPU (f32: exact golden codes), in one
+ * batch with a stream of the base model (gen0, also exact) and, in bf16,
+ * reported. */
+TEST(cuda_lora_runtime_in_a_mixed_batch) {
+    require_cuda();
+    golden g;
+    REQUIRE(golden_open(&g, "model-tiny") == 0);
+    const cJSON *lc = golden_case(&g, "lora", "lora0"), *gc = golden_case(&g, "generate", "gen1");
+    REQUIRE(lc && gc);
+    for (int pi = 0; pi < 2; pi++) {
+        const gp_dev_precision prec = pi ? GP_DEV_BF16 : GP_DEV_F32;
+        gp_model *m = load_on(test_fixture("model-tiny/model"), GP_DEVICE_CUDA, prec);
+        REQUIRE(m);
+        gp_lora_adapter *ad = NULL;
+        gp_error err;
+        const cJSON *alpha = cJSON_GetObjectItem(lc, "alpha");
+        REQUIRE_OK(gp_lora_load(test_fixture("model-tiny/lora_adapter.pt"), m,
+                                alpha ? alpha->valuedouble : 0, &ad, &err),
+                   &err);
+        gp_kv_pool *kv = tiny_pool(m, 512);
+        gp_gen_stream *s[2] = {case_stream(&g, m, lc, ad), case_stream(&g, m, gc, NULL)};
+        REQUIRE(s[0] && s[1]);
+        REQUIRE_OK(run_streams(s, 2, kv, 9, &err), &err);
+        int T = 0, bad_lora = count_code_mismatches(&g, "lora0", s[0], m->cfg.num_channels, &T);
+        int bad_base = count_code_mismatches(&g, "gen1", s[1], m->cfg.num_channels, &T);
+        test_note("cuda/%s, one batch: lora0 at run time %d codes differ, gen1 %d",
+                  precision_name(prec), bad_lora, bad_base);
+        if (prec == GP_DEV_F32) {
+            CHECK_MSG(bad_lora == 0, "lora0 at run time on cuda/f32: %d codes differ", bad_lora);
+            CHECK_MSG(bad_base == 0, "gen1 beside it: %d codes differ", bad_base);
+        }
+        gp_gen_free(s[0], kv);
+        gp_gen_free(s[1], kv);
+        gp_kv_pool_free(kv);
+        gp_lora_free(ad);
+        gp_model_free(m);
+    }
+    golden_close(&g);
+}
+
 /* ---- teacher forcing through the generation API ---- */
 
 /* Forces the reference codes (pick hook) and records the logits each frame

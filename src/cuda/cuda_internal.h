@@ -73,6 +73,23 @@ typedef struct gp_cuda_graph {
 
 #define GP_CUDA_MAX_GRAPHS 64
 
+/* A run-time LoRA adapter on the device (per runner). */
+typedef struct gp_cuda_lora_module {
+    int layer, which, rank, in, out;
+    float scale;
+    float *A, *B; /* device f32 */
+} gp_cuda_lora_module;
+typedef struct gp_cuda_lora {
+    uint64_t id;
+    int n;
+    gp_cuda_lora_module *mods;
+    int *index; /* [layers][GP_DEV_MATRICES]: module of (layer, matrix) or -1 */
+} gp_cuda_lora;
+/* Rows [row0, row0 + rows) of this step use adapter `lora` (index). */
+typedef struct gp_cuda_lora_use {
+    int row0, rows, lora;
+} gp_cuda_lora_use;
+
 struct gp_dev_runner {
     gp_dev_model *m;
     cudaStream_t stream;
@@ -112,6 +129,10 @@ struct gp_dev_runner {
     double last_gpu_ms;
     gp_cuda_graph graphs[GP_CUDA_MAX_GRAPHS];
     int n_graphs;
+    gp_cuda_lora *loras; /* adapters uploaded so far */
+    int n_loras;
+    gp_cuda_lora_use *uses; /* this step's sequences with an adapter */
+    int n_uses, cap_uses;
 };
 
 /* Offsets of the metadata arrays inside runner->meta (ints). */
@@ -149,6 +170,10 @@ bool gp_cuda_decode_attention_fits(const gp_dev_model *m);
 void gp_cuda_decode_attention(const gp_cuda_attn_args *a, const float *qkv, const float *q_norm,
                               const float *k_norm, const float *rope, float *part, void *out,
                               cudaStream_t s);
+/* y[row][o] += scale · Σ_k B[o][k] · (A x[row])_k for rows [row0, row0+rows);
+ * x of the weight type (the GEMM's input), y f32. rank <= 256. */
+void gp_cuda_lora_apply(const void *x, bool x_f32, int ldx, int row0, int rows,
+                        const gp_cuda_lora_module *mod, float *y, int ldy, cudaStream_t s);
 void gp_cuda_silu_mul(const float *gu, int rows, int inter, void *out, bool out_f32,
                       cudaStream_t s);
 void gp_cuda_add_bias(float *y, int rows, int width, const float *bias, cudaStream_t s);

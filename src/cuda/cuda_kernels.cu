@@ -385,6 +385,31 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
     if (threadIdx.x == 0) *counter = 0;
 }
 
+/* ---------------- run-time LoRA ---------------- */
+
+/* Block per row: t = scale · A x (a warp per rank entry), then y += B t. */
+template <typename T>
+__global__ void k_lora(const T *x, int ldx, int row0, const float *A, const float *B, int rank,
+                       int in, int out, float scale, float *y, int ldy) {
+    __shared__ float t[256];
+    const int row = row0 + blockIdx.x;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    const T *xr = x + (size_t)row * ldx;
+    for (int k = warp; k < rank; k += warps) {
+        float acc = 0;
+        for (int i = lane; i < in; i += 32) acc += A[(size_t)k * in + i] * load(xr + i);
+        acc = warp_sum(acc);
+        if (lane == 0) t[k] = acc * scale;
+    }
+    __syncthreads();
+    float *yr = y + (size_t)row * ldy;
+    for (int o = threadIdx.x; o < out; o += blockDim.x) {
+        float acc = 0;
+        for (int k = 0; k < rank; k++) acc += B[(size_t)o * rank + k] * t[k];
+        yr[o] += acc;
+    }
+}
+
 /* ---------------- MLP and overlay ---------------- */
 
 template <typename T> __global__ void k_silu_mul(const float *gu, int rows, int inter, T *out) {
@@ -1106,4 +1131,16 @@ void gp_cuda_decode_attention(const gp_cuda_attn_args *a, const float *qkv, cons
         decode_attention_group<float>(a, d, qkv, q_norm, k_norm, rope, part, out, s);
     else
         decode_attention_group<__nv_bfloat16>(a, d, qkv, q_norm, k_norm, rope, part, out, s);
+}
+
+void gp_cuda_lora_apply(const void *x, bool x_f32, int ldx, int row0, int rows,
+                        const gp_cuda_lora_module *mod, float *y, int ldy, cudaStream_t s) {
+    if (rows <= 0) return;
+    if (x_f32)
+        k_lora<float><<<rows, 256, 0, s>>>((const float *)x, ldx, row0, mod->A, mod->B, mod->rank,
+                                           mod->in, mod->out, mod->scale, y, ldy);
+    else
+        k_lora<__nv_bfloat16><<<rows, 256, 0, s>>>((const __nv_bfloat16 *)x, ldx, row0, mod->A,
+                                                   mod->B, mod->rank, mod->in, mod->out,
+                                                   mod->scale, y, ldy);
 }

@@ -474,6 +474,8 @@ int gp_cuda_step_wait(gp_dev_runner *r, const float **hidden, const float **logi
                       gp_dev_status *st);
 int gp_cuda_step_all_hidden(gp_dev_runner *r, float *out, gp_dev_status *st);
 double gp_cuda_step_gpu_ms(gp_dev_runner *r);
+int gp_cuda_lora_upload(gp_dev_runner *r, uint64_t id, const gp_dev_lora_module *mods, int n,
+                        gp_dev_status *st);
 
 static const gp_dev_plugin plugin = {
     GP_DEVICE_PLUGIN_ABI,
@@ -493,6 +495,7 @@ static const gp_dev_plugin plugin = {
     gp_cuda_step_launch,
     gp_cuda_step_wait,
     gp_cuda_step_all_hidden,
+    gp_cuda_lora_upload,
     gp_cuda_step_gpu_ms,
     measure,
 };

@@ -56,6 +56,16 @@ void gp_cuda_runner_free(gp_dev_runner *r) {
     if (r->launched) cudaStreamSynchronize(r->stream);
     free_graphs(r);
     free_buffers(r);
+    for (int i = 0; i < r->n_loras; i++) {
+        for (int k = 0; k < r->loras[i].n; k++) {
+            cudaFree(r->loras[i].mods[k].A);
+            cudaFree(r->loras[i].mods[k].B);
+        }
+        free(r->loras[i].mods);
+        free(r->loras[i].index);
+    }
+    free(r->loras);
+    free(r->uses);
     cudaFree(r->blas_workspace);
     if (r->blas) cublasDestroy(r->blas);
     if (r->done) cudaEventDestroy(r->done);
@@ -211,6 +221,63 @@ static int gemm(gp_dev_runner *r, const void *W, cudaDataType_t type, const void
                               "GEMM", st);
 }
 
+int gp_cuda_lora_upload(gp_dev_runner *r, uint64_t id, const gp_dev_lora_module *mods, int n,
+                        gp_dev_status *st) {
+    for (int i = 0; i < r->n_loras; i++)
+        if (r->loras[i].id == id) return 0;
+    const int layers = r->m->d.layers;
+    gp_cuda_lora *grown =
+        (gp_cuda_lora *)realloc(r->loras, (size_t)(r->n_loras + 1) * sizeof *r->loras);
+    if (!grown) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");
+    r->loras = grown;
+    gp_cuda_lora *e = &r->loras[r->n_loras];
+    memset(e, 0, sizeof *e);
+    e->id = id;
+    e->mods = (gp_cuda_lora_module *)calloc((size_t)(n > 0 ? n : 1), sizeof *e->mods);
+    e->index = (int *)malloc((size_t)layers * GP_DEV_MATRICES * sizeof(int));
+    if (!e->mods || !e->index) {
+        free(e->mods);
+        free(e->index);
+        return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");
+    }
+    for (int i = 0; i < layers * GP_DEV_MATRICES; i++) e->index[i] = -1;
+    r->n_loras++; /* owned from here: freed with the runner even on failure below */
+    GP_CUDA_TRY(cudaSetDevice(r->m->device), "cudaSetDevice");
+    for (int k = 0; k < n; k++) {
+        const gp_dev_lora_module *src = &mods[k];
+        if (src->rank < 1 || src->rank > 256 || src->layer < 0 || src->layer >= layers ||
+            (int)src->which < 0 || src->which >= GP_DEV_MATRICES)
+            return gp_cuda_fail(st, GEPARD_ERR_UNSUPPORTED,
+                                "LoRA module of layer %d has rank %d; the GPU applies ranks "
+                                "1..256 at run time (merge larger adapters)",
+                                src->layer, src->rank);
+        gp_cuda_lora_module *dst = &e->mods[e->n];
+        *dst = (gp_cuda_lora_module){src->layer, (int)src->which, src->rank, src->in, src->out,
+                                     src->scale, NULL, NULL};
+        const size_t na = (size_t)src->rank * src->in, nb = (size_t)src->out * src->rank;
+        e->n++;
+        GP_CUDA_TRY(cudaMalloc((void **)&dst->A, na * 4), "LoRA weights");
+        GP_CUDA_TRY(cudaMalloc((void **)&dst->B, nb * 4), "LoRA weights");
+        GP_CUDA_TRY(cudaMemcpy(dst->A, src->A, na * 4, cudaMemcpyHostToDevice), "LoRA upload");
+        GP_CUDA_TRY(cudaMemcpy(dst->B, src->B, nb * 4, cudaMemcpyHostToDevice), "LoRA upload");
+        e->index[src->layer * GP_DEV_MATRICES + src->which] = e->n - 1;
+    }
+    return 0;
+}
+
+/* Every adapted sequence's update of matrix `which` in layer l: input x
+ * (ldx), output y (ldy, already offset to the matrix's columns). */
+static void apply_loras(gp_dev_runner *r, int l, gp_dev_matrix which, const void *x, int ldx,
+                        float *y, int ldy, cudaStream_t s) {
+    for (int u = 0; u < r->n_uses; u++) {
+        const gp_cuda_lora *e = &r->loras[r->uses[u].lora];
+        const int k = e->index[l * GP_DEV_MATRICES + which];
+        if (k >= 0)
+            gp_cuda_lora_apply(x, r->m->wide, ldx, r->uses[u].row0, r->uses[u].rows, &e->mods[k],
+                               y, ldy, s);
+    }
+}
+
 /* Attention of one layer: fused for one-row-per-sequence steps, else
  * q/k norm + RoPE + cache write, then split attention. */
 static void attention(gp_dev_runner *r, gp_cuda_attn_args *args, const float *qkv_bias,
@@ -252,7 +319,8 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     /* Every sequence one row: the fused decode attention. */
     const bool fused_attn = one_row_each && gp_cuda_decode_attention_fits(m) && !r->no_fused;
     const bool skinny = rows <= GP_CUDA_GEMV_MAX_ROWS && H % 8 == 0 && (NH * D) % 8 == 0 &&
-                        I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny;
+                        I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny &&
+                        r->n_uses == 0;
     for (int l = 0; l < d->layers; l++) {
         const gp_cuda_layer *Ly = &m->layers[l];
         const float *in_norm = Ly->norms, *post_norm = Ly->norms + H;
@@ -278,14 +346,26 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
             continue;
         }
         gp_cuda_rmsnorm(r->x, H, NULL, rows, H, in_norm, d->rms_eps, r->a, m->wide, H, s);
+        const int KV = d->kv_heads * D;
         if ((rc = gemm(r, Ly->qkv, m->wtype, r->a, m->qkv_rows, rows, H, r->qkv, 0, st))) return rc;
+        if (r->n_uses) {
+            apply_loras(r, l, GP_DEV_Q, r->a, H, r->qkv, m->qkv_rows, s);
+            apply_loras(r, l, GP_DEV_K, r->a, H, r->qkv + 2 * NH * D, m->qkv_rows, s);
+            apply_loras(r, l, GP_DEV_V, r->a, H, r->qkv + 2 * NH * D + KV, m->qkv_rows, s);
+        }
         attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, s);
         if ((rc = gemm(r, Ly->o, m->wtype, r->a, H, rows, NH * D, r->x, 1, st))) return rc;
+        if (r->n_uses) apply_loras(r, l, GP_DEV_O, r->a, NH * D, r->x, H, s);
         if (Ly->o_bias) gp_cuda_add_bias(r->x, rows, H, Ly->o_bias, s);
         gp_cuda_rmsnorm(r->x, H, NULL, rows, H, post_norm, d->rms_eps, r->a, m->wide, H, s);
         if ((rc = gemm(r, Ly->gu, m->wtype, r->a, 2 * I, rows, H, r->gu, 0, st))) return rc;
+        if (r->n_uses) {
+            apply_loras(r, l, GP_DEV_GATE, r->a, H, r->gu, 2 * I, s);
+            apply_loras(r, l, GP_DEV_UP, r->a, H, r->gu + I, 2 * I, s);
+        }
         gp_cuda_silu_mul(r->gu, rows, I, r->a, m->wide, s);
         if ((rc = gemm(r, Ly->down, m->wtype, r->a, H, rows, I, r->x, 1, st))) return rc;
+        if (r->n_uses) apply_loras(r, l, GP_DEV_DOWN, r->a, I, r->x, H, s);
     }
     gp_cuda_rmsnorm(r->x, H, r->meta + L.seq_last, seqs, H, m->final_norm, d->rms_eps, r->hidden,
                     true, H, s);
@@ -379,7 +459,27 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
             return gp_cuda_fail(st, GEPARD_ERR_INTERNAL,
                                 "CUDA step: sequence %d has too few KV blocks", s);
     }
-    const bool graph = p->graph_ok && p->n_rows == p->n_seqs && p->n_decode_rows == p->n_rows &&
+    /* Sequences with a run-time adapter: their rows, in step order. */
+    r->n_uses = 0;
+    for (int s = 0, row = 0; p->seq_lora && s < p->n_seqs; row += p->seq_rows[s], s++) {
+        if (!p->seq_lora[s]) continue;
+        int idx = -1;
+        for (int i = 0; i < r->n_loras; i++)
+            if (r->loras[i].id == p->seq_lora[s]) idx = i;
+        if (idx < 0)
+            return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "CUDA step: LoRA adapter not uploaded");
+        if (r->n_uses == r->cap_uses) {
+            int cap = r->cap_uses ? 2 * r->cap_uses : 16;
+            gp_cuda_lora_use *g =
+                (gp_cuda_lora_use *)realloc(r->uses, (size_t)cap * sizeof *r->uses);
+            if (!g) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");
+            r->uses = g;
+            r->cap_uses = cap;
+        }
+        r->uses[r->n_uses++] = (gp_cuda_lora_use){row, p->seq_rows[s], idx};
+    }
+    const bool graph = p->graph_ok && r->n_uses == 0 && p->n_rows == p->n_seqs &&
+                       p->n_decode_rows == p->n_rows &&
                        p->n_frames <= p->n_rows && getenv("GEPARD_CUDA_GRAPHS") == NULL;
     const int rows_eff = graph ? bucket_for(p->n_rows) : p->n_rows;
     const int seqs_eff = graph ? rows_eff : p->n_seqs;

@@ -97,7 +97,18 @@ typedef struct gp_dev_step {
     const int *const *seq_blocks; /* [n_seqs] the sequence's KV block ids */
     const int *seq_n_blocks;      /* [n_seqs] */
     int graph_ok;                 /* the caller allows a captured graph for this shape */
+    const uint64_t *seq_lora;     /* [n_seqs] run-time adapter (lora_upload id) or 0; may be NULL */
 } gp_dev_step;
+
+/* One low-rank update y += scale · B (A x) of a backbone matrix (host f32). */
+typedef struct gp_dev_lora_module {
+    int layer;
+    gp_dev_matrix which;
+    int rank, in, out;
+    float scale;
+    const float *A; /* [rank][in] */
+    const float *B; /* [out][rank] */
+} gp_dev_lora_module;
 
 typedef struct gp_dev_model gp_dev_model;
 typedef struct gp_dev_kv gp_dev_kv;
@@ -149,6 +160,10 @@ typedef struct gp_dev_plugin {
     /* Teacher-forcing and debugging: every row's final-normed hidden state of
      * the last step ([n_rows][H], synchronous). */
     int (*step_all_hidden)(gp_dev_runner *r, float *out, gp_dev_status *st);
+    /* Make adapter `id` (unique per adapter for the life of the process)
+     * known to the runner; a no-op when it already is. */
+    int (*lora_upload)(gp_dev_runner *r, uint64_t id, const gp_dev_lora_module *mods, int n,
+                       gp_dev_status *st);
     /* GPU time of the last waited-for step (uploads to downloads), ms. */
     double (*step_gpu_ms)(gp_dev_runner *r);
 

@@ -148,6 +148,7 @@ typedef struct gp_gen_workspace {
     gp_dev_runner *runner;
     int *decode_row_frame, *seq_rows, *seq_start, *seq_n_blocks;
     const int **seq_blocks;
+    uint64_t *seq_lora;
     /* the step between gp_gen_step_begin and gp_gen_step_end */
     uint64_t step_id;
     int pending_slots; /* 0 = none */

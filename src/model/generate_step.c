@@ -43,6 +43,7 @@ void gp_gen_workspace_free(gp_gen_workspace *w) {
     free(w->seq_start);
     free(w->seq_n_blocks);
     free(w->seq_blocks);
+    free(w->seq_lora);
     memset(w, 0, sizeof *w);
 }
 
@@ -77,6 +78,7 @@ static int workspace_reserve(gp_gen_workspace *w, const gp_model *m, size_t rows
         free(w->seq_start);
         free(w->seq_n_blocks);
         free(w->seq_blocks);
+        free(w->seq_lora);
         w->hidden = gp_aligned_alloc(cap * H * sizeof(float));
         w->logits = gp_aligned_alloc(cap * total * sizeof(float));
         w->codes = malloc(cap * C * sizeof(int32_t));
@@ -87,8 +89,10 @@ static int workspace_reserve(gp_gen_workspace *w, const gp_model *m, size_t rows
         w->seq_start = malloc(cap * sizeof(int));
         w->seq_n_blocks = malloc(cap * sizeof(int));
         w->seq_blocks = malloc(cap * sizeof *w->seq_blocks);
+        w->seq_lora = malloc(cap * sizeof *w->seq_lora);
         w->cap_seqs = w->hidden && w->logits && w->codes && w->seqs && w->slots && w->sampling &&
-                              w->seq_rows && w->seq_start && w->seq_n_blocks && w->seq_blocks
+                              w->seq_rows && w->seq_start && w->seq_n_blocks && w->seq_blocks &&
+                              w->seq_lora
                           ? cap
                           : 0;
         if (!w->cap_seqs) return gp_fail_oom(err, "step state", cap * H * 4);
@@ -179,6 +183,27 @@ static int ensure_runner(gp_gen_workspace *w, const gp_model *m, gp_kv_pool *kv,
     return GEPARD_OK;
 }
 
+/* Give the runner a run-time adapter's modules (once per adapter). */
+static int upload_lora(gp_gen_workspace *w, const gp_lora_adapter *ad, gp_error *err) {
+    int n = 0;
+    for (int l = 0; l < ad->num_layers; l++)
+        for (int t = 0; t < GP_LORA_TARGETS; t++) n += gp_lora_module_for(ad, l, t) != NULL;
+    gp_dev_lora_module *mods = calloc((size_t)(n ? n : 1), sizeof *mods);
+    if (!mods) return gp_fail_oom(err, "LoRA upload", (size_t)n * sizeof *mods);
+    n = 0;
+    for (int l = 0; l < ad->num_layers; l++)
+        for (int t = 0; t < GP_LORA_TARGETS; t++) {
+            const gp_lora_module *m = gp_lora_module_for(ad, l, t);
+            if (m)
+                mods[n++] = (gp_dev_lora_module){l,      (gp_dev_matrix)t, m->rank, m->in,
+                                                 m->out, m->scale,         m->A,    m->B};
+        }
+    gp_dev_status st = {0, ""};
+    int rc = w->plugin->lora_upload(w->runner, ad->id, mods, n, &st);
+    free(mods);
+    return rc ? gp_device_error(&st, err) : GEPARD_OK;
+}
+
 /* Queue the planned rows on the device and advance the KV lengths. */
 static int launch_on_device(const gp_model *m, gp_kv_pool *kv, gp_gen_workspace *w, int n_slots,
                             int rows, int n_frames, int n_decode_rows, gp_error *err) {
@@ -186,14 +211,11 @@ static int launch_on_device(const gp_model *m, gp_kv_pool *kv, gp_gen_workspace 
     if (rc) return rc;
     for (int i = 0; i < n_slots; i++) {
         const gp_backbone_seq *q = &w->seqs[i];
+        w->seq_lora[i] = 0;
         if (q->lora && q->lora->num_layers > 0) {
-            for (int l = 0; l < q->lora->num_layers; l++)
-                for (int t = 0; t < GP_LORA_TARGETS; t++)
-                    if (gp_lora_module_for(q->lora, l, (gp_lora_target)t))
-                        return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
-                                       "run-time LoRA adapters are not supported on the GPU yet "
-                                       "— merge the adapter into the model (gepard_lora_merge, "
-                                       "`--lora-merge`) or use --device cpu");
+            rc = upload_lora(w, q->lora, err);
+            if (rc) return rc;
+            w->seq_lora[i] = q->lora->id;
         }
         int end = q->kv->length + q->n_rows;
         if (gp_kv_blocks_for(kv, end) > q->kv->n_blocks)
@@ -217,6 +239,7 @@ static int launch_on_device(const gp_model *m, gp_kv_pool *kv, gp_gen_workspace 
         .seq_blocks = w->seq_blocks,
         .seq_n_blocks = w->seq_n_blocks,
         .graph_ok = 1,
+        .seq_lora = w->seq_lora,
     };
     gp_dev_status st = {0, ""};
     if (w->plugin->step_launch(w->runner, gp_device_kv_of(kv), &step, &st))

@@ -2,6 +2,7 @@
  * lora.h). */
 #include "model/lora.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +117,9 @@ int gp_lora_from_tensors(const gp_st_tensor *tensors, size_t count, const char *
                          gp_error *err) {
     *out = NULL;
     const int NL = model->cfg.backbone.num_layers, H = model->cfg.backbone.hidden_size;
+    static atomic_uint_fast64_t next_id;
     gp_lora_adapter *ad = calloc(1, sizeof *ad);
+    if (ad) ad->id = atomic_fetch_add(&next_id, 1) + 1;
     if (!ad) return gp_fail_oom(err, "LoRA adapter", sizeof *ad);
     ad->origin = strdup(origin);
     ad->num_layers = NL;

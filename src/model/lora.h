@@ -13,6 +13,7 @@
 #define GP_MODEL_LORA_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "base/error.h"
 #include "io/safetensors.h"
@@ -37,6 +38,7 @@ typedef struct gp_lora_module {
 } gp_lora_module;
 
 typedef struct gp_lora_adapter {
+    uint64_t id; /* unique for the life of the process (device caches key on it) */
     char *origin;
     int num_layers;
     gp_lora_module *modules; /* [num_layers][GP_LORA_TARGETS] */

@@ -209,7 +209,8 @@ typedef struct gepard_stream gepard_stream;
 typedef struct gepard_engine_params {
     int threads;       /* compute threads; 0 = all CPUs */
     int max_streams;   /* streams synthesised at once (default 16) */
-    int max_queue;     /* streams waiting for a slot before start fails with BUSY (64) */
+    int max_queue;     /* streams waiting for a slot (64): once max_streams + max_queue
+                          streams are held, running or waiting, start fails with BUSY */
     int prefill_chunk; /* prefill rows per step while other streams are decoding, so
                           their frames keep coming (32); an idle engine prefills at once */
     int kv_cache_mb;   /* KV cache address space; 0 = enough for max_streams worst cases */

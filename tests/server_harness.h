@@ -73,6 +73,17 @@ void test_http_free(test_http *h);
 int test_http_post_async(test_http *h, const char *url, const char *body);
 void test_http_join(test_http *h);
 
+/* Raw loopback TCP, for what libcurl will not do (a burst written all at
+ * once, idle or trickling clients). test_tcp_connect returns a blocking
+ * socket connected to 127.0.0.1:port whose reads and writes give up after
+ * timeout_s, or -1. */
+int test_tcp_connect(int port, double timeout_s);
+/* Send all of `data`; 0, or -1 on an error or timeout. */
+int test_tcp_send(int fd, const char *data, size_t len);
+/* Read a response head (up to the blank line, at most cap-1 bytes) into
+ * buf; returns the HTTP status, or -1 if none came. */
+int test_tcp_read_head(int fd, char *buf, size_t cap);
+
 /* A Prometheus sample's value from /metrics text ("name" or "name{...}"); -1 if absent. */
 double test_metric(const char *text, const char *name);
 

@@ -48,6 +48,11 @@ int test_server_start(test_server *ts, const test_server_opts *o) {
     if (o->max_body_bytes) sp.max_body_bytes = o->max_body_bytes;
     if (o->request_timeout_s > 0) sp.request_timeout_s = o->request_timeout_s;
     if (o->connection_timeout_s > 0) sp.connection_timeout_s = o->connection_timeout_s;
+    if (o->max_connections > 0) sp.max_connections = o->max_connections;
+    if (o->max_connections_per_client)
+        sp.max_connections_per_client =
+            o->max_connections_per_client < 0 ? 0 : o->max_connections_per_client;
+    if (o->receive_timeout_s > 0) sp.receive_timeout_s = o->receive_timeout_s;
     if (gp_server_start(&sp, &ts->server, &err)) {
         test_fail(__FILE__, __LINE__, "server: %s", err.message);
         return -1;

@@ -23,9 +23,12 @@ typedef struct test_server_opts {
     int max_streams, max_queue; /* 0: 16 / 64; max_queue -1: no queue */
     const char *voices_dir;
     const char *api_key;
-    size_t max_body_bytes;    /* 0: default */
-    double request_timeout_s; /* 0: default */
-    int connection_timeout_s; /* 0: default */
+    size_t max_body_bytes;          /* 0: default */
+    double request_timeout_s;       /* 0: default */
+    int connection_timeout_s;       /* 0: default */
+    int max_connections;            /* 0: default */
+    int max_connections_per_client; /* 0: default, -1: none */
+    double receive_timeout_s;       /* 0: default */
 } test_server_opts;
 
 typedef struct test_server {

@@ -17,6 +17,10 @@
 #include "io/json.h"
 #include "server/server_internal.h"
 
+/* Connections libmicrohttpd accepts beyond --max-connections: room for the
+ * ones connections.c has shut down and libmicrohttpd has not closed yet. */
+#define CONNECTION_HEADROOM 64
+
 gp_server_params gp_server_default_params(void) {
     gp_server_params p = {
         .host = "127.0.0.1",
@@ -32,6 +36,8 @@ gp_server_params gp_server_default_params(void) {
         .request_timeout_s = 600,
         .connection_timeout_s = 30,
         .max_connections = 256,
+        .max_connections_per_client = 128,
+        .receive_timeout_s = 20,
     };
     return p;
 }
@@ -191,7 +197,7 @@ static enum MHD_Result handle_get(gp_http_request *r) {
         bool ready = s->ready;
         pthread_mutex_unlock(&s->lock);
         if (gp_metrics_render(s->metrics, ready ? b.engine : NULL, b.max_streams, b.max_queue,
-                              &out))
+                              gp_conn_open_count(s), &out))
             break;
         return gp_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", &out);
     }
@@ -218,6 +224,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         r->is_post = strcmp(method, "POST") == 0;
         gp_buf_init(&r->body);
+        const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                         MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long body = length ? strtoull(length, NULL, 10) : 0;
+        gp_conn_headers_received(
+            s, connection,
+            body < s->params.max_body_bytes ? body : (unsigned long long)s->params.max_body_bytes);
         enum MHD_Result ret = MHD_YES;
         if (!check_request_head(r, &ret)) return ret;
         return MHD_YES;
@@ -232,6 +244,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         }
         return MHD_YES;
     }
+    gp_conn_request_received(s, connection); /* the last call: the whole request is in */
     if (r->responded) return MHD_YES;
     if (r->body_too_large) {
         gp_api_error e;
@@ -249,6 +262,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
                          enum MHD_RequestTerminationCode toe) {
     gp_server *s = cls;
     (void)toe;
+    gp_conn_response_done(s, connection);
     gp_http_request *r = *con_cls;
     if (!r) return;
     if (r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH) /* back to idle */
@@ -268,7 +282,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     GP_INFO("http: %s", line);
 }
 
-/* Samples the engine's frame counter once a second for frames/s. */
+/* Every 100 ms: close connections past their receive deadline; once a
+ * second: sample the engine's frame counter for frames/s. */
 static void *ticker_main(void *arg) {
     gp_server *s = arg;
     double last = 0;
@@ -276,8 +291,14 @@ static void *ticker_main(void *arg) {
     while (!s->stopped) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += 1;
+        long ns = ts.tv_nsec + 100000000L;
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
         pthread_cond_timedwait(&s->changed, &s->lock, &ts);
+        if (s->stopped) break;
+        pthread_mutex_unlock(&s->lock);
+        gp_conn_reap(s, gp_now_s());
+        pthread_mutex_lock(&s->lock);
         if (!s->ready || s->stopped || gp_now_s() - last < 0.999) continue;
         last = gp_now_s();
         gepard_engine *engine = s->backend.engine;
@@ -323,8 +344,12 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     if (s->params.max_batch_items > GP_SERVER_MAX_BATCH)
         s->params.max_batch_items = GP_SERVER_MAX_BATCH;
     if (s->params.max_frames_limit < 1) s->params.max_frames_limit = 1;
+    if (s->params.max_connections < 1) s->params.max_connections = 1;
+    if (s->params.max_connections_per_client < 0) s->params.max_connections_per_client = 0;
+    if (!(s->params.receive_timeout_s > 0)) s->params.receive_timeout_s = 20;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->voice_lock, NULL);
+    pthread_mutex_init(&s->conn_lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -349,7 +374,10 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         s->daemon = MHD_start_daemon(
             flags, (uint16_t)s->params.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
             (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)s->params.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+            /* our limits (connections.c) make room by closing idle connections;
+             * libmicrohttpd's own refuses only beyond, while those close */
+            (unsigned)s->params.max_connections + CONNECTION_HEADROOM, MHD_OPTION_NOTIFY_CONNECTION,
+            gp_conn_notify, s, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)s->params.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
@@ -377,6 +405,8 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
 }
 
 int gp_server_port(const gp_server *s) { return s->port; }
+
+int gp_server_open_connections(gp_server *s) { return gp_conn_open_count(s); }
 
 void gp_server_set_backend(gp_server *s, const gp_server_backend *b) {
     pthread_mutex_lock(&s->lock);
@@ -433,7 +463,9 @@ void gp_server_free(gp_server *s) {
         pthread_mutex_unlock(&s->lock);
         pthread_join(s->ticker, NULL);
     }
+    gp_conn_free_all(s);
     gp_metrics_free(s->metrics);
+    pthread_mutex_destroy(&s->conn_lock);
     pthread_cond_destroy(&s->changed);
     pthread_mutex_destroy(&s->voice_lock);
     pthread_mutex_destroy(&s->lock);

@@ -16,6 +16,7 @@
 #include "server/server.h"
 
 typedef struct gp_speech_job gp_speech_job;
+typedef struct gp_conn gp_conn;
 
 struct gp_server {
     gp_server_params params;
@@ -32,6 +33,12 @@ struct gp_server {
     pthread_mutex_t voice_lock; /* one ref_audio voice computed at a time */
     pthread_t ticker;
     bool ticker_started;
+    /* connections.c (conn_lock) */
+    pthread_mutex_t conn_lock;
+    gp_conn *conns;
+    int n_conns; /* open and not being closed by us */
+    double conn_last_warn[GP_CONN_CLOSE_COUNT];
+    int conn_suppressed[GP_CONN_CLOSE_COUNT];
 };
 
 /* One HTTP request (libmicrohttpd's per-connection `con_cls`). */
@@ -78,6 +85,23 @@ int gp_http_connection_fd(struct MHD_Connection *connection);
  * time limit, so libmicrohttpd does not drop it when the first bytes come
  * late. The request-completed callback restores the idle timeout. */
 void gp_http_allow_long_request(gp_http_request *r);
+
+/* ---- connections.c: deadlines and limits per connection ---- */
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the server). */
+void gp_conn_notify(void *cls, struct MHD_Connection *connection, void **socket_context,
+                    enum MHD_ConnectionNotificationCode code);
+/* The request's headers are in; its body may take `body_bytes` more. */
+void gp_conn_headers_received(gp_server *s, struct MHD_Connection *connection,
+                              unsigned long long body_bytes);
+/* The whole request is in: no receive deadline while it is answered. */
+void gp_conn_request_received(gp_server *s, struct MHD_Connection *connection);
+/* The response ended; the connection waits for its next request. */
+void gp_conn_response_done(gp_server *s, struct MHD_Connection *connection);
+/* Shut down receiving connections past their deadline. */
+void gp_conn_reap(gp_server *s, double now);
+int gp_conn_open_count(gp_server *s);
+/* After the daemon stopped: free what is left of the list. */
+void gp_conn_free_all(gp_server *s);
 
 /* ---- server.c: state shared with the handlers ---- */
 /* Copy the backend if the server is ready and not stopping; else fill `e`

@@ -298,3 +298,49 @@ TEST(server_per_client_connection_share) {
     CHECK(metric_of(&ts, "gepard_http_connections_closed_total{reason=\"per_client_limit\"}") >= 2);
     test_server_stop(&ts);
 }
+
+static int thread_count(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+    if (f) fclose(f);
+    return n;
+}
+
+/* Waiting streams hold no thread each (issue 16, item 2): 200 streaming
+ * connections, one synthesised and 199 queued, add at most the server's
+ * fixed threads — before, libmicrohttpd ran a thread per connection (+200). */
+TEST(server_waiting_streams_hold_no_thread_each) {
+    test_server ts;
+    test_server_opts o = {.max_streams = 1, .max_queue = 250, .max_connections_per_client = -1};
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    int before = thread_count();
+    enum { N = 200 };
+    int fd[N];
+    char req[1024], head[2048];
+    int len = speech_request(req, sizeof req, LONG_SPEECH);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        fd[i] = test_tcp_connect(ts.port, 10);
+        if (fd[i] >= 0 && test_tcp_send(fd[i], req, (size_t)len) == 0 &&
+            test_tcp_read_head(fd[i], head, sizeof head) == 200)
+            ok++;
+    }
+    int during = thread_count();
+    test_note("%d streaming connections: %d threads before, %d during", ok, before, during);
+    CHECK_EQ_INT(ok, N);
+    CHECK(during - before <= 8); /* none per connection; 8: slack for libcurl's resolver etc. */
+    test_http h = {0};
+    h.timeout_ms = 1000;
+    char u[128];
+    snprintf(u, sizeof u, "%s/health", ts.base);
+    test_http_get(&h, u, NULL);
+    CHECK_EQ_INT(h.status, 200);
+    test_http_free(&h);
+    for (int i = 0; i < N; i++)
+        if (fd[i] >= 0) close(fd[i]);
+    wait_idle(&ts);
+    test_server_stop(&ts);
+}

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/fd_limit.h"
 #include "gepard.h"
 #include "server/server.h"
 
@@ -35,6 +36,9 @@ static const cli_option serve_options[] = {
     {"max-connections", 0, "N", "open connections at once (default 256)"},
     {"max-connections-per-client", 0, "N",
      "connections one client address may hold (default 128; 0: no share)"},
+    {"http-threads", 0, "N",
+     "threads serving every connection and encoding its audio (default: one per CPU, "
+     "at least 4)"},
     {"receive-timeout", 0, "S",
      "a request's headers and body must arrive within S seconds (default 20)"},
     {"drain", 0, "S", "on SIGTERM, let streams finish for up to S seconds (default 10)"},
@@ -84,6 +88,7 @@ static int read_config(const cli_args *a, serve_config *c) {
     long long frames = c->server.max_frames_limit;
     double timeout = c->server.request_timeout_s;
     long long conns = c->server.max_connections, per_client = c->server.max_connections_per_client;
+    long long http_threads = c->server.http_threads;
     int rc;
     if ((rc = cli_get_int(a, "port", 0, 65535, &port)) ||
         (rc = cli_get_int(a, "max-streams", 1, 4096, &streams)) ||
@@ -97,6 +102,7 @@ static int read_config(const cli_args *a, serve_config *c) {
         (rc = cli_get_float(a, "drain", 0, 1e6, &c->drain_s)) ||
         (rc = cli_get_int(a, "max-connections", 1, 1000000, &conns)) ||
         (rc = cli_get_int(a, "max-connections-per-client", 0, 1000000, &per_client)) ||
+        (rc = cli_get_int(a, "http-threads", 0, 256, &http_threads)) ||
         (rc = cli_get_float(a, "receive-timeout", 0.1, 1e6, &c->server.receive_timeout_s)) ||
         (rc = parse_dtype(a, &c->load.weights)))
         return rc;
@@ -107,6 +113,7 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->server.request_timeout_s = timeout;
     c->server.max_connections = (int)conns;
     c->server.max_connections_per_client = (int)per_client;
+    c->server.http_threads = (int)http_threads;
     if (cli_get(a, "host")) c->server.host = cli_get(a, "host");
     if (cli_get(a, "model-name")) c->server.model_name = cli_get(a, "model-name");
     c->server.api_key = cli_get(a, "api-key") ? cli_get(a, "api-key") : getenv("GEPARD_API_KEY");
@@ -177,6 +184,8 @@ int cli_serve(int argc, char **argv) {
         goto done;
     }
     if ((rc = read_config(&a, &c))) goto done;
+    /* a socket per connection, plus model files, voices and some slack */
+    cli_raise_fd_limit((long)c.server.max_connections * 2 + 256, "--max-connections");
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);

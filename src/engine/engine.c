@@ -33,6 +33,7 @@ static void finish_locked(gepard_engine *e, gepard_stream *s, gepard_status stat
     s->result.status = status;
     s->state = STREAM_DONE;
     e->stats.streams_finished++;
+    if (s->callbacks.on_done && !s->owner_released) s->callbacks.on_done(status, s->callbacks.user);
     if (s->owner_released) {
         pthread_cond_destroy(&s->finished);
         free(s);

@@ -17,9 +17,13 @@
 #include "io/json.h"
 #include "server/server_internal.h"
 
-/* Connections libmicrohttpd accepts beyond --max-connections: room for the
- * ones connections.c has shut down and libmicrohttpd has not closed yet. */
-#define CONNECTION_HEADROOM 64
+/* libmicrohttpd's own connection limit: twice ours (it splits its limit
+ * evenly between its threads, whose shares of the connections vary) plus
+ * room for the connections connections.c has shut down and libmicrohttpd
+ * has not closed yet. */
+static unsigned mhd_connection_limit(const gp_server_params *p) {
+    return (unsigned)p->max_connections * 2 + 64u * (unsigned)p->http_threads;
+}
 
 gp_server_params gp_server_default_params(void) {
     gp_server_params p = {
@@ -38,6 +42,7 @@ gp_server_params gp_server_default_params(void) {
         .max_connections = 256,
         .max_connections_per_client = 128,
         .receive_timeout_s = 20,
+        .http_threads = 0,
     };
     return p;
 }
@@ -268,6 +273,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     if (r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH) /* back to idle */
         MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
                                   (unsigned)s->params.connection_timeout_s);
+    gp_speech_pending_free(r);
     gp_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
@@ -282,7 +288,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     GP_INFO("http: %s", line);
 }
 
-/* Every 100 ms: close connections past their receive deadline; once a
+/* Every 100 ms: close connections past their receive deadline, resume
+ * suspended connections whose client left or whose deadline passed; once a
  * second: sample the engine's frame counter for frames/s. */
 static void *ticker_main(void *arg) {
     gp_server *s = arg;
@@ -298,6 +305,7 @@ static void *ticker_main(void *arg) {
         if (s->stopped) break;
         pthread_mutex_unlock(&s->lock);
         gp_conn_reap(s, gp_now_s());
+        gp_wake_check(s, gp_now_s());
         pthread_mutex_lock(&s->lock);
         if (!s->ready || s->stopped || gp_now_s() - last < 0.999) continue;
         last = gp_now_s();
@@ -347,9 +355,15 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     if (s->params.max_connections < 1) s->params.max_connections = 1;
     if (s->params.max_connections_per_client < 0) s->params.max_connections_per_client = 0;
     if (!(s->params.receive_timeout_s > 0)) s->params.receive_timeout_s = 20;
+    if (s->params.http_threads < 1) { /* audio encoding runs on them: one per CPU, at least 4 */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        s->params.http_threads = cpus < 4 ? 4 : cpus > 64 ? 64 : (int)cpus;
+    }
+    if (s->params.http_threads > 256) s->params.http_threads = 256;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->voice_lock, NULL);
     pthread_mutex_init(&s->conn_lock, NULL);
+    pthread_mutex_init(&s->wake_lock, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -369,15 +383,19 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         rc = gp_fail_oom(err, "server", 0);
     if (!rc) rc = resolve_host(s->host, s->params.port, &addr, &ipv6, err);
     if (!rc) {
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+        /* A few threads over epoll serve every connection; nothing blocks on
+         * them: waiting connections are suspended (wake.c). */
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
         s->daemon = MHD_start_daemon(
             flags, (uint16_t)s->params.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-            (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+            (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->params.http_threads,
+            MHD_OPTION_CONNECTION_LIMIT,
             /* our limits (connections.c) make room by closing idle connections;
-             * libmicrohttpd's own refuses only beyond, while those close */
-            (unsigned)s->params.max_connections + CONNECTION_HEADROOM, MHD_OPTION_NOTIFY_CONNECTION,
-            gp_conn_notify, s, MHD_OPTION_CONNECTION_TIMEOUT,
+             * libmicrohttpd's own (split between its threads) refuses only
+             * beyond, while those close */
+            mhd_connection_limit(&s->params), MHD_OPTION_NOTIFY_CONNECTION, gp_conn_notify, s,
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)s->params.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
@@ -449,7 +467,11 @@ void gp_server_shutdown(gp_server *s, double drain_s) {
     pthread_mutex_unlock(&s->lock);
     if (s->ticker_started) pthread_join(s->ticker, NULL);
     s->ticker_started = false;
-    MHD_stop_daemon(s->daemon); /* closes connections; joins their threads */
+    /* libmicrohttpd must not be stopped with suspended connections: resume
+     * them until none suspends again (their streams are cancelled by now). */
+    for (double until = gp_now_s() + 5; gp_wake_resume_all(s) > 0 && gp_now_s() < until;)
+        usleep(10000);
+    MHD_stop_daemon(s->daemon); /* closes connections; joins its threads */
     s->daemon = NULL;
 }
 
@@ -466,6 +488,7 @@ void gp_server_free(gp_server *s) {
     gp_conn_free_all(s);
     gp_metrics_free(s->metrics);
     pthread_mutex_destroy(&s->conn_lock);
+    pthread_mutex_destroy(&s->wake_lock);
     pthread_cond_destroy(&s->changed);
     pthread_mutex_destroy(&s->voice_lock);
     pthread_mutex_destroy(&s->lock);

@@ -9,10 +9,13 @@
  * gp_server_free releases it. The backend stays owned by the caller and must
  * outlive gp_server_shutdown.
  *
- * Threads: libmicrohttpd runs one thread per connection. A speech request
- * starts an engine stream whose callbacks (on the engine's step thread) only
- * copy samples into the request's buffer; the connection thread encodes and
- * writes them (speech_job.c).
+ * Threads: libmicrohttpd runs a small pool of threads (http_threads), each
+ * with its own epoll set, for every connection; nothing blocks on them. A
+ * speech request starts an engine stream whose callbacks (on the engine's
+ * step thread) only copy samples into the request's buffer and resume the
+ * connection; the connection's thread encodes and writes them
+ * (speech_job.c). A connection with nothing to send is suspended, not
+ * waited on (wake.c), so thousands of streams cost no thread each.
  */
 #ifndef GP_SERVER_SERVER_H
 #define GP_SERVER_SERVER_H
@@ -41,6 +44,8 @@ typedef struct gp_server_params {
     int max_connections;            /* open connections at once (256) */
     int max_connections_per_client; /* per client address; 0: no share (128) */
     double receive_timeout_s; /* a whole request must arrive within this (20 s, + body time) */
+    int http_threads;         /* libmicrohttpd's threads (epoll each) for all connections and their
+                                 audio encoding; 0: one per CPU, at least 4 */
 } gp_server_params;
 
 gp_server_params gp_server_default_params(void);

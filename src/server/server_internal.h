@@ -1,6 +1,7 @@
 /* server_internal.h — what the server's files share: the server structure,
  * the per-connection request context, OpenAI-shaped errors and the response
- * helpers (http.c), the speech request options (speech_options.c), the
+ * helpers (http.c), connection accounting (connections.c), suspended
+ * connections (wake.c), the speech request options (speech_options.c), the
  * per-request stream bridge (speech_job.c) and the route handlers. */
 #ifndef GP_SERVER_SERVER_INTERNAL_H
 #define GP_SERVER_SERVER_INTERNAL_H
@@ -17,6 +18,20 @@
 
 typedef struct gp_speech_job gp_speech_job;
 typedef struct gp_conn gp_conn;
+typedef struct gp_speech_pending gp_speech_pending;
+
+/* A connection waiting for something (audio from the engine, a stream's
+ * end, a voice being computed) without holding a thread: suspended in
+ * libmicrohttpd until signalled (wake.c). All fields are guarded by the
+ * server's wake_lock. */
+typedef struct gp_wake {
+    struct MHD_Connection *connection;
+    int fd;          /* for hang-up checks while suspended; -1: none */
+    double deadline; /* signal at this time (monotonic seconds) even if nothing came */
+    bool suspended;  /* suspended and listed in the server's suspended list */
+    bool signaled;   /* a signal came while the connection ran: do not suspend */
+    struct gp_wake *prev, *next;
+} gp_wake;
 
 struct gp_server {
     gp_server_params params;
@@ -39,6 +54,10 @@ struct gp_server {
     int n_conns; /* open and not being closed by us */
     double conn_last_warn[GP_CONN_CLOSE_COUNT];
     int conn_suppressed[GP_CONN_CLOSE_COUNT];
+    /* wake.c (wake_lock) */
+    pthread_mutex_t wake_lock;
+    gp_wake *suspended; /* connections suspended now */
+    int n_suspended;
 };
 
 /* One HTTP request (libmicrohttpd's per-connection `con_cls`). */
@@ -50,6 +69,8 @@ typedef struct gp_http_request {
     gp_buf body;
     bool body_too_large;
     bool responded;
+    gp_wake wake;               /* while a handler waits (speech.c) */
+    gp_speech_pending *pending; /* a speech request started and not yet answered */
 } gp_http_request;
 
 /* An error in OpenAI's shape {"error":{"message","type","param","code"}}. */
@@ -103,6 +124,25 @@ int gp_conn_open_count(gp_server *s);
 /* After the daemon stopped: free what is left of the list. */
 void gp_conn_free_all(gp_server *s);
 
+/* ---- wake.c: suspended connections ---- */
+void gp_wake_init(gp_wake *w, struct MHD_Connection *connection, int fd, double deadline);
+/* On the connection's own thread (a handler or content reader): suspend the
+ * connection, unless a signal came since the last call (then clear it and
+ * return false: look again). Returns true when suspended: return at once
+ * (0 from a content reader, MHD_YES from a handler); libmicrohttpd calls
+ * again after gp_wake_signal. */
+bool gp_wake_suspend(gp_server *s, gp_wake *w);
+/* Any thread: resume the connection if it is suspended, else make the next
+ * gp_wake_suspend return false. */
+void gp_wake_signal(gp_server *s, gp_wake *w);
+/* Take a wake out of the suspended list before its memory goes. */
+void gp_wake_forget(gp_server *s, gp_wake *w);
+/* Ticker: resume suspended connections whose client hung up or whose
+ * deadline passed (the handler or reader then notices and ends them). */
+void gp_wake_check(gp_server *s, double now);
+/* Shutdown: resume every suspended connection; returns how many there were. */
+int gp_wake_resume_all(gp_server *s);
+
 /* ---- server.c: state shared with the handlers ---- */
 /* Copy the backend if the server is ready and not stopping; else fill `e`
  * (503) and return false. */
@@ -144,12 +184,13 @@ struct gp_speech_job {
     bool sse;
     int fd; /* the connection's socket, for hang-up checks; -1: none */
     double deadline;
+    gp_wake *wake;     /* signalled on new audio and at the end */
+    gp_wake own_wake;  /* a streamed response's (the request's is gone by then) */
     double next_check; /* of the socket and the deadline */
     int sample_rate, samples_per_frame;
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;
-    pthread_cond_t cond;
     float *pending;
     size_t n_pending, cap_pending, max_pending;
     bool overflow;
@@ -166,15 +207,20 @@ struct gp_speech_job {
     gp_speech_job *next; /* server's in-flight list */
 };
 
-int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o, int fd,
-                  gp_speech_job **out, gp_error *err);
+/* `wake` is signalled when audio arrives and at the end; NULL: the job's
+ * own, for a streamed response (set up by gp_job_stream_response). */
+int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o,
+                  struct MHD_Connection *connection, gp_wake *wake, gp_speech_job **out,
+                  gp_error *err);
 /* Start the stream (registers the job with the server). */
 gepard_status gp_job_start(gp_speech_job *job, const gp_server_backend *b, const char *text,
                            const gepard_synth_params *params);
-/* Move delivered samples into the encoder, waiting up to wait_s for some;
- * notice the end, a hang-up or the deadline. */
-void gp_job_pump(gp_speech_job *job, double wait_s);
-/* libmicrohttpd content reader and free callback for streamed responses. */
+/* Move delivered samples into the encoder (never waits); notice the end, a
+ * hang-up or the deadline. */
+void gp_job_pump(gp_speech_job *job);
+/* libmicrohttpd content reader and free callback for streamed responses:
+ * when no audio is ready the reader suspends the connection, and the
+ * engine's callbacks resume it. */
 ssize_t gp_job_read(void *cls, uint64_t pos, char *buf, size_t max);
 void gp_job_free_cb(void *cls);
 void gp_job_free(gp_speech_job *job);
@@ -184,6 +230,9 @@ void gp_wav_patch_sizes(char *data, size_t len);
 /* ---- handlers ---- */
 enum MHD_Result gp_handle_speech(gp_http_request *r);
 enum MHD_Result gp_handle_speech_batch(gp_http_request *r);
+/* The request ended (the connection's completion callback): free what a
+ * speech request still holds. */
+void gp_speech_pending_free(gp_http_request *r);
 enum MHD_Result gp_handle_playground(gp_http_request *r);
 
 #endif

@@ -2,11 +2,18 @@
  * with "stream": false) and POST /v1/audio/speech/batch (one text, several
  * voices or option sets, run together and returned as JSON with base64
  * audio). Requests are validated completely before a stream starts, so every
- * problem the server can see in advance is a 4xx with nothing synthesised. */
+ * problem the server can see in advance is a 4xx with nothing synthesised.
+ *
+ * A whole file or a batch is collected without holding a thread: the
+ * handler starts the streams, keeps them in the request (gp_speech_pending)
+ * and suspends the connection; the streams' callbacks resume it, and
+ * libmicrohttpd calls the handler again, which continues where it left off
+ * (collect_continue) until every stream has ended. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/timing.h"
 #include "io/audio_memory.h"
 #include "io/json.h"
 #include "server/base64.h"
@@ -48,9 +55,10 @@ static size_t count_tokens(gepard_model *model, const char *text) {
     return n;
 }
 
-/* Validate-and-start one stream for `text` with options `o`. */
+/* Validate-and-start one stream for `text` with options `o`; `wake`: see
+ * gp_job_create. */
 static int start_job(gp_http_request *r, const gp_server_backend *b, const gp_speech_options *o,
-                     const char *text, const char *param_prefix, gp_speech_job **out,
+                     const char *text, const char *param_prefix, gp_wake *wake, gp_speech_job **out,
                      gp_api_error *e) {
     *out = NULL;
     gp_server *s = r->server;
@@ -61,7 +69,7 @@ static int start_job(gp_http_request *r, const gp_server_backend *b, const gp_sp
     gp_speech_job *job;
     gp_error err;
     gp_error_clear(&err);
-    if (gp_job_create(s, b, o, gp_http_connection_fd(r->connection), &job, &err)) {
+    if (gp_job_create(s, b, o, r->connection, wake, &job, &err)) {
         gepard_voice_free(own);
         return gp_http_fail(e, 500, NULL, "internal_error", "%s", err.message);
     }
@@ -97,22 +105,40 @@ static void add_audio_headers(struct MHD_Response *resp, const gp_speech_job *j,
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
 }
 
-/* Run jobs to the end on this (the connection's) thread. */
-static void collect_jobs(gp_speech_job **jobs, int n) {
-    for (;;) {
-        bool waited = false;
-        for (int i = 0; i < n; i++) {
-            if (jobs[i]->ended) continue;
-            gp_job_pump(jobs[i], waited ? 0 : 0.05);
-            waited = true;
-        }
-        if (!waited) return;
-    }
+typedef struct batch_item {
+    gp_speech_options opts;
+    gp_speech_job *job;
+} batch_item;
+
+/* Streams started for a whole file or a batch, waiting to be collected. */
+struct gp_speech_pending {
+    bool batch;
+    int n;
+    batch_item *items;
+};
+
+static void batch_free(batch_item *items, int n) {
+    for (int i = 0; items && i < n; i++) gp_job_free(items[i].job);
+    free(items);
+}
+
+void gp_speech_pending_free(gp_http_request *r) {
+    gp_speech_pending *p = r->pending;
+    r->pending = NULL;
+    if (p) batch_free(p->items, p->n); /* their streams end: no more signals */
+    free(p);
+    gp_wake_forget(r->server, &r->wake);
+}
+
+/* The request's wake for collected streams: signalled by their callbacks,
+ * and by the ticker at the request's deadline or when the client leaves. */
+static void init_request_wake(gp_http_request *r) {
+    gp_wake_init(&r->wake, r->connection, gp_http_connection_fd(r->connection),
+                 gp_now_s() + r->server->params.request_timeout_s);
 }
 
 /* "stream": false — the whole file with Content-Length (WAV with real sizes). */
 static enum MHD_Result respond_whole(gp_http_request *r, gp_speech_job *job, const char *voice) {
-    collect_jobs(&job, 1);
     if (job->disconnected) {
         gp_job_free(job);
         return MHD_NO;
@@ -138,7 +164,52 @@ static enum MHD_Result respond_whole(gp_http_request *r, gp_speech_job *job, con
     return gp_http_send_response(r, 200, resp);
 }
 
+static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int n);
+
+/* Encode what the collected streams delivered; when every one has ended,
+ * answer; otherwise suspend until a stream signals (see wake.c). */
+static enum MHD_Result collect_continue(gp_http_request *r) {
+    gp_speech_pending *p = r->pending;
+    for (;;) {
+        bool running = false;
+        for (int i = 0; i < p->n; i++) {
+            gp_job_pump(p->items[i].job);
+            running |= !p->items[i].job->ended;
+        }
+        if (!running) break;
+        if (gp_wake_suspend(r->server, &r->wake)) return MHD_YES;
+    }
+    r->pending = NULL;
+    enum MHD_Result ret;
+    if (p->batch) {
+        bool gone = false;
+        for (int i = 0; i < p->n; i++) gone |= p->items[i].job->disconnected;
+        if (gone) {
+            batch_free(p->items, p->n);
+            ret = MHD_NO;
+        } else {
+            ret = batch_respond(r, p->items, p->n);
+        }
+    } else {
+        ret = respond_whole(r, p->items[0].job, p->items[0].opts.voice);
+        free(p->items);
+    }
+    free(p);
+    return ret;
+}
+
+static int pending_create(gp_http_request *r, bool batch, batch_item *items, int n) {
+    gp_speech_pending *p = calloc(1, sizeof *p);
+    if (!p) return -1;
+    p->batch = batch;
+    p->items = items;
+    p->n = n;
+    r->pending = p;
+    return 0;
+}
+
 enum MHD_Result gp_handle_speech(gp_http_request *r) {
+    if (r->pending) return collect_continue(r); /* resumed */
     gp_api_error e;
     gp_server_backend b;
     cJSON *json = NULL;
@@ -146,16 +217,28 @@ enum MHD_Result gp_handle_speech(gp_http_request *r) {
     const char *text = NULL;
     gp_speech_job *job = NULL;
     gp_speech_options_init(&o);
-    if (!gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
-        gp_speech_input_parse(json, r->server, &text, &e) ||
-        gp_speech_options_parse(json, r->server, b.voices, "", &o, &e) ||
-        start_job(r, &b, &o, text, "", &job, &e)) {
+    init_request_wake(r);
+    bool failed = !gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
+                  gp_speech_input_parse(json, r->server, &text, &e) ||
+                  gp_speech_options_parse(json, r->server, b.voices, "", &o, &e);
+    bool whole = !o.stream && !o.sse; /* collected here, answered with Content-Length */
+    if (failed || start_job(r, &b, &o, text, "", whole ? &r->wake : NULL, &job, &e)) {
         cJSON_Delete(json);
         return gp_http_send_error(r, &e);
     }
     cJSON_Delete(json); /* the engine copied the text; ref_audio was decoded */
     gp_http_allow_long_request(r);
-    if (!o.stream && !o.sse) return respond_whole(r, job, o.voice);
+    if (whole) {
+        batch_item *item = calloc(1, sizeof *item);
+        if (!item || pending_create(r, false, item, 1)) {
+            free(item);
+            gp_job_free(job);
+            return MHD_NO;
+        }
+        item->opts = o;
+        item->job = job;
+        return collect_continue(r);
+    }
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
                                                                   gp_job_read, job, gp_job_free_cb);
     if (!resp) {
@@ -167,11 +250,6 @@ enum MHD_Result gp_handle_speech(gp_http_request *r) {
 }
 
 /* ---- batch ---- */
-
-typedef struct batch_item {
-    gp_speech_options opts;
-    gp_speech_job *job;
-} batch_item;
 
 /* The items of a batch: "voices": [names] or "items": [option objects],
  * each over the request's top-level options. */
@@ -223,11 +301,6 @@ static int batch_parse(const cJSON *json, gp_server *s, const gp_voices *voices,
     return 0;
 }
 
-static void batch_free(batch_item *items, int n) {
-    for (int i = 0; items && i < n; i++) gp_job_free(items[i].job);
-    free(items);
-}
-
 static int batch_append_item(gp_buf *b, int index, const batch_item *it) {
     const gp_speech_job *j = it->job;
     int rc = gp_buf_printf(b, "%s{\"index\":%d,\"voice\":", index ? "," : "", index);
@@ -275,6 +348,7 @@ static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int 
 }
 
 enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
+    if (r->pending) return collect_continue(r); /* resumed */
     gp_api_error e;
     gp_server_backend b;
     cJSON *json = NULL;
@@ -283,6 +357,7 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
     batch_item *items = NULL;
     int n = 0;
     gp_speech_options_init(&base);
+    init_request_wake(r);
     if (!gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
         gp_speech_input_parse(json, r->server, &text, &e) ||
         gp_speech_options_parse(json, r->server, b.voices, "", &base, &e) ||
@@ -293,7 +368,7 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
     for (int i = 0; i < n; i++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "items[%d].", i);
-        if (start_job(r, &b, &items[i].opts, text, prefix, &items[i].job, &e)) {
+        if (start_job(r, &b, &items[i].opts, text, prefix, &r->wake, &items[i].job, &e)) {
             cJSON_Delete(json);
             for (int k = 0; k < i; k++) items[k].job->failed = true; /* not a disconnect */
             batch_free(items, n); /* cancels the ones already started */
@@ -302,13 +377,9 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
     }
     cJSON_Delete(json);
     gp_http_allow_long_request(r);
-    gp_speech_job *jobs[GP_SERVER_MAX_BATCH];
-    for (int i = 0; i < n; i++) jobs[i] = items[i].job;
-    collect_jobs(jobs, n);
-    for (int i = 0; i < n; i++)
-        if (items[i].job->disconnected) {
-            batch_free(items, n);
-            return MHD_NO;
-        }
-    return batch_respond(r, items, n);
+    if (pending_create(r, true, items, n)) {
+        batch_free(items, n);
+        return MHD_NO;
+    }
+    return collect_continue(r);
 }

@@ -361,9 +361,9 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     }
     if (s->params.http_threads > 256) s->params.http_threads = 256;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_mutex_init(&s->voice_lock, NULL);
     pthread_mutex_init(&s->conn_lock, NULL);
     pthread_mutex_init(&s->wake_lock, NULL);
+    pthread_cond_init(&s->voice_cond, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -414,6 +414,8 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         else
             s->ticker_started = true;
     }
+    if (!rc && gp_voice_worker_start(s) != 0)
+        rc = gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the voice thread");
     if (rc) {
         gp_server_free(s);
         return rc;
@@ -467,6 +469,7 @@ void gp_server_shutdown(gp_server *s, double drain_s) {
     pthread_mutex_unlock(&s->lock);
     if (s->ticker_started) pthread_join(s->ticker, NULL);
     s->ticker_started = false;
+    gp_voice_worker_stop(s); /* requests still waiting for a voice get 503 */
     /* libmicrohttpd must not be stopped with suspended connections: resume
      * them until none suspends again (their streams are cancelled by now). */
     for (double until = gp_now_s() + 5; gp_wake_resume_all(s) > 0 && gp_now_s() < until;)
@@ -485,12 +488,13 @@ void gp_server_free(gp_server *s) {
         pthread_mutex_unlock(&s->lock);
         pthread_join(s->ticker, NULL);
     }
+    gp_voice_worker_stop(s);
     gp_conn_free_all(s);
     gp_metrics_free(s->metrics);
     pthread_mutex_destroy(&s->conn_lock);
     pthread_mutex_destroy(&s->wake_lock);
+    pthread_cond_destroy(&s->voice_cond);
     pthread_cond_destroy(&s->changed);
-    pthread_mutex_destroy(&s->voice_lock);
     pthread_mutex_destroy(&s->lock);
     free(s->host);
     free(s->api_key);

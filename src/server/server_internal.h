@@ -19,6 +19,10 @@
 typedef struct gp_speech_job gp_speech_job;
 typedef struct gp_conn gp_conn;
 typedef struct gp_speech_pending gp_speech_pending;
+typedef struct gp_voice_task gp_voice_task;
+
+/* Requests with ref_audio that may wait for the voice worker at once. */
+#define GP_VOICE_QUEUE_MAX 64
 
 /* A connection waiting for something (audio from the engine, a stream's
  * end, a voice being computed) without holding a thread: suspended in
@@ -45,9 +49,14 @@ struct gp_server {
     gp_server_backend backend;
     gp_speech_job *jobs; /* in-flight speech streams (for shutdown) */
     int n_jobs;
-    pthread_mutex_t voice_lock; /* one ref_audio voice computed at a time */
     pthread_t ticker;
     bool ticker_started;
+    /* voice_worker.c (lock) */
+    gp_voice_task *voice_queue;
+    int n_voice_queued;
+    pthread_cond_t voice_cond;
+    pthread_t voice_worker;
+    bool voice_worker_started, voice_worker_stop;
     /* connections.c (conn_lock) */
     pthread_mutex_t conn_lock;
     gp_conn *conns;
@@ -142,6 +151,31 @@ void gp_wake_forget(gp_server *s, gp_wake *w);
 void gp_wake_check(gp_server *s, double now);
 /* Shutdown: resume every suspended connection; returns how many there were. */
 int gp_wake_resume_all(gp_server *s);
+
+/* ---- voice_worker.c: ref_audio voices off libmicrohttpd's threads ---- */
+typedef struct gp_voice_ref {
+    const char *b64; /* base64 of an audio file (points into the task's JSON); NULL: none */
+    size_t len;
+    char param[64];      /* "ref_audio" or "items[2].ref_audio", for errors */
+    gepard_voice *voice; /* the result */
+} gp_voice_ref;
+
+int gp_voice_worker_start(gp_server *s);
+/* Stop after the running task; queued ones fail with 503. */
+void gp_voice_worker_stop(gp_server *s);
+/* Queue the voices of `refs` (copied) and take ownership of `json`;
+ * `wake` is signalled when done. NULL after filling `e` (429 when
+ * GP_VOICE_QUEUE_MAX tasks wait, 503 when stopping); `json` stays the
+ * caller's then. */
+gp_voice_task *gp_voice_task_submit(gp_server *s, const gp_server_backend *b, cJSON *json,
+                                    const gp_voice_ref *refs, int n, gp_wake *wake,
+                                    gp_api_error *e);
+bool gp_voice_task_done(gp_server *s, gp_voice_task *task);
+/* After done: hand back the JSON and move the voices into voices[n] (NULL
+ * where there was no ref_audio), or fill `e` and return -1; frees the task. */
+int gp_voice_task_finish(gp_voice_task *task, cJSON **json, gepard_voice **voices, gp_api_error *e);
+/* The request went away: drop the task, or let the worker free it. */
+void gp_voice_task_abandon(gp_server *s, gp_voice_task *task);
 
 /* ---- server.c: state shared with the handlers ---- */
 /* Copy the backend if the server is ready and not stopping; else fill `e`

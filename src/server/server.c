@@ -72,6 +72,13 @@ void gp_server_job_register(gp_server *s, gp_speech_job *j) {
     pthread_mutex_unlock(&s->lock);
 }
 
+void gp_server_job_orphan(gp_server *s, gp_speech_job *j) {
+    pthread_mutex_lock(&s->lock);
+    j->next_orphan = s->orphans;
+    s->orphans = j;
+    pthread_mutex_unlock(&s->lock);
+}
+
 void gp_server_job_unregister(gp_server *s, gp_speech_job *j) {
     pthread_mutex_lock(&s->lock);
     for (gp_speech_job **link = &s->jobs; *link; link = &(*link)->next)
@@ -306,6 +313,7 @@ static void *ticker_main(void *arg) {
         pthread_mutex_unlock(&s->lock);
         gp_conn_reap(s, gp_now_s());
         gp_wake_check(s, gp_now_s());
+        gp_job_reap(s, false);
         pthread_mutex_lock(&s->lock);
         if (!s->ready || s->stopped || gp_now_s() - last < 0.999) continue;
         last = gp_now_s();
@@ -475,6 +483,7 @@ void gp_server_shutdown(gp_server *s, double drain_s) {
     for (double until = gp_now_s() + 5; gp_wake_resume_all(s) > 0 && gp_now_s() < until;)
         usleep(10000);
     MHD_stop_daemon(s->daemon); /* closes connections; joins its threads */
+    gp_job_reap(s, true);       /* streams of the last connections closed */
     s->daemon = NULL;
 }
 

@@ -52,6 +52,7 @@ struct gp_server {
     pthread_t ticker;
     bool ticker_started;
     /* voice_worker.c (lock) */
+    gp_speech_job *orphans; /* (lock) see gp_server_job_orphan */
     gp_voice_task *voice_queue;
     int n_voice_queued;
     pthread_cond_t voice_cond;
@@ -144,6 +145,11 @@ bool gp_wake_suspend(gp_server *s, gp_wake *w);
 /* Any thread: resume the connection if it is suspended, else make the next
  * gp_wake_suspend return false. */
 void gp_wake_signal(gp_server *s, gp_wake *w);
+/* Signal the wake `*wp` points to, reading the pointer under the lock (for
+ * a pointer gp_wake_retarget may change from another thread). */
+void gp_wake_signal_via(gp_server *s, gp_wake *const *wp);
+/* Point `*wp` at `to`; once this returns no signal reaches the old wake. */
+void gp_wake_retarget(gp_server *s, gp_wake **wp, gp_wake *to);
 /* Take a wake out of the suspended list before its memory goes. */
 void gp_wake_forget(gp_server *s, gp_wake *w);
 /* Ticker: resume suspended connections whose client hung up or whose
@@ -183,6 +189,9 @@ void gp_voice_task_abandon(gp_server *s, gp_voice_task *task);
 bool gp_server_backend_get(gp_server *s, gp_server_backend *out, gp_api_error *e);
 void gp_server_job_register(gp_server *s, gp_speech_job *job);
 void gp_server_job_unregister(gp_server *s, gp_speech_job *job);
+/* A job let go of before its (cancelled) stream finished: gp_job_reap
+ * frees it once the engine has. */
+void gp_server_job_orphan(gp_server *s, gp_speech_job *job);
 
 /* ---- speech_options.c: request fields ---- */
 typedef struct gp_speech_options {
@@ -218,7 +227,7 @@ struct gp_speech_job {
     bool sse;
     int fd; /* the connection's socket, for hang-up checks; -1: none */
     double deadline;
-    gp_wake *wake;     /* signalled on new audio and at the end */
+    gp_wake *wake;     /* signalled on new audio and at the end (wake_lock) */
     gp_wake own_wake;  /* a streamed response's (the request's is gone by then) */
     double next_check; /* of the socket and the deadline */
     int sample_rate, samples_per_frame;
@@ -238,7 +247,8 @@ struct gp_speech_job {
     bool started, ended, failed, disconnected, recorded;
     gepard_synth_result result;
     char error[GP_ERROR_MESSAGE_MAX];
-    gp_speech_job *next; /* server's in-flight list */
+    gp_speech_job *next;        /* server's in-flight list */
+    gp_speech_job *next_orphan; /* server's list of jobs freed before their stream ended */
 };
 
 /* `wake` is signalled when audio arrives and at the end; NULL: the job's
@@ -257,7 +267,12 @@ void gp_job_pump(gp_speech_job *job);
  * engine's callbacks resume it. */
 ssize_t gp_job_read(void *cls, uint64_t pos, char *buf, size_t max);
 void gp_job_free_cb(void *cls);
+/* Never waits for the engine: a stream still running is cancelled and the
+ * job is freed later by gp_job_reap (the ticker). */
 void gp_job_free(gp_speech_job *job);
+/* Free the orphaned jobs whose streams have finished (all of them, waiting
+ * for the engine, when `wait`). */
+void gp_job_reap(gp_server *s, bool wait);
 /* For WAV in a complete buffer: write the real sizes into the header. */
 void gp_wav_patch_sizes(char *data, size_t len);
 

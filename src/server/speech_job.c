@@ -56,7 +56,7 @@ static int job_on_audio(const float *samples, size_t n, void *user) {
         }
     }
     pthread_mutex_unlock(&j->lock);
-    gp_wake_signal(j->server, j->wake);
+    gp_wake_signal_via(j->server, &j->wake);
     return stop;
 }
 
@@ -64,7 +64,7 @@ static int job_on_audio(const float *samples, size_t n, void *user) {
 static void job_on_done(gepard_status status, void *user) {
     (void)status;
     gp_speech_job *j = user;
-    gp_wake_signal(j->server, j->wake);
+    gp_wake_signal_via(j->server, &j->wake);
 }
 
 static int job_write_encoded(const void *data, size_t len, void *user) {
@@ -250,19 +250,15 @@ ssize_t gp_job_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 void gp_job_free_cb(void *cls) { gp_job_free(cls); }
 
-void gp_job_free(gp_speech_job *j) {
-    if (!j) return;
+/* Free a job whose stream has finished (or never started). */
+static void job_release(gp_speech_job *j) {
     if (j->stream) {
         gp_server_job_unregister(j->server, j);
         if (!j->ended) {
-            /* Unless the server gave up on it, the client went away (a
-             * failed write) before the end. */
-            if (!j->failed) j->disconnected = true;
-            gepard_stream_cancel(j->stream);
-            gepard_stream_wait(j->stream, &j->result);
+            gepard_stream_wait(j->stream, &j->result); /* finished: returns at once */
             job_record(j);
         }
-        gepard_stream_free(j->stream); /* waits: no callback runs after this */
+        gepard_stream_free(j->stream);
     }
     gp_wake_forget(j->server, &j->own_wake);
     gp_audio_sink_close(j->sink, false, NULL);
@@ -273,6 +269,47 @@ void gp_job_free(gp_speech_job *j) {
     gp_buf_free(&j->out);
     pthread_mutex_destroy(&j->lock);
     free(j);
+}
+
+void gp_job_free(gp_speech_job *j) {
+    if (!j) return;
+    if (j->stream && !j->ended) {
+        /* Unless the server gave up on it, the client went away (a failed
+         * write) before the end. */
+        if (!j->failed) j->disconnected = true;
+        gepard_stream_cancel(j->stream);
+        if (!gepard_stream_done(j->stream)) {
+            /* The engine lets go at its next step; do not wait for it on a
+             * connection thread. Its callbacks may run until then: point
+             * them at the job's own wake (the request's may be freed). */
+            gp_wake_retarget(j->server, &j->wake, &j->own_wake);
+            gp_server_job_orphan(j->server, j);
+            return;
+        }
+    }
+    job_release(j);
+}
+
+void gp_job_reap(gp_server *s, bool wait) {
+    gp_speech_job *done = NULL;
+    pthread_mutex_lock(&s->lock);
+    gp_speech_job **link = &s->orphans;
+    while (*link) {
+        gp_speech_job *j = *link;
+        if (wait || gepard_stream_done(j->stream)) {
+            *link = j->next_orphan;
+            j->next_orphan = done;
+            done = j;
+        } else {
+            link = &j->next_orphan;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    while (done) {
+        gp_speech_job *next = done->next_orphan;
+        job_release(done); /* waits for the engine if it has not finished yet */
+        done = next;
+    }
 }
 
 static void put_u32le(char *p, uint32_t v) {

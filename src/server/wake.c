@@ -79,6 +79,18 @@ void gp_wake_signal(gp_server *s, gp_wake *w) {
     pthread_mutex_unlock(&s->wake_lock);
 }
 
+void gp_wake_signal_via(gp_server *s, gp_wake *const *wp) {
+    pthread_mutex_lock(&s->wake_lock);
+    signal_locked(s, *wp);
+    pthread_mutex_unlock(&s->wake_lock);
+}
+
+void gp_wake_retarget(gp_server *s, gp_wake **wp, gp_wake *to) {
+    pthread_mutex_lock(&s->wake_lock);
+    *wp = to;
+    pthread_mutex_unlock(&s->wake_lock);
+}
+
 void gp_wake_forget(gp_server *s, gp_wake *w) {
     pthread_mutex_lock(&s->wake_lock);
     if (w->suspended) unlist_locked(s, w);

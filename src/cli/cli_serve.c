@@ -6,6 +6,7 @@
  * finish, the rest are cancelled, and the process exits 0. The signals are
  * blocked in every thread and taken with sigwait on the main thread, so no
  * handler runs inside libmicrohttpd or the engine. */
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 
 #define DEFAULT_MODEL "nineninesix/gepard-1.0"
 #define DEFAULT_CODEC "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
+#define SERVE_MALLOC_ARENAS 2
 
 static const cli_option serve_options[] = {
     {"model", 'm', "PATH", "model directory or Hub repo id (default " DEFAULT_MODEL ")"},
@@ -184,6 +186,13 @@ int cli_serve(int argc, char **argv) {
         goto done;
     }
     if ((rc = read_config(&a, &c))) goto done;
+#ifdef __GLIBC__
+    /* glibc gives threads up to 8 arenas per CPU; requests freed on another
+     * thread than the one that allocated them spread free memory over all
+     * of them, and the resident size creeps. Two arenas (unless
+     * MALLOC_ARENA_MAX says otherwise) measured flat; see docs/SERVER.md. */
+    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, SERVE_MALLOC_ARENAS);
+#endif
     /* a socket per connection, plus model files, voices and some slack */
     cli_raise_fd_limit((long)c.server.max_connections * 2 + 256, "--max-connections");
     sigset_t stop;

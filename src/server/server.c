@@ -3,6 +3,7 @@
  * size), the small GET endpoints, readiness, the frames/s ticker and
  * graceful shutdown (see server.h). The speech routes live in speech.c. */
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ gp_server_params gp_server_default_params(void) {
         .max_connections_per_client = 128,
         .receive_timeout_s = 20,
         .http_threads = 0,
+        .trim_when_idle = true,
     };
     return p;
 }
@@ -296,8 +298,33 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 /* Every 100 ms: close connections past their receive deadline, resume
- * suspended connections whose client left or whose deadline passed; once a
- * second: sample the engine's frame counter for frames/s. */
+ * suspended connections whose client left or whose deadline passed, free
+ * orphaned jobs, trim the heap when idle; once a second: sample the
+ * engine's frame counter for frames/s. */
+/* Once the engine has been idle (no stream, no request job) for a second
+ * after some work, give the freed heap back to the system: the allocator
+ * keeps what requests freed — per-stream buffers, encoders, connection
+ * state, spread over its arenas — and the resident size otherwise only
+ * grows to the high-water mark of each arena (see docs/SERVER.md, "Memory"). */
+static void trim_when_idle(gp_server *s, const gepard_engine_stats *st, double now) {
+    bool idle = st->active_streams == 0 && st->queued_streams == 0;
+    pthread_mutex_lock(&s->lock);
+    idle = idle && s->n_jobs == 0 && !s->orphans;
+    pthread_mutex_unlock(&s->lock);
+    if (!idle || st->streams_started != s->trim_seen_streams) {
+        s->trim_seen_streams = st->streams_started;
+        s->idle_since = now;
+        s->trim_pending = true; /* work since the last look */
+        return;
+    }
+    if (s->trim_pending && now - s->idle_since >= 1.0) {
+        s->trim_pending = false;
+#ifdef __GLIBC__
+        malloc_trim(0);
+#endif
+    }
+}
+
 static void *ticker_main(void *arg) {
     gp_server *s = arg;
     double last = 0;
@@ -310,18 +337,22 @@ static void *ticker_main(void *arg) {
         ts.tv_nsec = ns % 1000000000L;
         pthread_cond_timedwait(&s->changed, &s->lock, &ts);
         if (s->stopped) break;
-        pthread_mutex_unlock(&s->lock);
-        gp_conn_reap(s, gp_now_s());
-        gp_wake_check(s, gp_now_s());
-        gp_job_reap(s, false);
-        pthread_mutex_lock(&s->lock);
-        if (!s->ready || s->stopped || gp_now_s() - last < 0.999) continue;
-        last = gp_now_s();
+        bool ready = s->ready;
         gepard_engine *engine = s->backend.engine;
         pthread_mutex_unlock(&s->lock);
-        gepard_engine_stats st;
-        gepard_engine_get_stats(engine, &st);
-        gp_metrics_sample_frames(s->metrics, gp_now_s(), st.frames);
+        double now = gp_now_s();
+        gp_conn_reap(s, now);
+        gp_wake_check(s, now);
+        gp_job_reap(s, false);
+        if (ready) {
+            gepard_engine_stats st;
+            gepard_engine_get_stats(engine, &st);
+            if (s->params.trim_when_idle) trim_when_idle(s, &st, now);
+            if (now - last >= 0.999) {
+                last = now;
+                gp_metrics_sample_frames(s->metrics, now, st.frames);
+            }
+        }
         pthread_mutex_lock(&s->lock);
     }
     pthread_mutex_unlock(&s->lock);

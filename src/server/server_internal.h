@@ -51,6 +51,10 @@ struct gp_server {
     int n_jobs;
     pthread_t ticker;
     bool ticker_started;
+    /* ticker thread only: trim_when_idle (server.c) */
+    uint64_t trim_seen_streams;
+    double idle_since;
+    bool trim_pending;
     /* voice_worker.c (lock) */
     gp_speech_job *orphans; /* (lock) see gp_server_job_orphan */
     gp_voice_task *voice_queue;

@@ -46,7 +46,7 @@ typedef struct gp_server_params {
     double receive_timeout_s; /* a whole request must arrive within this (20 s, + body time) */
     int http_threads;         /* libmicrohttpd's threads (epoll each) for all connections and their
                                  audio encoding; 0: one per CPU, at least 4 */
-    bool trim_when_idle; /* malloc_trim once idle for a second after work (true) */
+    bool trim_when_idle;      /* malloc_trim once idle for a second after work (true) */
 } gp_server_params;
 
 gp_server_params gp_server_default_params(void);

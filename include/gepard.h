@@ -219,7 +219,8 @@ typedef struct gepard_stream gepard_stream;
 typedef struct gepard_engine_params {
     int threads;       /* compute threads; 0 = all CPUs */
     int max_streams;   /* streams synthesised at once (default 16) */
-    int max_queue;     /* streams waiting for a slot before start fails with BUSY (64) */
+    int max_queue;     /* streams waiting for a slot (64): once max_streams + max_queue
+                          streams are held, running or waiting, start fails with BUSY */
     int prefill_chunk; /* prefill rows per step while other streams are decoding, so
                           their frames keep coming (0 = 32 on the CPU, 512 on a GPU); an
                           idle engine prefills at once */
@@ -239,11 +240,18 @@ void gepard_engine_free(gepard_engine *engine);
 /* Return non-zero from a callback to cancel the stream. */
 typedef int (*gepard_audio_fn)(const float *samples, size_t n_samples, void *user);
 typedef int (*gepard_frame_fn)(const int32_t *codes, int n_channels, void *user);
+/* The stream has finished (any status; gepard_stream_wait returns at once
+ * from now on). Called once, after the last on_audio, with the engine's lock
+ * held — possibly on the thread that cancels or frees a queued stream — so
+ * it must be short and must not call the engine (for instance: signal a
+ * condition variable or an event loop). */
+typedef void (*gepard_done_fn)(gepard_status status, void *user);
 
 typedef struct gepard_stream_callbacks {
     gepard_audio_fn on_audio; /* mono float samples at the codec's rate, as produced */
     gepard_frame_fn on_frame; /* each frame's codes, as sampled */
     void *user;
+    gepard_done_fn on_done; /* optional: the stream finished */
 } gepard_stream_callbacks;
 
 typedef struct gepard_synth_result {

@@ -2,12 +2,17 @@
  * server tests (see server_harness.h). */
 #include "server_harness.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "base/timing.h"
 #include "io/audio_file.h"
@@ -43,6 +48,11 @@ int test_server_start(test_server *ts, const test_server_opts *o) {
     if (o->max_body_bytes) sp.max_body_bytes = o->max_body_bytes;
     if (o->request_timeout_s > 0) sp.request_timeout_s = o->request_timeout_s;
     if (o->connection_timeout_s > 0) sp.connection_timeout_s = o->connection_timeout_s;
+    if (o->max_connections > 0) sp.max_connections = o->max_connections;
+    if (o->max_connections_per_client)
+        sp.max_connections_per_client =
+            o->max_connections_per_client < 0 ? 0 : o->max_connections_per_client;
+    if (o->receive_timeout_s > 0) sp.receive_timeout_s = o->receive_timeout_s;
     if (gp_server_start(&sp, &ts->server, &err)) {
         test_fail(__FILE__, __LINE__, "server: %s", err.message);
         return -1;
@@ -177,6 +187,49 @@ int test_http_post_async(test_http *h, const char *url, const char *body) {
 }
 
 void test_http_join(test_http *h) { pthread_join(h->thread, NULL); }
+
+int test_tcp_connect(int port, double timeout_s) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct timeval tv = {.tv_sec = (time_t)timeout_s,
+                         .tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int test_tcp_send(int fd, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t k = send(fd, data, len, MSG_NOSIGNAL);
+        if (k <= 0) return -1;
+        data += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+int test_tcp_read_head(int fd, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = '\0';
+    while (len + 1 < cap && !strstr(buf, "\r\n\r\n")) {
+        ssize_t k = recv(fd, buf + len, 1, 0); /* byte by byte: leave the body unread */
+        if (k <= 0) break;
+        len += (size_t)k;
+        buf[len] = '\0';
+    }
+    int status = -1;
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1) return -1;
+    return status;
+}
 
 double test_metric(const char *text, const char *name) {
     size_t n = strlen(name);

@@ -23,9 +23,12 @@ typedef struct test_server_opts {
     int max_streams, max_queue; /* 0: 16 / 64; max_queue -1: no queue */
     const char *voices_dir;
     const char *api_key;
-    size_t max_body_bytes;    /* 0: default */
-    double request_timeout_s; /* 0: default */
-    int connection_timeout_s; /* 0: default */
+    size_t max_body_bytes;          /* 0: default */
+    double request_timeout_s;       /* 0: default */
+    int connection_timeout_s;       /* 0: default */
+    int max_connections;            /* 0: default */
+    int max_connections_per_client; /* 0: default, -1: none */
+    double receive_timeout_s;       /* 0: default */
 } test_server_opts;
 
 typedef struct test_server {
@@ -72,6 +75,17 @@ void test_http_free(test_http *h);
 /* Background POST of JSON; join with test_http_join. */
 int test_http_post_async(test_http *h, const char *url, const char *body);
 void test_http_join(test_http *h);
+
+/* Raw loopback TCP, for what libcurl will not do (a burst written all at
+ * once, idle or trickling clients). test_tcp_connect returns a blocking
+ * socket connected to 127.0.0.1:port whose reads and writes give up after
+ * timeout_s, or -1. */
+int test_tcp_connect(int port, double timeout_s);
+/* Send all of `data`; 0, or -1 on an error or timeout. */
+int test_tcp_send(int fd, const char *data, size_t len);
+/* Read a response head (up to the blank line, at most cap-1 bytes) into
+ * buf; returns the HTTP status, or -1 if none came. */
+int test_tcp_read_head(int fd, char *buf, size_t cap);
 
 /* A Prometheus sample's value from /metrics text ("name" or "name{...}"); -1 if absent. */
 double test_metric(const char *text, const char *name);

@@ -85,14 +85,16 @@ TEST(engine_batched_streams_equal_single_runs) {
     memset(batched, 0, sizeof batched);
     for (int i = 0; i < 4; i++) {
         gepard_synth_params p = params_for(100 + (uint64_t)i, 12 + 3 * i);
-        gepard_stream_callbacks cb = {cap_audio, cap_frame, &single[i]};
+        gepard_stream_callbacks cb = {
+            .on_audio = cap_audio, .on_frame = cap_frame, .user = &single[i]};
         REQUIRE_MSG(gepard_synthesize(f.engine, texts[i], &p, &cb, NULL) == GEPARD_OK, "%s",
                     gepard_last_error());
     }
     gepard_stream *streams[4];
     for (int i = 0; i < 4; i++) {
         gepard_synth_params p = params_for(100 + (uint64_t)i, 12 + 3 * i);
-        gepard_stream_callbacks cb = {cap_audio, cap_frame, &batched[i]};
+        gepard_stream_callbacks cb = {
+            .on_audio = cap_audio, .on_frame = cap_frame, .user = &batched[i]};
         REQUIRE(gepard_stream_start(f.engine, texts[i], &p, &cb, &streams[i]) == GEPARD_OK);
     }
     for (int i = 0; i < 4; i++) {
@@ -124,7 +126,7 @@ TEST(engine_cancellation_returns_kv_blocks) {
     memset(&c, 0, sizeof c);
     c.cancel_after_frames = 3;
     gepard_synth_params p = params_for(1, 500);
-    gepard_stream_callbacks cb = {cap_audio, cap_frame, &c};
+    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &c};
     gepard_synth_result r;
     gepard_status st = gepard_synthesize(f.engine, "Hello world!", &p, &cb, &r);
     CHECK_EQ_INT(st, GEPARD_ERR_CANCELLED);
@@ -144,7 +146,7 @@ TEST(engine_cancellation_returns_kv_blocks) {
     free(c.samples);
     capture d;
     memset(&d, 0, sizeof d);
-    gepard_stream_callbacks cb2 = {NULL, cap_frame, &d};
+    gepard_stream_callbacks cb2 = {.on_frame = cap_frame, .user = &d};
     REQUIRE(gepard_stream_start(f.engine, "Hello world!", &p, &cb2, &s) == GEPARD_OK);
     while (d.frames < 2) usleep(1000);
     gepard_stream_free(s); /* the engine finishes and frees it */
@@ -221,7 +223,7 @@ typedef struct thread_job {
 static void *synthesize_thread(void *arg) {
     thread_job *j = arg;
     gepard_synth_params p = params_for(7 + (uint64_t)j->index, 10);
-    gepard_stream_callbacks cb = {cap_audio, cap_frame, &j->cap};
+    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &j->cap};
     j->status = gepard_synthesize(j->engine, texts[j->index % 4], &p, &cb, NULL);
     return NULL;
 }

@@ -102,3 +102,34 @@ TEST(engine_stats_count_frames_and_free_waits_for_the_step) {
     gepard_codec_free(c);
     gepard_model_free(m);
 }
+
+/* Issue 16, item 1, at the API: streams started faster than the step thread
+ * admits them still count against slots + queue (2 + 2 here), so exactly 4
+ * of 10 are accepted and 6 fail with GEPARD_ERR_BUSY. */
+TEST(engine_start_burst_admits_exactly_slots_plus_queue) {
+    gepard_model *m = NULL;
+    gepard_codec *c = NULL;
+    gepard_engine *e = NULL;
+    gepard_engine_params ep = gepard_engine_default_params();
+    ep.threads = 1;
+    ep.max_streams = 2;
+    ep.max_queue = 2;
+    REQUIRE(gepard_model_load(TS_MODEL, NULL, &m) == GEPARD_OK &&
+            gepard_codec_load(TS_CODEC, &c) == GEPARD_OK &&
+            gepard_engine_create(m, c, &ep, &e) == GEPARD_OK);
+    gepard_synth_params p = long_params();
+    gepard_stream *s[10] = {0};
+    int ok = 0, busy = 0;
+    for (int i = 0; i < 10; i++) {
+        gepard_status st = gepard_stream_start(e, "Hello world!", &p, NULL, &s[i]);
+        if (st == GEPARD_OK) ok++;
+        if (st == GEPARD_ERR_BUSY) busy++;
+    }
+    test_note("2 slots + 2 queue, 10 started at once: %d accepted, %d busy", ok, busy);
+    CHECK_EQ_INT(ok, 4);
+    CHECK_EQ_INT(busy, 6);
+    for (int i = 0; i < 10; i++) gepard_stream_free(s[i]); /* cancels */
+    gepard_engine_free(e);
+    gepard_codec_free(c);
+    gepard_model_free(m);
+}

@@ -475,3 +475,62 @@ TEST(server_cli_drains_streams_on_sigterm) {
     test_http_free(&a);
     test_http_free(&b);
 }
+
+/* ref_audio is turned into a voice on the server's voice thread while the
+ * connection waits suspended: a whole file, a batch item, and the same
+ * voice streamed, all sound the same. */
+TEST(server_ref_audio_in_whole_file_and_batch_requests) {
+    const char *clip = test_tmp("ref.wav");
+    test_write_reference_wav(clip);
+    size_t n_wav = 0;
+    char *wav = read_whole(clip, &n_wav);
+    REQUIRE(wav);
+    gp_buf b64;
+    gp_buf_init(&b64);
+    gp_base64_append(&b64, wav, n_wav);
+    free(wav);
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    size_t n_stream = 0;
+    gp_buf extra;
+    gp_buf_init(&extra);
+    gp_buf_printf(&extra, ",\"ref_audio\":\"%s\"", b64.data);
+    char *streamed = speak(&ts, extra.data, &n_stream);
+    gp_buf_free(&extra);
+    REQUIRE(streamed && n_stream == 12 * 2048);
+    gp_buf body;
+    gp_buf_init(&body);
+    gp_buf_printf(&body,
+                  "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"stream\":false,"
+                  "\"max_frames\":12," TS_GREEDY ",\"ref_audio\":\"%s\"}",
+                  b64.data);
+    test_http h = {0};
+    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body.data, NULL), 0);
+    CHECK_MSG(h.status == 200 && same(h.body.data, h.body.len, streamed, n_stream),
+              "whole file: HTTP %ld, %zu bytes", h.status, h.body.len);
+    test_http_free(&h);
+    gp_buf_clear(&body);
+    gp_buf_printf(
+        &body,
+        "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":12," TS_GREEDY
+        ",\"items\":[{},{\"ref_audio\":\"%s\"}]}",
+        b64.data);
+    h = (test_http){0};
+    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech/batch"), NULL, body.data, NULL), 0);
+    CHECK_MSG(h.status == 200, "batch: HTTP %ld: %s", h.status, h.body.data);
+    cJSON *j = cJSON_Parse(h.body.data);
+    cJSON *data = cJSON_GetObjectItem(j, "data");
+    size_t n0 = 0, n1 = 0;
+    unsigned char *a0 = batch_audio(data, 0, &n0), *a1 = batch_audio(data, 1, &n1);
+    CHECK(a0 && a1 && n0 == n_stream && n1 == n_stream);
+    CHECK(same((char *)a1, n1, streamed, n_stream));  /* the cloned voice */
+    CHECK(!same((char *)a0, n0, streamed, n_stream)); /* the default voice */
+    free(a0);
+    free(a1);
+    cJSON_Delete(j);
+    test_http_free(&h);
+    gp_buf_free(&body);
+    gp_buf_free(&b64);
+    free(streamed);
+    test_server_stop(&ts);
+}

@@ -28,6 +28,30 @@ int cli_runtime_error(const char *fmt, ...) {
     return CLI_EXIT_RUNTIME;
 }
 
+int cli_write_stdout(const void *data, size_t len) {
+    errno = 0;
+    if ((len > 0 && fwrite(data, 1, len, stdout) != len) || fflush(stdout) != 0) {
+        int e = errno ? errno : EIO;
+        clearerr(stdout);
+        return cli_runtime_error("standard output: cannot write: %s", strerror(e));
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_close_stdout(int rc) {
+    errno = 0;
+    bool failed = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno ? errno : EIO;
+    errno = 0;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = true;
+        e = errno ? errno : EIO;
+    }
+    if (!failed) return rc;
+    if (rc != CLI_EXIT_OK) return rc; /* already reported */
+    return cli_runtime_error("standard output: cannot write: %s", strerror(e));
+}
+
 void cli_print_help(const char *command, const char *synopsis, const char *description,
                     const cli_option *options, int option_count) {
     printf("Usage: gepard %s %s\n\n%s\n", command, synopsis, description);

@@ -10,6 +10,7 @@
 #define GP_CLI_ARGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CLI_EXIT_OK 0
@@ -54,5 +55,12 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Print "gepard: message" for a runtime failure; returns CLI_EXIT_RUNTIME. */
 int cli_runtime_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Write to standard output and flush, so a full disk or a closed pipe is
+ * noticed now: returns CLI_EXIT_OK, or CLI_EXIT_RUNTIME after printing
+ * "standard output: cannot write: REASON". */
+int cli_write_stdout(const void *data, size_t len);
+/* At exit: flush and close standard output and turn a late failure (text
+ * printed with printf that only reached the file now) into exit status 1. */
+int cli_close_stdout(int rc);
 
 #endif

@@ -68,11 +68,12 @@ int cli_codes(int argc, char **argv) {
     }
     gp_buf out;
     gp_buf_init(&out);
-    gp_codes_json_write(&out, codes, frames, gepard_model_channels(model));
-    gp_buf_append_str(&out, "\n");
-    fwrite(out.data, 1, out.len, stdout);
+    if (gp_codes_json_write(&out, codes, frames, gepard_model_channels(model)) ||
+        gp_buf_append_str(&out, "\n"))
+        rc = cli_runtime_error("out of memory writing the codes");
+    else
+        rc = cli_write_stdout(out.data, out.len);
     gp_buf_free(&out);
-    if (fflush(stdout) != 0) rc = cli_runtime_error("cannot write to standard output");
 done:
     gepard_free(codes);
     gepard_voice_free(voice);

@@ -89,9 +89,7 @@ static int write_output(const char *out, const float *pcm, size_t n, int rate, b
     gp_error_clear(&err);
     int rc = GEPARD_OK;
     if (strcmp(out, "-") == 0) {
-        if (fwrite(pcm, sizeof(float), n, stdout) != n || fflush(stdout) != 0)
-            return cli_runtime_error("cannot write to stdout");
-        return CLI_EXIT_OK;
+        return cli_write_stdout(pcm, n * sizeof(float));
     }
     if (gp_path_has_suffix(out, ".wav"))
         rc = gp_audio_write_wav(out, pcm, n, 1, rate, float32, &err);

@@ -88,7 +88,7 @@ int cli_download(int argc, char **argv) {
         goto done;
     }
     printf("%s\n", snapshot);
-    if (fflush(stdout) != 0) rc = cli_runtime_error("cannot write to standard output");
+    rc = cli_write_stdout(NULL, 0);
 done:
     free(snapshot);
     free(names);

@@ -112,17 +112,12 @@ int cli_encode(int argc, char **argv) {
         gp_error err;
         gp_error_clear(&err);
         if (gp_atomic_file_open(&af, out, &err) == GEPARD_OK) {
-            if (fwrite(json.data, 1, json.len, af.fp) != json.len) {
-                gp_atomic_file_abort(&af);
-                gp_fail(&err, GEPARD_ERR_IO, "%s: write failed", out);
-            } else {
-                gp_atomic_file_commit(&af, &err);
-            }
+            gp_atomic_file_write(&af, json.data, json.len);
+            gp_atomic_file_commit(&af, &err); /* reports a failed write */
         }
         if (err.code) rc = cli_runtime_error("%s", err.message);
     } else if (rc == CLI_EXIT_OK) {
-        if (fwrite(json.data, 1, json.len, stdout) != json.len || fflush(stdout))
-            rc = cli_runtime_error("cannot write to stdout");
+        rc = cli_write_stdout(json.data, json.len);
     }
     gp_buf_free(&json);
     gepard_free(codes);

@@ -16,6 +16,7 @@
 
 #include "base/timing.h"
 #include "cli/args.h"
+#include "cli/fd_limit.h"
 
 static const cli_option loadtest_options[] = {
     {"url", 0, "URL", "server base URL (default http://127.0.0.1:8080)"},
@@ -236,7 +237,7 @@ int cli_loadtest(int argc, char **argv) {
                   .format = cli_get(&a, "format") ? cli_get(&a, "format") : "pcm"};
     long long conc = 4, total = 16;
     double timeout = 600;
-    if ((rc = cli_get_int(&a, "concurrency", 1, 1024, &conc)) ||
+    if ((rc = cli_get_int(&a, "concurrency", 1, 100000, &conc)) ||
         (rc = cli_get_int(&a, "requests", 1, 1000000, &total)) ||
         (rc = cli_get_float(&a, "timeout", 1, 1e6, &timeout)))
         goto done;
@@ -246,6 +247,7 @@ int cli_loadtest(int argc, char **argv) {
         goto done;
     }
     run.concurrency = (int)conc;
+    cli_raise_fd_limit(conc + 64, "--concurrency");
     run.total = (int)total;
     run.timeout_s = (long)timeout;
     if ((rc = lt_body(&a, run.format, &run.body))) goto done;

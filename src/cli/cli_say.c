@@ -209,13 +209,15 @@ int cli_say(int argc, char **argv) {
     }
     signal(SIGINT, on_interrupt);
     signal(SIGTERM, on_interrupt);
+    const char *out_path = cli_get(&a, "output");
+    bool to_stdout = st.sink && (!out_path || strcmp(out_path, "-") == 0);
     st.start = gp_now_s();
     gepard_stream_callbacks cb = {.on_audio = say_on_audio, .user = &st};
     gepard_status status = gepard_synthesize(engine, text, &params, &cb, &result);
     gp_progress_done();
     if (status != GEPARD_OK) {
         if (st.failed)
-            rc = cli_runtime_error("%s", st.err.message);
+            rc = cli_runtime_error("%s%s", to_stdout ? "standard output: " : "", st.err.message);
         else if (interrupted)
             rc = cli_runtime_error("interrupted; no output written");
         else
@@ -227,7 +229,7 @@ int cli_say(int argc, char **argv) {
         gp_audio_sink *sink = st.sink;
         st.sink = NULL;
         if (gp_audio_sink_close(sink, true, &err)) {
-            rc = cli_runtime_error("%s", err.message);
+            rc = cli_runtime_error("%s%s", to_stdout ? "standard output: " : "", err.message);
             goto done;
         }
     }

@@ -6,6 +6,7 @@
  * finish, the rest are cancelled, and the process exits 0. The signals are
  * blocked in every thread and taken with sigwait on the main thread, so no
  * handler runs inside libmicrohttpd or the engine. */
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,12 +14,14 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/fd_limit.h"
 #include "cli/synth_options.h"
 #include "gepard.h"
 #include "server/server.h"
 
 #define DEFAULT_MODEL "nineninesix/gepard-1.0"
 #define DEFAULT_CODEC "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
+#define SERVE_MALLOC_ARENAS 2
 
 static const cli_option serve_options[] = {
     {"model", 'm', "PATH", "model directory or Hub repo id (default " DEFAULT_MODEL ")"},
@@ -33,6 +36,14 @@ static const cli_option serve_options[] = {
     {"max-body-mb", 0, "N", "largest request body in MiB (default 16)"},
     {"max-frames", 0, "N", "largest max_frames a request may ask for (default 4000)"},
     {"request-timeout", 0, "S", "stop a synthesis running longer than S seconds (default 600)"},
+    {"max-connections", 0, "N", "open connections at once (default 256)"},
+    {"max-connections-per-client", 0, "N",
+     "connections one client address may hold (default 128; 0: no share)"},
+    {"http-threads", 0, "N",
+     "threads serving every connection and encoding its audio (default: one per CPU, "
+     "at least 4)"},
+    {"receive-timeout", 0, "S",
+     "a request's headers and body must arrive within S seconds (default 20)"},
     {"drain", 0, "S", "on SIGTERM, let streams finish for up to S seconds (default 10)"},
     {"model-name", 0, "NAME", "the model id /v1/models lists (default gepard-1.0)"},
     {"threads", 't', "N", "compute threads (default: all CPUs)"},
@@ -80,6 +91,8 @@ static int read_config(const cli_args *a, serve_config *c) {
     long long chars = (long long)c->server.max_input_chars, body_mb = 16, threads = 0, kv = 0;
     long long frames = c->server.max_frames_limit;
     double timeout = c->server.request_timeout_s;
+    long long conns = c->server.max_connections, per_client = c->server.max_connections_per_client;
+    long long http_threads = c->server.http_threads;
     int rc;
     if ((rc = cli_get_int(a, "port", 0, 65535, &port)) ||
         (rc = cli_get_int(a, "max-streams", 1, 4096, &streams)) ||
@@ -91,6 +104,10 @@ static int read_config(const cli_args *a, serve_config *c) {
         (rc = cli_get_int(a, "kv-cache-mb", 0, 1 << 20, &kv)) ||
         (rc = cli_get_float(a, "request-timeout", 0.1, 1e6, &timeout)) ||
         (rc = cli_get_float(a, "drain", 0, 1e6, &c->drain_s)) ||
+        (rc = cli_get_int(a, "max-connections", 1, 1000000, &conns)) ||
+        (rc = cli_get_int(a, "max-connections-per-client", 0, 1000000, &per_client)) ||
+        (rc = cli_get_int(a, "http-threads", 0, 256, &http_threads)) ||
+        (rc = cli_get_float(a, "receive-timeout", 0.1, 1e6, &c->server.receive_timeout_s)) ||
         (rc = parse_dtype(a, &c->load.weights)))
         return rc;
     c->server.port = (int)port;
@@ -98,6 +115,9 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->server.max_body_bytes = (size_t)body_mb << 20;
     c->server.max_frames_limit = (int)frames;
     c->server.request_timeout_s = timeout;
+    c->server.max_connections = (int)conns;
+    c->server.max_connections_per_client = (int)per_client;
+    c->server.http_threads = (int)http_threads;
     if (cli_get(a, "host")) c->server.host = cli_get(a, "host");
     if (cli_get(a, "model-name")) c->server.model_name = cli_get(a, "model-name");
     c->server.api_key = cli_get(a, "api-key") ? cli_get(a, "api-key") : getenv("GEPARD_API_KEY");
@@ -169,6 +189,15 @@ int cli_serve(int argc, char **argv) {
         goto done;
     }
     if ((rc = read_config(&a, &c))) goto done;
+#ifdef __GLIBC__
+    /* glibc gives threads up to 8 arenas per CPU; requests freed on another
+     * thread than the one that allocated them spread free memory over all
+     * of them, and the resident size creeps. Two arenas (unless
+     * MALLOC_ARENA_MAX says otherwise) measured flat; see docs/SERVER.md. */
+    if (!getenv("MALLOC_ARENA_MAX")) mallopt(M_ARENA_MAX, SERVE_MALLOC_ARENAS);
+#endif
+    /* a socket per connection, plus model files, voices and some slack */
+    cli_raise_fd_limit((long)c.server.max_connections * 2 + 256, "--max-connections");
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);

@@ -50,9 +50,8 @@ int cli_tokenize(int argc, char **argv) {
         append_ids(&out, "layout", layout, n_layout);
     }
     gp_buf_append_str(&out, "}\n");
-    fwrite(out.data, 1, out.len, stdout);
+    rc = cli_write_stdout(out.data, out.len);
     gp_buf_free(&out);
-    if (fflush(stdout) != 0) rc = cli_runtime_error("cannot write to standard output");
 done:
     gepard_free(ids);
     gepard_free(layout);

@@ -1,5 +1,7 @@
 /* main.c — the `gepard` command: global options and subcommand dispatch.
- * Exit codes everywhere: 0 ok, 1 runtime error, 2 usage error. */
+ * Exit codes everywhere: 0 ok, 1 runtime error, 2 usage error. Standard
+ * output is flushed and closed before exiting, so output that could not be
+ * written (a full disk, a closed pipe) is an error, never a silent exit 0. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,14 +29,14 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         print_main_help();
-        return CLI_EXIT_OK;
+        return cli_close_stdout(CLI_EXIT_OK);
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
         printf("gepard %s\n", gepard_version());
-        return CLI_EXIT_OK;
+        return cli_close_stdout(CLI_EXIT_OK);
     }
     for (const cli_command *c = cli_commands; c->name; c++)
-        if (strcmp(cmd, c->name) == 0) return c->run(argc - 1, argv + 1);
+        if (strcmp(cmd, c->name) == 0) return cli_close_stdout(c->run(argc - 1, argv + 1));
     fprintf(stderr, "gepard: unknown command \"%s\"\nRun 'gepard --help' for the list.\n", cmd);
     return CLI_EXIT_USAGE;
 }

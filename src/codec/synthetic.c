@@ -204,12 +204,8 @@ int gp_codec_synthetic_write(const char *dir, const char *yaml, uint64_t seed, g
     gp_atomic_file af;
     if (!rc) rc = gp_atomic_file_open(&af, config, err);
     if (!rc) {
-        if (fputs(yaml, af.fp) < 0) {
-            gp_atomic_file_abort(&af);
-            rc = gp_fail(err, GEPARD_ERR_IO, "%s: write failed", config);
-        } else {
-            rc = gp_atomic_file_commit(&af, err);
-        }
+        gp_atomic_file_write(&af, yaml, strlen(yaml));
+        rc = gp_atomic_file_commit(&af, err); /* reports a failed write */
     }
     free(weights);
     free(config);

@@ -33,6 +33,7 @@ static void finish_locked(gepard_engine *e, gepard_stream *s, gepard_status stat
     s->result.status = status;
     s->state = STREAM_DONE;
     e->stats.streams_finished++;
+    if (s->callbacks.on_done && !s->owner_released) s->callbacks.on_done(status, s->callbacks.user);
     if (s->owner_released) {
         pthread_cond_destroy(&s->finished);
         free(s);
@@ -462,12 +463,17 @@ gepard_status gp_engine_enqueue(gepard_engine *e, gepard_stream *s) {
         pthread_mutex_unlock(&e->lock);
         return gp_api_failf(GEPARD_ERR_BUSY, "the engine is shutting down");
     }
-    if (e->queued >= e->params.max_queue && e->active_count >= e->params.max_streams) {
+    /* Every stream the engine holds counts, admitted or not: the step
+     * thread may not have moved any queued stream into a slot yet when a
+     * burst arrives, so "queue full and slots full" would let the whole
+     * burst in. Checked and counted under one lock hold. */
+    if (e->queued + e->active_count >= e->params.max_streams + e->params.max_queue) {
+        int queued = e->queued;
         pthread_mutex_unlock(&e->lock);
         return gp_api_failf(GEPARD_ERR_BUSY,
                             "all %d stream slots are busy and %d requests are waiting — try again "
                             "shortly",
-                            e->params.max_streams, e->queued);
+                            e->params.max_streams, queued);
     }
     s->state = STREAM_QUEUED;
     s->next = NULL;

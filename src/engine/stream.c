@@ -52,12 +52,20 @@ static gepard_status stream_setup(gepard_engine *e, gepard_stream *s, const char
                                               "predicts %d — wrong codec for this model?",
                                               c, gepard_codec_codebook_size(e->codec, c),
                                               m->cfg.channel_vocab[c]);
-        if (gepard_codec_stream_create(e->codec, &s->codec_stream) != GEPARD_OK)
-            return (gepard_status)gp_fail(err, GEPARD_ERR_NOMEM, "%s", gepard_last_error());
-        s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * GP_ENGINE_MAX_CHUNK *
-                        sizeof(float));
-        if (!s->pcm) return (gepard_status)gp_fail_oom(err, "audio buffer", 0);
     }
+    return GEPARD_OK;
+}
+
+/* The codec decoder's state and the audio buffer, made when the stream
+ * gets a slot rather than at start: a queued stream should cost little
+ * (thousands may wait). */
+static int stream_open_decoder(gepard_engine *e, gepard_stream *s, gp_error *err) {
+    if (!e->codec || s->codec_stream) return GEPARD_OK;
+    if (gepard_codec_stream_create(e->codec, &s->codec_stream) != GEPARD_OK)
+        return gp_fail(err, GEPARD_ERR_NOMEM, "%s", gepard_last_error());
+    s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * GP_ENGINE_MAX_CHUNK *
+                    sizeof(float));
+    if (!s->pcm) return gp_fail_oom(err, "audio buffer", 0);
     return GEPARD_OK;
 }
 
@@ -90,10 +98,12 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more, g
     } else {
         pos = s->text_len;
     }
+    int rc = stream_open_decoder(e, s, err);
+    if (rc) return rc;
     int32_t *ids;
     int n_ids;
-    int rc = gp_synth_layout(e->model, s->text + begin, end - begin, s->prefix_rows,
-                             s->gen_params.max_frames, &ids, &n_ids, err);
+    rc = gp_synth_layout(e->model, s->text + begin, end - begin, s->prefix_rows,
+                         s->gen_params.max_frames, &ids, &n_ids, err);
     if (rc) return rc;
     gp_gen_params gp = s->gen_params;
     gp.seed = s->gen_params.seed + (uint64_t)s->result.segments; /* a fresh draw per segment */

@@ -143,19 +143,24 @@ int gp_audio_write_wav(const char *path, const float *samples, size_t frames, in
     info.samplerate = sample_rate;
     info.channels = channels;
     info.format = SF_FORMAT_WAV | (float32 ? SF_FORMAT_FLOAT : SF_FORMAT_PCM_16);
-    fflush(af.fp);
+    /* libsndfile writes through the descriptor; the FILE has nothing buffered. */
     SNDFILE *sf = sf_open_fd(fileno(af.fp), SFM_WRITE, &info, 0);
     if (!sf) {
         free(clipped);
         gp_atomic_file_abort(&af);
         return gp_fail(err, GEPARD_ERR_IO, "%s: cannot write WAV: %s", path, sf_strerror(NULL));
     }
+    errno = 0;
     sf_count_t wrote = sf_writef_float(sf, clipped, (sf_count_t)frames);
+    int write_errno = errno;
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s", sf_strerror(sf));
     int close_rc = sf_close(sf);
     free(clipped);
     if (wrote != (sf_count_t)frames || close_rc != 0) {
         gp_atomic_file_abort(&af);
-        return gp_fail(err, GEPARD_ERR_IO, "%s: write failed (disk full?)", path);
+        return gp_fail(err, GEPARD_ERR_IO, "%s: cannot write: %s", path,
+                       write_errno ? strerror(write_errno) : reason);
     }
     return gp_atomic_file_commit(&af, err);
 }
@@ -164,9 +169,6 @@ int gp_audio_write_f32(const char *path, const float *samples, size_t count, gp_
     gp_atomic_file af;
     int rc = gp_atomic_file_open(&af, path, err);
     if (rc) return rc;
-    if (fwrite(samples, sizeof(float), count, af.fp) != count) {
-        gp_atomic_file_abort(&af);
-        return gp_fail(err, GEPARD_ERR_IO, "%s: write failed (disk full?)", path);
-    }
+    gp_atomic_file_write(&af, samples, count * sizeof(float)); /* commit reports a failure */
     return gp_atomic_file_commit(&af, err);
 }

@@ -6,6 +6,7 @@
 #include "io/audio_sink.h"
 
 #include <FLAC/stream_encoder.h>
+#include <errno.h>
 #include <lame/lame.h>
 #include <math.h>
 #include <opus/opusenc.h>
@@ -22,10 +23,12 @@ struct gp_audio_sink {
     gp_audio_format format;
     int rate;
     bool is_file;
+    bool seekable; /* a regular file: WAV sizes and FLAC STREAMINFO are patched at the end */
     gp_atomic_file file;
     gp_audio_write_fn write;
     void *user;
     int write_failed;
+    int write_errno;     /* the OS reason of the first failed write, when known */
     uint64_t data_bytes; /* WAV payload written */
     FLAC__StreamEncoder *flac;
     OggOpusEnc *opus;
@@ -87,11 +90,27 @@ const char *gp_audio_format_mime(gp_audio_format f) {
 static int sink_out(gp_audio_sink *s, const void *data, size_t len) {
     if (s->write_failed || len == 0) return s->write_failed;
     if (s->is_file) {
-        if (fwrite(data, 1, len, s->file.fp) != len) s->write_failed = 1;
-    } else if (s->write(data, len, s->user) != 0) {
-        s->write_failed = 1;
+        if (gp_atomic_file_write(&s->file, data, len)) {
+            s->write_failed = 1;
+            s->write_errno = s->file.error;
+        }
+    } else {
+        errno = 0;
+        if (s->write(data, len, s->user) != 0) {
+            s->write_failed = 1;
+            s->write_errno = errno;
+        }
     }
     return s->write_failed;
+}
+
+/* "PATH: cannot write: REASON" for a file, else the stream's reason. */
+static int sink_write_error(gp_audio_sink *s, const char *what, gp_error *err) {
+    const char *reason = s->write_errno ? strerror(s->write_errno) : "the reader went away";
+    if (s->is_file)
+        return gp_fail(err, GEPARD_ERR_IO, "%s: cannot write %s: %s", s->file.final_path, what,
+                       reason);
+    return gp_fail(err, GEPARD_ERR_IO, "cannot write %s: %s", what, reason);
 }
 
 static void put_u32(unsigned char *p, uint32_t v) {
@@ -136,9 +155,11 @@ static FLAC__StreamEncoderSeekStatus flac_seek_cb(const FLAC__StreamEncoder *enc
                                                   FLAC__uint64 offset, void *user) {
     (void)enc;
     gp_audio_sink *s = user;
-    return fseeko(s->file.fp, (off_t)offset, SEEK_SET) == 0
-               ? FLAC__STREAM_ENCODER_SEEK_STATUS_OK
-               : FLAC__STREAM_ENCODER_SEEK_STATUS_ERROR;
+    if (gp_atomic_file_seek(&s->file, (long long)offset) == 0)
+        return FLAC__STREAM_ENCODER_SEEK_STATUS_OK;
+    s->write_failed = 1;
+    s->write_errno = s->file.error;
+    return FLAC__STREAM_ENCODER_SEEK_STATUS_ERROR;
 }
 
 static FLAC__StreamEncoderTellStatus flac_tell_cb(const FLAC__StreamEncoder *enc,
@@ -165,8 +186,8 @@ static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
     case GP_AUDIO_WAV16:
     case GP_AUDIO_WAV_FLOAT: {
         unsigned char h[44];
-        wav_header(h, s->rate, s->format == GP_AUDIO_WAV_FLOAT, s->is_file ? 0 : UINT64_MAX);
-        return sink_out(s, h, 44) ? gp_fail(err, GEPARD_ERR_IO, "cannot write the WAV header") : 0;
+        wav_header(h, s->rate, s->format == GP_AUDIO_WAV_FLOAT, s->seekable ? 0 : UINT64_MAX);
+        return sink_out(s, h, 44) ? sink_write_error(s, "the WAV header", err) : 0;
     }
     case GP_AUDIO_FLAC: {
         s->flac = FLAC__stream_encoder_new();
@@ -176,8 +197,8 @@ static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
         FLAC__stream_encoder_set_sample_rate(s->flac, (uint32_t)s->rate);
         FLAC__stream_encoder_set_compression_level(s->flac, 5);
         if (FLAC__stream_encoder_init_stream(
-                s->flac, flac_write_cb, s->is_file ? flac_seek_cb : NULL,
-                s->is_file ? flac_tell_cb : NULL, NULL, s) != FLAC__STREAM_ENCODER_INIT_STATUS_OK)
+                s->flac, flac_write_cb, s->seekable ? flac_seek_cb : NULL,
+                s->seekable ? flac_tell_cb : NULL, NULL, s) != FLAC__STREAM_ENCODER_INIT_STATUS_OK)
             return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the FLAC encoder");
         return 0;
     }
@@ -255,6 +276,7 @@ int gp_audio_sink_open_file(const char *path, gp_audio_format format, int sample
         free(s);
         return rc;
     }
+    s->seekable = s->file.seekable;
     return sink_open(s, format, sample_rate, out, err);
 }
 
@@ -315,11 +337,9 @@ int gp_audio_sink_write(gp_audio_sink *s, const float *samples, size_t n, gp_err
     for (size_t i = 0; i < n; i += SINK_CHUNK) {
         size_t m = n - i < SINK_CHUNK ? n - i : SINK_CHUNK;
         if (sink_encode_chunk(s, samples + i, m))
-            return gp_fail(err, GEPARD_ERR_IO,
-                           s->write_failed ? "cannot write the audio output (disk full, or the "
-                                             "reader went away)"
-                                           : "the %s encoder failed",
-                           gp_audio_format_name(s->format));
+            return s->write_failed ? sink_write_error(s, "the audio", err)
+                                   : gp_fail(err, GEPARD_ERR_INTERNAL, "the %s encoder failed",
+                                             gp_audio_format_name(s->format));
     }
     return GEPARD_OK;
 }
@@ -334,11 +354,13 @@ static int sink_finish_encoder(gp_audio_sink *s) {
     }
     case GP_AUDIO_WAV16:
     case GP_AUDIO_WAV_FLOAT:
-        if (s->is_file && !s->write_failed) {
+        if (s->seekable && !s->write_failed) {
             unsigned char h[44];
             wav_header(h, s->rate, s->format == GP_AUDIO_WAV_FLOAT, s->data_bytes);
-            if (fseek(s->file.fp, 0, SEEK_SET) != 0 || fwrite(h, 1, 44, s->file.fp) != 44)
+            if (gp_atomic_file_seek(&s->file, 0) || sink_out(s, h, 44)) {
                 s->write_failed = 1;
+                s->write_errno = s->file.error;
+            }
         }
         return s->write_failed;
     default: return s->write_failed;
@@ -349,10 +371,9 @@ int gp_audio_sink_close(gp_audio_sink *s, bool commit, gp_error *err) {
     if (!s) return GEPARD_OK;
     int rc = GEPARD_OK;
     if (commit && sink_finish_encoder(s))
-        rc = gp_fail(err, GEPARD_ERR_IO,
-                     "cannot finish the %s output (disk full, or the reader "
-                     "went away)",
-                     gp_audio_format_name(s->format));
+        rc = s->write_failed ? sink_write_error(s, "the end of the audio", err)
+                             : gp_fail(err, GEPARD_ERR_INTERNAL, "the %s encoder failed at the end",
+                                       gp_audio_format_name(s->format));
     if (s->is_file) {
         if (commit && rc == GEPARD_OK)
             rc = gp_atomic_file_commit(&s->file, err);

@@ -8,7 +8,10 @@
  * patched afterwards, so its header carries the 0xFFFFFFFF "unknown length"
  * sizes OpenAI's API also uses; a WAV written to a file gets exact sizes.
  * Files are written to a temporary and renamed on success, so a failed or
- * cancelled synthesis never leaves a file that looks complete.
+ * cancelled synthesis never leaves a file that looks complete; a device or
+ * FIFO given as the file (/dev/null, /dev/stdout) is written in place, as a
+ * stream. A failed write — also at the final flush — is an error naming the
+ * path and the OS reason (gp_atomic_file in io/file.h).
  */
 #ifndef GP_IO_AUDIO_SINK_H
 #define GP_IO_AUDIO_SINK_H

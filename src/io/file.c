@@ -160,18 +160,64 @@ int gp_make_dirs(const char *path, gp_error *err) {
     return rc;
 }
 
+/* Where a write to `path` should land: the path itself, or the file a
+ * symbolic link points to (so the rename replaces that file, not the link).
+ * Sets *in_place for an existing target that is not a regular file. */
+static char *atomic_target(const char *path, bool *in_place) {
+    struct stat st;
+    *in_place = false;
+    if (stat(path, &st) != 0) return strdup(path); /* new file (or a dangling link) */
+    if (!S_ISREG(st.st_mode)) {
+        *in_place = true;
+        return strdup(path);
+    }
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (real) return real;
+    }
+    return strdup(path);
+}
+
+static int atomic_open_in_place(gp_atomic_file *af, gp_error *err) {
+    int fd = open(af->target, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        gp_fail(err, GEPARD_ERR_IO, "%s: cannot open for writing: %s", af->final_path, strerror(e));
+        gp_atomic_file_abort(af);
+        return GEPARD_ERR_IO;
+    }
+    af->fp = fdopen(fd, "wb");
+    if (!af->fp) {
+        int e = errno;
+        close(fd);
+        gp_atomic_file_abort(af);
+        return gp_fail(err, GEPARD_ERR_IO, "%s: cannot open output stream: %s", af->final_path,
+                       strerror(e));
+    }
+    af->seekable = false;
+    return GEPARD_OK;
+}
+
 int gp_atomic_file_open(gp_atomic_file *af, const char *path, gp_error *err) {
     memset(af, 0, sizeof *af);
+    bool in_place = false;
     af->final_path = strdup(path);
-    const char *base = gp_path_basename(path);
-    size_t dir_len = (size_t)(base - path);
-    size_t temp_len = strlen(path) + 32;
+    af->target = atomic_target(path, &in_place);
+    if (!af->final_path || !af->target) {
+        gp_atomic_file_abort(af);
+        return gp_fail_oom(err, "path", strlen(path));
+    }
+    if (in_place) return atomic_open_in_place(af, err);
+    const char *base = gp_path_basename(af->target);
+    size_t dir_len = (size_t)(base - af->target);
+    size_t temp_len = strlen(af->target) + 32;
     af->temp_path = malloc(temp_len);
-    if (!af->final_path || !af->temp_path) {
+    if (!af->temp_path) {
         gp_atomic_file_abort(af);
         return gp_fail_oom(err, "path", temp_len);
     }
-    snprintf(af->temp_path, temp_len, "%.*s.%s.XXXXXX", (int)dir_len, path, base);
+    snprintf(af->temp_path, temp_len, "%.*s.%s.XXXXXX", (int)dir_len, af->target, base);
     int fd = mkstemp(af->temp_path);
     if (fd < 0) {
         int e = errno;
@@ -184,21 +230,62 @@ int gp_atomic_file_open(gp_atomic_file *af, const char *path, gp_error *err) {
     fchmod(fd, 0644);
     af->fp = fdopen(fd, "wb");
     if (!af->fp) {
+        int e = errno;
         close(fd);
         gp_atomic_file_abort(af);
-        return gp_fail(err, GEPARD_ERR_IO, "%s: cannot open output stream", path);
+        return gp_fail(err, GEPARD_ERR_IO, "%s: cannot open output stream: %s", path, strerror(e));
     }
+    af->seekable = true;
     return GEPARD_OK;
 }
 
-int gp_atomic_file_commit(gp_atomic_file *af, gp_error *err) {
-    int rc = GEPARD_OK;
-    if (fflush(af->fp) != 0 || ferror(af->fp) || fsync(fileno(af->fp)) != 0)
-        rc = gp_fail(err, GEPARD_ERR_IO, "%s: write failed: %s", af->final_path, strerror(errno));
-    if (fclose(af->fp) != 0 && rc == GEPARD_OK)
-        rc = gp_fail(err, GEPARD_ERR_IO, "%s: write failed: %s", af->final_path, strerror(errno));
+int gp_atomic_file_write(gp_atomic_file *af, const void *data, size_t len) {
+    if (af->error) return -1;
+    if (len == 0) return 0;
+    errno = 0;
+    if (fwrite(data, 1, len, af->fp) != len) {
+        af->error = errno ? errno : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+int gp_atomic_file_seek(gp_atomic_file *af, long long offset) {
+    if (af->error) return -1;
+    if (!af->seekable) {
+        af->error = ESPIPE;
+        return -1;
+    }
+    errno = 0;
+    if (fseeko(af->fp, (off_t)offset, SEEK_SET) != 0) { /* flushes: a late write error */
+        af->error = errno ? errno : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+/* Flush and close, keeping the first error. */
+static void atomic_close(gp_atomic_file *af) {
+    errno = 0;
+    if (fflush(af->fp) != 0 && !af->error) af->error = errno ? errno : EIO;
+    if (ferror(af->fp) && !af->error) af->error = EIO;
+    /* fsync makes "renamed" mean "on disk"; devices and pipes have nothing to sync. */
+    if (af->temp_path && !af->error && fsync(fileno(af->fp)) != 0) af->error = errno;
+    errno = 0;
+    if (fclose(af->fp) != 0 && !af->error) af->error = errno ? errno : EIO;
     af->fp = NULL;
-    if (rc == GEPARD_OK && rename(af->temp_path, af->final_path) != 0)
+}
+
+int gp_atomic_file_commit(gp_atomic_file *af, gp_error *err) {
+    atomic_close(af);
+    int rc = GEPARD_OK;
+    if (af->error)
+        rc = gp_fail(err, GEPARD_ERR_IO, "%s: cannot write: %s%s", af->final_path,
+                     strerror(af->error),
+                     af->error == ENOSPC || af->error == EDQUOT
+                         ? " — free some space or write somewhere else"
+                         : "");
+    else if (af->temp_path && rename(af->temp_path, af->target) != 0)
         rc = gp_fail(err, GEPARD_ERR_IO, "%s: cannot move output into place: %s", af->final_path,
                      strerror(errno));
     if (rc != GEPARD_OK) {
@@ -207,7 +294,8 @@ int gp_atomic_file_commit(gp_atomic_file *af, gp_error *err) {
     }
     free(af->temp_path);
     free(af->final_path);
-    af->temp_path = af->final_path = NULL;
+    free(af->target);
+    af->temp_path = af->final_path = af->target = NULL;
     return GEPARD_OK;
 }
 
@@ -217,5 +305,6 @@ void gp_atomic_file_abort(gp_atomic_file *af) {
     if (af->temp_path) unlink(af->temp_path);
     free(af->temp_path);
     free(af->final_path);
-    af->temp_path = af->final_path = NULL;
+    free(af->target);
+    af->temp_path = af->final_path = af->target = NULL;
 }

@@ -39,15 +39,32 @@ char *gp_path_join(const char *dir, const char *name);
 /* mkdir -p; 0 = ok. */
 int gp_make_dirs(const char *path, gp_error *err);
 
+/* An output file. A regular file (or a new name) is written to a hidden
+ * temporary in the same directory and renamed over the target on commit; a
+ * symbolic link is followed, so the file it points to is replaced, not the
+ * link. A target that exists and is not a regular file — a device such as
+ * /dev/null or /dev/full, a FIFO, /dev/stdout — is written in place and is
+ * not seekable. Every write error is kept (the first errno) and reported by
+ * commit with the path and the OS reason. */
 typedef struct gp_atomic_file {
     FILE *fp;
-    char *final_path;
-    char *temp_path;
+    char *final_path; /* the path as given, for messages */
+    char *target;     /* what is replaced on commit (links resolved) */
+    char *temp_path;  /* NULL when writing in place */
+    bool seekable;    /* false for devices, FIFOs and sockets */
+    int error;        /* errno of the first failed write; 0 = none */
 } gp_atomic_file;
 
-/* Open a temporary beside `path` for writing. */
+/* Open a temporary beside `path` (or `path` itself, see above) for writing. */
 int gp_atomic_file_open(gp_atomic_file *af, const char *path, gp_error *err);
-/* Flush, fsync and rename into place. Closes the file either way. */
+/* Write `len` bytes; returns 0, or -1 after recording the error (later
+ * writes are skipped; commit reports it). */
+int gp_atomic_file_write(gp_atomic_file *af, const void *data, size_t len);
+/* Seek to `offset` (seekable files only); -1 after recording the error. */
+int gp_atomic_file_seek(gp_atomic_file *af, long long offset);
+/* Flush, fsync and rename into place; on any error so far or now, delete
+ * the temporary and fail with "PATH: cannot write: REASON". Closes the file
+ * either way. */
 int gp_atomic_file_commit(gp_atomic_file *af, gp_error *err);
 /* Close and delete the temporary (safe after a failed commit or on NULL fp). */
 void gp_atomic_file_abort(gp_atomic_file *af);

@@ -107,12 +107,8 @@ int gp_hub_write_ref(const gp_hub_ctx *ctx, const char *revision, const char *co
     if (!rc) rc = gp_atomic_file_open(&af, path, err);
     if (!rc) {
         /* Python writes the bare hash without a newline; so do we. */
-        if (fputs(commit, af.fp) < 0) {
-            gp_atomic_file_abort(&af);
-            rc = gp_fail(err, GEPARD_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        } else {
-            rc = gp_atomic_file_commit(&af, err);
-        }
+        gp_atomic_file_write(&af, commit, strlen(commit));
+        rc = gp_atomic_file_commit(&af, err); /* reports a failed write */
     }
     free(path);
     return rc;

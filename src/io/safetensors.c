@@ -499,14 +499,10 @@ int gp_st_writer_write(gp_st_writer *w, const char *path, gp_error *err) {
     unsigned char len_bytes[8];
     uint64_t n = header.len;
     for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)(n >> (8 * i));
-    bool ok = fwrite(len_bytes, 1, 8, af.fp) == 8 &&
-              fwrite(header.data, 1, header.len, af.fp) == header.len;
+    bool ok = gp_atomic_file_write(&af, len_bytes, 8) == 0 &&
+              gp_atomic_file_write(&af, header.data, header.len) == 0;
     for (size_t i = 0; ok && i < w->count; i++)
-        ok = fwrite(w->entries[i].data, 1, w->entries[i].nbytes, af.fp) == w->entries[i].nbytes;
+        ok = gp_atomic_file_write(&af, w->entries[i].data, w->entries[i].nbytes) == 0;
     gp_buf_free(&header);
-    if (!ok) {
-        gp_atomic_file_abort(&af);
-        return gp_fail(err, GEPARD_ERR_IO, "%s: write failed (disk full?)", path);
-    }
-    return gp_atomic_file_commit(&af, err);
+    return gp_atomic_file_commit(&af, err); /* reports a failed write with its reason */
 }

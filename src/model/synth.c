@@ -282,12 +282,8 @@ static int write_json_file(const char *dir, const char *name, cJSON *doc, gp_err
     gp_atomic_file af;
     if (!rc) rc = gp_atomic_file_open(&af, path, err);
     if (!rc) {
-        if (fputs(text, af.fp) < 0) {
-            gp_atomic_file_abort(&af);
-            rc = gp_fail(err, GEPARD_ERR_IO, "%s: write failed", path);
-        } else {
-            rc = gp_atomic_file_commit(&af, err);
-        }
+        gp_atomic_file_write(&af, text, strlen(text));
+        rc = gp_atomic_file_commit(&af, err); /* reports a failed write */
     }
     free(text);
     free(path);
@@ -303,12 +299,8 @@ static int write_tokenizer(const char *dir, int merges, gp_error *err) {
     if (!rc && !path) rc = gp_fail_oom(err, "path", 0);
     if (!rc) rc = gp_atomic_file_open(&af, path, err);
     if (!rc) {
-        if (fwrite(json.data, 1, json.len, af.fp) != json.len) {
-            gp_atomic_file_abort(&af);
-            rc = gp_fail(err, GEPARD_ERR_IO, "%s: write failed", path);
-        } else {
-            rc = gp_atomic_file_commit(&af, err);
-        }
+        gp_atomic_file_write(&af, json.data, json.len);
+        rc = gp_atomic_file_commit(&af, err); /* reports a failed write */
     }
     free(path);
     gp_buf_free(&json);

@@ -25,6 +25,7 @@ struct gp_metrics {
     pthread_mutex_t lock;
     uint64_t requests[GP_ROUTE_COUNT][STATUS_SPAN];
     uint64_t streams_ok, streams_failed, streams_cancelled, disconnects;
+    uint64_t connections_closed[GP_CONN_CLOSE_COUNT];
     double audio_seconds;
     histogram ttfa, rtf;
     double sample_time[FRAME_SAMPLES];
@@ -35,6 +36,13 @@ struct gp_metrics {
 static const char *route_names[GP_ROUTE_COUNT] = {"speech",  "speech_batch", "voices",
                                                   "models",  "health",       "ready",
                                                   "metrics", "playground",   "other"};
+
+static const char *const close_reason_names[GP_CONN_CLOSE_COUNT] = {
+    "receive_timeout", "connection_limit", "per_client_limit"};
+
+const char *gp_conn_close_reason_name(gp_conn_close_reason reason) {
+    return (unsigned)reason < GP_CONN_CLOSE_COUNT ? close_reason_names[reason] : "?";
+}
 
 const char *gp_route_name(gp_route route) {
     return (unsigned)route < GP_ROUTE_COUNT ? route_names[route] : "other";
@@ -106,6 +114,13 @@ void gp_metrics_stream_finished(gp_metrics *m, const gepard_synth_result *r, int
     pthread_mutex_unlock(&m->lock);
 }
 
+void gp_metrics_connection_closed(gp_metrics *m, gp_conn_close_reason reason) {
+    if ((unsigned)reason >= GP_CONN_CLOSE_COUNT) return;
+    pthread_mutex_lock(&m->lock);
+    m->connections_closed[reason]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
 void gp_metrics_sample_frames(gp_metrics *m, double now, uint64_t frames) {
     pthread_mutex_lock(&m->lock);
     m->sample_time[m->next_sample] = now;
@@ -165,11 +180,18 @@ static int render_requests_locked(const gp_metrics *m, gp_buf *out) {
                         "gepard_streams_total{outcome=\"failed\"} %llu\n",
                         (unsigned long long)m->streams_ok, (unsigned long long)m->streams_cancelled,
                         (unsigned long long)m->streams_failed);
+    rc |= gp_buf_printf(out, "# HELP gepard_http_connections_closed_total Connections the server "
+                             "closed itself, by reason.\n"
+                             "# TYPE gepard_http_connections_closed_total counter\n");
+    for (int r = 0; r < GP_CONN_CLOSE_COUNT; r++)
+        rc |= gp_buf_printf(out, "gepard_http_connections_closed_total{reason=\"%s\"} %llu\n",
+                            gp_conn_close_reason_name((gp_conn_close_reason)r),
+                            (unsigned long long)m->connections_closed[r]);
     return rc;
 }
 
 int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int max_queue,
-                      gp_buf *out) {
+                      int open_connections, gp_buf *out) {
     gepard_engine_stats st;
     memset(&st, 0, sizeof st);
     if (engine) gepard_engine_get_stats(engine, &st);
@@ -183,6 +205,8 @@ int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int
     rc |= render_histogram(out, &m->rtf);
     double fps = frames_per_second_locked(m);
     pthread_mutex_unlock(&m->lock);
+    rc |= render_gauge(out, "gepard_http_connections_open", "gauge", "Open HTTP connections.",
+                       (double)open_connections);
     rc |= render_gauge(out, "gepard_frames_per_second", "gauge",
                        "Frames generated per second over the last ten seconds (all streams).", fps);
     rc |= render_gauge(out, "gepard_active_streams", "gauge",

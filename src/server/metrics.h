@@ -5,7 +5,9 @@
  * the real-time factor of finished streams are histograms; engine state
  * (active and queued streams, batch size, frames, KV blocks) is read from
  * gepard_engine_get_stats at scrape time. A ticker samples the engine's frame
- * counter once a second so frames/s covers the last ten seconds. Every
+ * counter once a second so frames/s covers the last ten seconds. Connections
+ * the server closed itself (receive timeout, limits) are counted by reason.
+ * Every
  * function is thread-safe (one mutex; updates are a few additions).
  */
 #ifndef GP_SERVER_METRICS_H
@@ -31,6 +33,16 @@ typedef enum gp_route {
 
 const char *gp_route_name(gp_route route);
 
+/* Why the server closed a connection itself (see connections.c). */
+typedef enum gp_conn_close_reason {
+    GP_CONN_CLOSE_RECEIVE_TIMEOUT = 0, /* no whole request within --receive-timeout */
+    GP_CONN_CLOSE_LIMIT,               /* room for a new connection at --max-connections */
+    GP_CONN_CLOSE_PER_CLIENT,          /* over --max-connections-per-client */
+    GP_CONN_CLOSE_COUNT
+} gp_conn_close_reason;
+
+const char *gp_conn_close_reason_name(gp_conn_close_reason reason);
+
 typedef struct gp_metrics gp_metrics;
 
 int gp_metrics_create(gp_metrics **out);
@@ -40,10 +52,12 @@ void gp_metrics_free(gp_metrics *m);
 void gp_metrics_count_request(gp_metrics *m, gp_route route, int status);
 /* A stream finished: its result (ttfa, rtf, audio seconds) and how it ended. */
 void gp_metrics_stream_finished(gp_metrics *m, const gepard_synth_result *r, int disconnected);
+/* The server closed a connection for `reason`. */
+void gp_metrics_connection_closed(gp_metrics *m, gp_conn_close_reason reason);
 /* Sample the engine's frame counter (the ticker calls this every second). */
 void gp_metrics_sample_frames(gp_metrics *m, double now, uint64_t frames);
 /* Render everything; `engine` may be NULL before the model is loaded. */
 int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int max_queue,
-                      gp_buf *out);
+                      int open_connections, gp_buf *out);
 
 #endif

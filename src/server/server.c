@@ -3,6 +3,7 @@
  * size), the small GET endpoints, readiness, the frames/s ticker and
  * graceful shutdown (see server.h). The speech routes live in speech.c. */
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +17,14 @@
 #include "base/timing.h"
 #include "io/json.h"
 #include "server/server_internal.h"
+
+/* libmicrohttpd's own connection limit: twice ours (it splits its limit
+ * evenly between its threads, whose shares of the connections vary) plus
+ * room for the connections connections.c has shut down and libmicrohttpd
+ * has not closed yet. */
+static unsigned mhd_connection_limit(const gp_server_params *p) {
+    return (unsigned)p->max_connections * 2 + 64u * (unsigned)p->http_threads;
+}
 
 gp_server_params gp_server_default_params(void) {
     gp_server_params p = {
@@ -32,6 +41,10 @@ gp_server_params gp_server_default_params(void) {
         .request_timeout_s = 600,
         .connection_timeout_s = 30,
         .max_connections = 256,
+        .max_connections_per_client = 128,
+        .receive_timeout_s = 20,
+        .http_threads = 0,
+        .trim_when_idle = true,
     };
     return p;
 }
@@ -58,6 +71,13 @@ void gp_server_job_register(gp_server *s, gp_speech_job *j) {
     s->jobs = j;
     s->n_jobs++;
     if (s->stopped) gepard_stream_cancel(j->stream); /* raced with the shutdown */
+    pthread_mutex_unlock(&s->lock);
+}
+
+void gp_server_job_orphan(gp_server *s, gp_speech_job *j) {
+    pthread_mutex_lock(&s->lock);
+    j->next_orphan = s->orphans;
+    s->orphans = j;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -191,7 +211,7 @@ static enum MHD_Result handle_get(gp_http_request *r) {
         bool ready = s->ready;
         pthread_mutex_unlock(&s->lock);
         if (gp_metrics_render(s->metrics, ready ? b.engine : NULL, b.max_streams, b.max_queue,
-                              &out))
+                              gp_conn_open_count(s), &out))
             break;
         return gp_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", &out);
     }
@@ -218,6 +238,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         r->is_post = strcmp(method, "POST") == 0;
         gp_buf_init(&r->body);
+        const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                         MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long body = length ? strtoull(length, NULL, 10) : 0;
+        gp_conn_headers_received(
+            s, connection,
+            body < s->params.max_body_bytes ? body : (unsigned long long)s->params.max_body_bytes);
         enum MHD_Result ret = MHD_YES;
         if (!check_request_head(r, &ret)) return ret;
         return MHD_YES;
@@ -232,6 +258,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         }
         return MHD_YES;
     }
+    gp_conn_request_received(s, connection); /* the last call: the whole request is in */
     if (r->responded) return MHD_YES;
     if (r->body_too_large) {
         gp_api_error e;
@@ -249,11 +276,13 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
                          enum MHD_RequestTerminationCode toe) {
     gp_server *s = cls;
     (void)toe;
+    gp_conn_response_done(s, connection);
     gp_http_request *r = *con_cls;
     if (!r) return;
     if (r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH) /* back to idle */
         MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
                                   (unsigned)s->params.connection_timeout_s);
+    gp_speech_pending_free(r);
     gp_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
@@ -268,7 +297,34 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     GP_INFO("http: %s", line);
 }
 
-/* Samples the engine's frame counter once a second for frames/s. */
+/* Every 100 ms: close connections past their receive deadline, resume
+ * suspended connections whose client left or whose deadline passed, free
+ * orphaned jobs, trim the heap when idle; once a second: sample the
+ * engine's frame counter for frames/s. */
+/* Once the engine has been idle (no stream, no request job) for a second
+ * after some work, give the freed heap back to the system: the allocator
+ * keeps what requests freed — per-stream buffers, encoders, connection
+ * state, spread over its arenas — and the resident size otherwise only
+ * grows to the high-water mark of each arena (see docs/SERVER.md, "Memory"). */
+static void trim_when_idle(gp_server *s, const gepard_engine_stats *st, double now) {
+    bool idle = st->active_streams == 0 && st->queued_streams == 0;
+    pthread_mutex_lock(&s->lock);
+    idle = idle && s->n_jobs == 0 && !s->orphans;
+    pthread_mutex_unlock(&s->lock);
+    if (!idle || st->streams_started != s->trim_seen_streams) {
+        s->trim_seen_streams = st->streams_started;
+        s->idle_since = now;
+        s->trim_pending = true; /* work since the last look */
+        return;
+    }
+    if (s->trim_pending && now - s->idle_since >= 1.0) {
+        s->trim_pending = false;
+#ifdef __GLIBC__
+        malloc_trim(0);
+#endif
+    }
+}
+
 static void *ticker_main(void *arg) {
     gp_server *s = arg;
     double last = 0;
@@ -276,15 +332,27 @@ static void *ticker_main(void *arg) {
     while (!s->stopped) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += 1;
+        long ns = ts.tv_nsec + 100000000L;
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
         pthread_cond_timedwait(&s->changed, &s->lock, &ts);
-        if (!s->ready || s->stopped || gp_now_s() - last < 0.999) continue;
-        last = gp_now_s();
+        if (s->stopped) break;
+        bool ready = s->ready;
         gepard_engine *engine = s->backend.engine;
         pthread_mutex_unlock(&s->lock);
-        gepard_engine_stats st;
-        gepard_engine_get_stats(engine, &st);
-        gp_metrics_sample_frames(s->metrics, gp_now_s(), st.frames);
+        double now = gp_now_s();
+        gp_conn_reap(s, now);
+        gp_wake_check(s, now);
+        gp_job_reap(s, false);
+        if (ready) {
+            gepard_engine_stats st;
+            gepard_engine_get_stats(engine, &st);
+            if (s->params.trim_when_idle) trim_when_idle(s, &st, now);
+            if (now - last >= 0.999) {
+                last = now;
+                gp_metrics_sample_frames(s->metrics, now, st.frames);
+            }
+        }
         pthread_mutex_lock(&s->lock);
     }
     pthread_mutex_unlock(&s->lock);
@@ -323,8 +391,18 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     if (s->params.max_batch_items > GP_SERVER_MAX_BATCH)
         s->params.max_batch_items = GP_SERVER_MAX_BATCH;
     if (s->params.max_frames_limit < 1) s->params.max_frames_limit = 1;
+    if (s->params.max_connections < 1) s->params.max_connections = 1;
+    if (s->params.max_connections_per_client < 0) s->params.max_connections_per_client = 0;
+    if (!(s->params.receive_timeout_s > 0)) s->params.receive_timeout_s = 20;
+    if (s->params.http_threads < 1) { /* audio encoding runs on them: one per CPU, at least 4 */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        s->params.http_threads = cpus < 4 ? 4 : cpus > 64 ? 64 : (int)cpus;
+    }
+    if (s->params.http_threads > 256) s->params.http_threads = 256;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_mutex_init(&s->voice_lock, NULL);
+    pthread_mutex_init(&s->conn_lock, NULL);
+    pthread_mutex_init(&s->wake_lock, NULL);
+    pthread_cond_init(&s->voice_cond, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -344,12 +422,19 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         rc = gp_fail_oom(err, "server", 0);
     if (!rc) rc = resolve_host(s->host, s->params.port, &addr, &ipv6, err);
     if (!rc) {
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+        /* A few threads over epoll serve every connection; nothing blocks on
+         * them: waiting connections are suspended (wake.c). */
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
         s->daemon = MHD_start_daemon(
             flags, (uint16_t)s->params.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-            (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)s->params.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+            (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->params.http_threads,
+            MHD_OPTION_CONNECTION_LIMIT,
+            /* our limits (connections.c) make room by closing idle connections;
+             * libmicrohttpd's own (split between its threads) refuses only
+             * beyond, while those close */
+            mhd_connection_limit(&s->params), MHD_OPTION_NOTIFY_CONNECTION, gp_conn_notify, s,
+            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned)s->params.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)128 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
@@ -368,6 +453,8 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         else
             s->ticker_started = true;
     }
+    if (!rc && gp_voice_worker_start(s) != 0)
+        rc = gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the voice thread");
     if (rc) {
         gp_server_free(s);
         return rc;
@@ -377,6 +464,8 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
 }
 
 int gp_server_port(const gp_server *s) { return s->port; }
+
+int gp_server_open_connections(gp_server *s) { return gp_conn_open_count(s); }
 
 void gp_server_set_backend(gp_server *s, const gp_server_backend *b) {
     pthread_mutex_lock(&s->lock);
@@ -419,7 +508,13 @@ void gp_server_shutdown(gp_server *s, double drain_s) {
     pthread_mutex_unlock(&s->lock);
     if (s->ticker_started) pthread_join(s->ticker, NULL);
     s->ticker_started = false;
-    MHD_stop_daemon(s->daemon); /* closes connections; joins their threads */
+    gp_voice_worker_stop(s); /* requests still waiting for a voice get 503 */
+    /* libmicrohttpd must not be stopped with suspended connections: resume
+     * them until none suspends again (their streams are cancelled by now). */
+    for (double until = gp_now_s() + 5; gp_wake_resume_all(s) > 0 && gp_now_s() < until;)
+        usleep(10000);
+    MHD_stop_daemon(s->daemon); /* closes connections; joins its threads */
+    gp_job_reap(s, true);       /* streams of the last connections closed */
     s->daemon = NULL;
 }
 
@@ -433,9 +528,13 @@ void gp_server_free(gp_server *s) {
         pthread_mutex_unlock(&s->lock);
         pthread_join(s->ticker, NULL);
     }
+    gp_voice_worker_stop(s);
+    gp_conn_free_all(s);
     gp_metrics_free(s->metrics);
+    pthread_mutex_destroy(&s->conn_lock);
+    pthread_mutex_destroy(&s->wake_lock);
+    pthread_cond_destroy(&s->voice_cond);
     pthread_cond_destroy(&s->changed);
-    pthread_mutex_destroy(&s->voice_lock);
     pthread_mutex_destroy(&s->lock);
     free(s->host);
     free(s->api_key);

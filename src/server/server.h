@@ -9,10 +9,13 @@
  * gp_server_free releases it. The backend stays owned by the caller and must
  * outlive gp_server_shutdown.
  *
- * Threads: libmicrohttpd runs one thread per connection. A speech request
- * starts an engine stream whose callbacks (on the engine's step thread) only
- * copy samples into the request's buffer; the connection thread encodes and
- * writes them (speech_job.c).
+ * Threads: libmicrohttpd runs a small pool of threads (http_threads), each
+ * with its own epoll set, for every connection; nothing blocks on them. A
+ * speech request starts an engine stream whose callbacks (on the engine's
+ * step thread) only copy samples into the request's buffer and resume the
+ * connection; the connection's thread encodes and writes them
+ * (speech_job.c). A connection with nothing to send is suspended, not
+ * waited on (wake.c), so thousands of streams cost no thread each.
  */
 #ifndef GP_SERVER_SERVER_H
 #define GP_SERVER_SERVER_H
@@ -26,19 +29,24 @@
 #define GP_SERVER_MAX_BATCH 64
 
 typedef struct gp_server_params {
-    const char *host;           /* address to bind (default 127.0.0.1) */
-    int port;                   /* 0: any free port (see gp_server_port) */
-    const char *api_key;        /* NULL: no authentication */
-    const char *model_name;     /* the id /v1/models lists (default gepard-1.0) */
-    size_t max_body_bytes;      /* request body limit (16 MiB) */
-    size_t max_input_chars;     /* `input` limit in characters (4096, as OpenAI) */
-    size_t max_ref_audio_bytes; /* decoded ref_audio limit (10 MiB) */
-    double max_ref_audio_s;     /* longest ref_audio clip accepted (60 s) */
-    int max_frames_limit;       /* largest max_frames a request may ask (4000) */
-    int max_batch_items;        /* items of one batch request (16, at most 64) */
-    double request_timeout_s;   /* a synthesis running longer is cancelled (600 s) */
-    int connection_timeout_s;   /* idle or stalled connections are closed (30 s) */
-    int max_connections;        /* open connections at once (256) */
+    const char *host;               /* address to bind (default 127.0.0.1) */
+    int port;                       /* 0: any free port (see gp_server_port) */
+    const char *api_key;            /* NULL: no authentication */
+    const char *model_name;         /* the id /v1/models lists (default gepard-1.0) */
+    size_t max_body_bytes;          /* request body limit (16 MiB) */
+    size_t max_input_chars;         /* `input` limit in characters (4096, as OpenAI) */
+    size_t max_ref_audio_bytes;     /* decoded ref_audio limit (10 MiB) */
+    double max_ref_audio_s;         /* longest ref_audio clip accepted (60 s) */
+    int max_frames_limit;           /* largest max_frames a request may ask (4000) */
+    int max_batch_items;            /* items of one batch request (16, at most 64) */
+    double request_timeout_s;       /* a synthesis running longer is cancelled (600 s) */
+    int connection_timeout_s;       /* idle or stalled connections are closed (30 s) */
+    int max_connections;            /* open connections at once (256) */
+    int max_connections_per_client; /* per client address; 0: no share (128) */
+    double receive_timeout_s; /* a whole request must arrive within this (20 s, + body time) */
+    int http_threads;         /* libmicrohttpd's threads (epoll each) for all connections and their
+                                 audio encoding; 0: one per CPU, at least 4 */
+    bool trim_when_idle;      /* malloc_trim once idle for a second after work (true) */
 } gp_server_params;
 
 gp_server_params gp_server_default_params(void);
@@ -57,6 +65,8 @@ typedef struct gp_server gp_server;
 int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *err);
 /* The port the server listens on. */
 int gp_server_port(const gp_server *server);
+/* Connections open now (not counting those the server is closing). */
+int gp_server_open_connections(gp_server *server);
 /* Make the server ready with a loaded backend. */
 void gp_server_set_backend(gp_server *server, const gp_server_backend *backend);
 /* Stop accepting connections; wait up to `drain_s` seconds for in-flight

@@ -1,6 +1,7 @@
 /* server_internal.h — what the server's files share: the server structure,
  * the per-connection request context, OpenAI-shaped errors and the response
- * helpers (http.c), the speech request options (speech_options.c), the
+ * helpers (http.c), connection accounting (connections.c), suspended
+ * connections (wake.c), the speech request options (speech_options.c), the
  * per-request stream bridge (speech_job.c) and the route handlers. */
 #ifndef GP_SERVER_SERVER_INTERNAL_H
 #define GP_SERVER_SERVER_INTERNAL_H
@@ -16,6 +17,25 @@
 #include "server/server.h"
 
 typedef struct gp_speech_job gp_speech_job;
+typedef struct gp_conn gp_conn;
+typedef struct gp_speech_pending gp_speech_pending;
+typedef struct gp_voice_task gp_voice_task;
+
+/* Requests with ref_audio that may wait for the voice worker at once. */
+#define GP_VOICE_QUEUE_MAX 64
+
+/* A connection waiting for something (audio from the engine, a stream's
+ * end, a voice being computed) without holding a thread: suspended in
+ * libmicrohttpd until signalled (wake.c). All fields are guarded by the
+ * server's wake_lock. */
+typedef struct gp_wake {
+    struct MHD_Connection *connection;
+    int fd;          /* for hang-up checks while suspended; -1: none */
+    double deadline; /* signal at this time (monotonic seconds) even if nothing came */
+    bool suspended;  /* suspended and listed in the server's suspended list */
+    bool signaled;   /* a signal came while the connection ran: do not suspend */
+    struct gp_wake *prev, *next;
+} gp_wake;
 
 struct gp_server {
     gp_server_params params;
@@ -29,9 +49,29 @@ struct gp_server {
     gp_server_backend backend;
     gp_speech_job *jobs; /* in-flight speech streams (for shutdown) */
     int n_jobs;
-    pthread_mutex_t voice_lock; /* one ref_audio voice computed at a time */
     pthread_t ticker;
     bool ticker_started;
+    /* ticker thread only: trim_when_idle (server.c) */
+    uint64_t trim_seen_streams;
+    double idle_since;
+    bool trim_pending;
+    /* voice_worker.c (lock) */
+    gp_speech_job *orphans; /* (lock) see gp_server_job_orphan */
+    gp_voice_task *voice_queue;
+    int n_voice_queued;
+    pthread_cond_t voice_cond;
+    pthread_t voice_worker;
+    bool voice_worker_started, voice_worker_stop;
+    /* connections.c (conn_lock) */
+    pthread_mutex_t conn_lock;
+    gp_conn *conns;
+    int n_conns; /* open and not being closed by us */
+    double conn_last_warn[GP_CONN_CLOSE_COUNT];
+    int conn_suppressed[GP_CONN_CLOSE_COUNT];
+    /* wake.c (wake_lock) */
+    pthread_mutex_t wake_lock;
+    gp_wake *suspended; /* connections suspended now */
+    int n_suspended;
 };
 
 /* One HTTP request (libmicrohttpd's per-connection `con_cls`). */
@@ -43,6 +83,8 @@ typedef struct gp_http_request {
     gp_buf body;
     bool body_too_large;
     bool responded;
+    gp_wake wake;               /* while a handler waits (speech.c) */
+    gp_speech_pending *pending; /* a speech request started and not yet answered */
 } gp_http_request;
 
 /* An error in OpenAI's shape {"error":{"message","type","param","code"}}. */
@@ -79,12 +121,81 @@ int gp_http_connection_fd(struct MHD_Connection *connection);
  * late. The request-completed callback restores the idle timeout. */
 void gp_http_allow_long_request(gp_http_request *r);
 
+/* ---- connections.c: deadlines and limits per connection ---- */
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback (cls: the server). */
+void gp_conn_notify(void *cls, struct MHD_Connection *connection, void **socket_context,
+                    enum MHD_ConnectionNotificationCode code);
+/* The request's headers are in; its body may take `body_bytes` more. */
+void gp_conn_headers_received(gp_server *s, struct MHD_Connection *connection,
+                              unsigned long long body_bytes);
+/* The whole request is in: no receive deadline while it is answered. */
+void gp_conn_request_received(gp_server *s, struct MHD_Connection *connection);
+/* The response ended; the connection waits for its next request. */
+void gp_conn_response_done(gp_server *s, struct MHD_Connection *connection);
+/* Shut down receiving connections past their deadline. */
+void gp_conn_reap(gp_server *s, double now);
+int gp_conn_open_count(gp_server *s);
+/* After the daemon stopped: free what is left of the list. */
+void gp_conn_free_all(gp_server *s);
+
+/* ---- wake.c: suspended connections ---- */
+void gp_wake_init(gp_wake *w, struct MHD_Connection *connection, int fd, double deadline);
+/* On the connection's own thread (a handler or content reader): suspend the
+ * connection, unless a signal came since the last call (then clear it and
+ * return false: look again). Returns true when suspended: return at once
+ * (0 from a content reader, MHD_YES from a handler); libmicrohttpd calls
+ * again after gp_wake_signal. */
+bool gp_wake_suspend(gp_server *s, gp_wake *w);
+/* Any thread: resume the connection if it is suspended, else make the next
+ * gp_wake_suspend return false. */
+void gp_wake_signal(gp_server *s, gp_wake *w);
+/* Signal the wake `*wp` points to, reading the pointer under the lock (for
+ * a pointer gp_wake_retarget may change from another thread). */
+void gp_wake_signal_via(gp_server *s, gp_wake *const *wp);
+/* Point `*wp` at `to`; once this returns no signal reaches the old wake. */
+void gp_wake_retarget(gp_server *s, gp_wake **wp, gp_wake *to);
+/* Take a wake out of the suspended list before its memory goes. */
+void gp_wake_forget(gp_server *s, gp_wake *w);
+/* Ticker: resume suspended connections whose client hung up or whose
+ * deadline passed (the handler or reader then notices and ends them). */
+void gp_wake_check(gp_server *s, double now);
+/* Shutdown: resume every suspended connection; returns how many there were. */
+int gp_wake_resume_all(gp_server *s);
+
+/* ---- voice_worker.c: ref_audio voices off libmicrohttpd's threads ---- */
+typedef struct gp_voice_ref {
+    const char *b64; /* base64 of an audio file (points into the task's JSON); NULL: none */
+    size_t len;
+    char param[64];      /* "ref_audio" or "items[2].ref_audio", for errors */
+    gepard_voice *voice; /* the result */
+} gp_voice_ref;
+
+int gp_voice_worker_start(gp_server *s);
+/* Stop after the running task; queued ones fail with 503. */
+void gp_voice_worker_stop(gp_server *s);
+/* Queue the voices of `refs` (copied) and take ownership of `json`;
+ * `wake` is signalled when done. NULL after filling `e` (429 when
+ * GP_VOICE_QUEUE_MAX tasks wait, 503 when stopping); `json` stays the
+ * caller's then. */
+gp_voice_task *gp_voice_task_submit(gp_server *s, const gp_server_backend *b, cJSON *json,
+                                    const gp_voice_ref *refs, int n, gp_wake *wake,
+                                    gp_api_error *e);
+bool gp_voice_task_done(gp_server *s, gp_voice_task *task);
+/* After done: hand back the JSON and move the voices into voices[n] (NULL
+ * where there was no ref_audio), or fill `e` and return -1; frees the task. */
+int gp_voice_task_finish(gp_voice_task *task, cJSON **json, gepard_voice **voices, gp_api_error *e);
+/* The request went away: drop the task, or let the worker free it. */
+void gp_voice_task_abandon(gp_server *s, gp_voice_task *task);
+
 /* ---- server.c: state shared with the handlers ---- */
 /* Copy the backend if the server is ready and not stopping; else fill `e`
  * (503) and return false. */
 bool gp_server_backend_get(gp_server *s, gp_server_backend *out, gp_api_error *e);
 void gp_server_job_register(gp_server *s, gp_speech_job *job);
 void gp_server_job_unregister(gp_server *s, gp_speech_job *job);
+/* A job let go of before its (cancelled) stream finished: gp_job_reap
+ * frees it once the engine has. */
+void gp_server_job_orphan(gp_server *s, gp_speech_job *job);
 
 /* ---- speech_options.c: request fields ---- */
 typedef struct gp_speech_options {
@@ -120,12 +231,13 @@ struct gp_speech_job {
     bool sse;
     int fd; /* the connection's socket, for hang-up checks; -1: none */
     double deadline;
+    gp_wake *wake;     /* signalled on new audio and at the end (wake_lock) */
+    gp_wake own_wake;  /* a streamed response's (the request's is gone by then) */
     double next_check; /* of the socket and the deadline */
     int sample_rate, samples_per_frame;
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;
-    pthread_cond_t cond;
     float *pending;
     size_t n_pending, cap_pending, max_pending;
     bool overflow;
@@ -139,27 +251,41 @@ struct gp_speech_job {
     bool started, ended, failed, disconnected, recorded;
     gepard_synth_result result;
     char error[GP_ERROR_MESSAGE_MAX];
-    gp_speech_job *next; /* server's in-flight list */
+    gp_speech_job *next;        /* server's in-flight list */
+    gp_speech_job *next_orphan; /* server's list of jobs freed before their stream ended */
 };
 
-int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o, int fd,
-                  gp_speech_job **out, gp_error *err);
+/* `wake` is signalled when audio arrives and at the end; NULL: the job's
+ * own, for a streamed response (set up by gp_job_stream_response). */
+int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o,
+                  struct MHD_Connection *connection, gp_wake *wake, gp_speech_job **out,
+                  gp_error *err);
 /* Start the stream (registers the job with the server). */
 gepard_status gp_job_start(gp_speech_job *job, const gp_server_backend *b, const char *text,
                            const gepard_synth_params *params);
-/* Move delivered samples into the encoder, waiting up to wait_s for some;
- * notice the end, a hang-up or the deadline. */
-void gp_job_pump(gp_speech_job *job, double wait_s);
-/* libmicrohttpd content reader and free callback for streamed responses. */
+/* Move delivered samples into the encoder (never waits); notice the end, a
+ * hang-up or the deadline. */
+void gp_job_pump(gp_speech_job *job);
+/* libmicrohttpd content reader and free callback for streamed responses:
+ * when no audio is ready the reader suspends the connection, and the
+ * engine's callbacks resume it. */
 ssize_t gp_job_read(void *cls, uint64_t pos, char *buf, size_t max);
 void gp_job_free_cb(void *cls);
+/* Never waits for the engine: a stream still running is cancelled and the
+ * job is freed later by gp_job_reap (the ticker). */
 void gp_job_free(gp_speech_job *job);
+/* Free the orphaned jobs whose streams have finished (all of them, waiting
+ * for the engine, when `wait`). */
+void gp_job_reap(gp_server *s, bool wait);
 /* For WAV in a complete buffer: write the real sizes into the header. */
 void gp_wav_patch_sizes(char *data, size_t len);
 
 /* ---- handlers ---- */
 enum MHD_Result gp_handle_speech(gp_http_request *r);
 enum MHD_Result gp_handle_speech_batch(gp_http_request *r);
+/* The request ended (the connection's completion callback): free what a
+ * speech request still holds. */
+void gp_speech_pending_free(gp_http_request *r);
 enum MHD_Result gp_handle_playground(gp_http_request *r);
 
 #endif

@@ -2,43 +2,26 @@
  * with "stream": false) and POST /v1/audio/speech/batch (one text, several
  * voices or option sets, run together and returned as JSON with base64
  * audio). Requests are validated completely before a stream starts, so every
- * problem the server can see in advance is a 4xx with nothing synthesised. */
+ * problem the server can see in advance is a 4xx with nothing synthesised.
+ *
+ * Nothing here blocks one of libmicrohttpd's threads. A request goes through
+ * up to three steps, kept in the request (gp_speech_pending) between calls
+ * of its handler: ref_audio voices are computed by the voice worker
+ * (voice_worker.c) while the connection is suspended; then the streams
+ * start; a streamed answer is handed to libmicrohttpd's content reader
+ * (speech_job.c), while a whole file or a batch is collected with the
+ * connection suspended between deliveries (collect_continue). The worker and
+ * the streams' callbacks resume the connection (wake.c) and libmicrohttpd
+ * calls the handler again, which goes on where it left off. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/timing.h"
 #include "io/audio_memory.h"
 #include "io/json.h"
 #include "server/base64.h"
 #include "server/server_internal.h"
-
-/* A speaker prefix from the request's base64 ref_audio. */
-static int ref_voice(gp_server *s, const gp_server_backend *b, const gp_speech_options *o,
-                     const char *param, gepard_voice **out, gp_api_error *e) {
-    *out = NULL;
-    gp_error err;
-    gp_error_clear(&err);
-    unsigned char *data = NULL;
-    size_t n = 0;
-    if (gp_base64_decode(o->ref_audio, o->ref_audio_len, s->params.max_ref_audio_bytes, param,
-                         &data, &n, &err))
-        return gp_http_fail(e, 400, param, "invalid_ref_audio", "%s", err.message);
-    gp_audio audio;
-    int rc = gp_audio_read_memory(data, n, s->params.max_ref_audio_s, param, &audio, &err);
-    free(data);
-    if (rc) return gp_http_fail(e, 400, param, "invalid_ref_audio", "%s", err.message);
-    pthread_mutex_lock(&s->voice_lock);
-    gepard_status st = gepard_voice_from_audio(b->model, b->codec, audio.samples, audio.frames,
-                                               audio.channels, audio.sample_rate, 0, out);
-    pthread_mutex_unlock(&s->voice_lock);
-    gp_audio_free(&audio);
-    if (st == GEPARD_OK) return 0;
-    if (st == GEPARD_ERR_INVALID_ARGUMENT || st == GEPARD_ERR_UNSUPPORTED)
-        return gp_http_fail(e, 400, param, "invalid_ref_audio", "%s: %s", param,
-                            gepard_last_error());
-    gp_api_error_from_status(e, st, gepard_last_error());
-    return -1;
-}
 
 static size_t count_tokens(gepard_model *model, const char *text) {
     int32_t *ids = NULL;
@@ -48,20 +31,18 @@ static size_t count_tokens(gepard_model *model, const char *text) {
     return n;
 }
 
-/* Validate-and-start one stream for `text` with options `o`. */
+/* Start one stream for `text` with options `o` and the speaker prefix
+ * `own` from ref_audio (taken over; NULL: the voice the options name);
+ * `wake`: see gp_job_create. */
 static int start_job(gp_http_request *r, const gp_server_backend *b, const gp_speech_options *o,
-                     const char *text, const char *param_prefix, gp_speech_job **out,
+                     const char *text, gepard_voice *own, gp_wake *wake, gp_speech_job **out,
                      gp_api_error *e) {
     *out = NULL;
     gp_server *s = r->server;
-    gepard_voice *own = NULL;
-    char param[64];
-    snprintf(param, sizeof param, "%sref_audio", param_prefix);
-    if (o->ref_audio && ref_voice(s, b, o, param, &own, e)) return -1;
     gp_speech_job *job;
     gp_error err;
     gp_error_clear(&err);
-    if (gp_job_create(s, b, o, gp_http_connection_fd(r->connection), &job, &err)) {
+    if (gp_job_create(s, b, o, r->connection, wake, &job, &err)) {
         gepard_voice_free(own);
         return gp_http_fail(e, 500, NULL, "internal_error", "%s", err.message);
     }
@@ -97,30 +78,87 @@ static void add_audio_headers(struct MHD_Response *resp, const gp_speech_job *j,
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
 }
 
-/* Run jobs to the end on this (the connection's) thread. */
-static void collect_jobs(gp_speech_job **jobs, int n) {
-    for (;;) {
-        bool waited = false;
-        for (int i = 0; i < n; i++) {
-            if (jobs[i]->ended) continue;
-            gp_job_pump(jobs[i], waited ? 0 : 0.05);
-            waited = true;
-        }
-        if (!waited) return;
+typedef struct batch_item {
+    gp_speech_options opts;
+    char param[64];          /* "ref_audio" or "items[2].ref_audio" */
+    gepard_voice *own_voice; /* from ref_audio, until its stream takes it */
+    gp_speech_job *job;
+} batch_item;
+
+typedef enum pending_step { STEP_VOICES, STEP_COLLECT } pending_step;
+
+/* A speech request between calls of its handler. */
+struct gp_speech_pending {
+    pending_step step;
+    bool batch;  /* /batch: one JSON answer */
+    bool whole;  /* "stream": false: one file with Content-Length */
+    cJSON *json; /* the request (`text` and ref_audio point into it); the voice task holds it
+                    meanwhile */
+    const char *text;
+    gp_server_backend backend;
+    gp_voice_task *task; /* STEP_VOICES */
+    int n;
+    batch_item *items;
+};
+
+static void items_free(batch_item *items, int n) {
+    for (int i = 0; items && i < n; i++) {
+        gp_job_free(items[i].job); /* its stream ends: no more signals */
+        gepard_voice_free(items[i].own_voice);
     }
+    free(items);
+}
+
+void gp_speech_pending_free(gp_http_request *r) {
+    gp_speech_pending *p = r->pending;
+    r->pending = NULL;
+    if (p) {
+        gp_voice_task_abandon(r->server, p->task);
+        items_free(p->items, p->n);
+        cJSON_Delete(p->json);
+        free(p);
+    }
+    gp_wake_forget(r->server, &r->wake);
+}
+
+static enum MHD_Result fail_request(gp_http_request *r, const gp_api_error *e) {
+    gp_speech_pending_free(r);
+    return gp_http_send_error(r, e);
+}
+
+/* The request's wake: signalled by the voice worker and the streams'
+ * callbacks, and by the ticker at the request's deadline or when the
+ * client leaves. */
+static void init_request_wake(gp_http_request *r) {
+    gp_wake_init(&r->wake, r->connection, gp_http_connection_fd(r->connection),
+                 gp_now_s() + r->server->params.request_timeout_s);
+}
+
+/* A new pending request for `n` items: `items` (taken over), or new ones
+ * whose options the caller fills. */
+static gp_speech_pending *pending_create(gp_http_request *r, batch_item *items, int n,
+                                         gp_api_error *e) {
+    gp_speech_pending *p = calloc(1, sizeof *p);
+    if (!items) items = calloc((size_t)n, sizeof *items);
+    if (!p || !items) {
+        free(p);
+        free(items);
+        gp_http_fail(e, 500, NULL, "internal_error", "out of memory");
+        return NULL;
+    }
+    p->items = items;
+    p->n = n;
+    r->pending = p;
+    init_request_wake(r);
+    return p;
 }
 
 /* "stream": false — the whole file with Content-Length (WAV with real sizes). */
 static enum MHD_Result respond_whole(gp_http_request *r, gp_speech_job *job, const char *voice) {
-    collect_jobs(&job, 1);
-    if (job->disconnected) {
-        gp_job_free(job);
-        return MHD_NO;
-    }
+    if (job->disconnected) return MHD_NO;
     if (job->failed) {
         gp_api_error e;
         gp_http_fail(&e, 500, NULL, "synthesis_failed", "the synthesis failed: %s", job->error);
-        gp_job_free(job);
         return gp_http_send_error(r, &e);
     }
     size_t len = 0;
@@ -130,48 +168,153 @@ static enum MHD_Result respond_whole(gp_http_request *r, gp_speech_job *job, con
         len, data ? data : (void *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
         free(data);
-        gp_job_free(job);
         return MHD_NO;
     }
     add_audio_headers(resp, job, voice);
-    gp_job_free(job);
     return gp_http_send_response(r, 200, resp);
 }
 
-enum MHD_Result gp_handle_speech(gp_http_request *r) {
-    gp_api_error e;
-    gp_server_backend b;
-    cJSON *json = NULL;
-    gp_speech_options o;
-    const char *text = NULL;
-    gp_speech_job *job = NULL;
-    gp_speech_options_init(&o);
-    if (!gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
-        gp_speech_input_parse(json, r->server, &text, &e) ||
-        gp_speech_options_parse(json, r->server, b.voices, "", &o, &e) ||
-        start_job(r, &b, &o, text, "", &job, &e)) {
-        cJSON_Delete(json);
-        return gp_http_send_error(r, &e);
+static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int n);
+
+/* Encode what the collected streams delivered; when every one has ended,
+ * answer; otherwise suspend until a stream signals (see wake.c). */
+static enum MHD_Result collect_continue(gp_http_request *r) {
+    gp_speech_pending *p = r->pending;
+    for (;;) {
+        bool running = false;
+        for (int i = 0; i < p->n; i++) {
+            gp_job_pump(p->items[i].job);
+            running |= !p->items[i].job->ended;
+        }
+        if (!running) break;
+        if (gp_wake_suspend(r->server, &r->wake)) return MHD_YES;
     }
-    cJSON_Delete(json); /* the engine copied the text; ref_audio was decoded */
+    bool gone = false;
+    for (int i = 0; i < p->n; i++) gone |= p->items[i].job->disconnected;
+    enum MHD_Result ret = gone       ? MHD_NO
+                          : p->batch ? batch_respond(r, p->items, p->n)
+                                     : respond_whole(r, p->items[0].job, p->items[0].opts.voice);
+    gp_speech_pending_free(r);
+    return ret;
+}
+
+/* Start every item's stream; then hand a single streamed answer to
+ * libmicrohttpd, or collect a whole file or a batch. */
+static enum MHD_Result start_streams(gp_http_request *r) {
+    gp_speech_pending *p = r->pending;
+    bool collect = p->batch || p->whole;
+    gp_api_error e;
+    for (int i = 0; i < p->n; i++) {
+        batch_item *it = &p->items[i];
+        gepard_voice *own = it->own_voice;
+        it->own_voice = NULL;
+        if (start_job(r, &p->backend, &it->opts, p->text, own, collect ? &r->wake : NULL, &it->job,
+                      &e)) {
+            for (int k = 0; k < i; k++) p->items[k].job->failed = true; /* not a disconnect */
+            return fail_request(r, &e); /* cancels the streams already started */
+        }
+    }
+    cJSON_Delete(p->json); /* the engine copied the text */
+    p->json = NULL;
     gp_http_allow_long_request(r);
-    if (!o.stream && !o.sse) return respond_whole(r, job, o.voice);
+    if (collect) {
+        p->step = STEP_COLLECT;
+        return collect_continue(r);
+    }
+    gp_speech_job *job = p->items[0].job;
+    p->items[0].job = NULL; /* the response owns it now */
+    char voice[GP_VOICE_NAME_MAX];
+    snprintf(voice, sizeof voice, "%s", p->items[0].opts.voice);
+    gp_speech_pending_free(r);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
                                                                   gp_job_read, job, gp_job_free_cb);
     if (!resp) {
         gp_job_free(job);
         return MHD_NO;
     }
-    add_audio_headers(resp, job, o.voice);
+    add_audio_headers(resp, job, voice);
     return gp_http_send_response(r, 200, resp);
 }
 
-/* ---- batch ---- */
+/* Wait (suspended) for the voice worker, then start the streams. */
+static enum MHD_Result voices_continue(gp_http_request *r) {
+    gp_speech_pending *p = r->pending;
+    while (!gp_voice_task_done(r->server, p->task)) {
+        if (gp_http_peer_gone(r->wake.fd)) return MHD_NO; /* the task is abandoned */
+        if (gp_now_s() > r->wake.deadline) {
+            gp_api_error e;
+            gp_http_fail(&e, 503, NULL, "timeout",
+                         "the request ran past the server's time limit while its voice was "
+                         "computed");
+            return fail_request(r, &e);
+        }
+        if (gp_wake_suspend(r->server, &r->wake)) return MHD_YES;
+    }
+    gp_voice_task *task = p->task;
+    p->task = NULL;
+    gepard_voice *voices[GP_SERVER_MAX_BATCH];
+    gp_api_error e;
+    int rc = gp_voice_task_finish(task, &p->json, voices, &e);
+    if (rc) return fail_request(r, &e);
+    for (int i = 0; i < p->n; i++) p->items[i].own_voice = voices[i];
+    return start_streams(r);
+}
 
-typedef struct batch_item {
-    gp_speech_options opts;
-    gp_speech_job *job;
-} batch_item;
+static enum MHD_Result speech_continue(gp_http_request *r) {
+    return r->pending->step == STEP_VOICES ? voices_continue(r) : collect_continue(r);
+}
+
+/* The request is parsed (`p` filled): compute ref_audio voices first if
+ * any (on the voice worker), else start at once. */
+static enum MHD_Result speech_begin(gp_http_request *r) {
+    gp_speech_pending *p = r->pending;
+    gp_voice_ref refs[GP_SERVER_MAX_BATCH];
+    bool any = false;
+    for (int i = 0; i < p->n; i++) {
+        memset(&refs[i], 0, sizeof refs[i]);
+        refs[i].b64 = p->items[i].opts.ref_audio;
+        refs[i].len = p->items[i].opts.ref_audio_len;
+        snprintf(refs[i].param, sizeof refs[i].param, "%s", p->items[i].param);
+        any |= refs[i].b64 != NULL;
+    }
+    if (!any) return start_streams(r);
+    gp_api_error e;
+    p->task = gp_voice_task_submit(r->server, &p->backend, p->json, refs, p->n, &r->wake, &e);
+    if (!p->task) return fail_request(r, &e);
+    p->json = NULL; /* the task holds it until it hands it back */
+    p->step = STEP_VOICES;
+    return voices_continue(r);
+}
+
+enum MHD_Result gp_handle_speech(gp_http_request *r) {
+    if (r->pending) return speech_continue(r); /* resumed */
+    gp_api_error e;
+    gp_server_backend b;
+    cJSON *json = NULL;
+    gp_speech_options o;
+    const char *text = NULL;
+    gp_speech_options_init(&o);
+    if (!gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
+        gp_speech_input_parse(json, r->server, &text, &e) ||
+        gp_speech_options_parse(json, r->server, b.voices, "", &o, &e)) {
+        cJSON_Delete(json);
+        return gp_http_send_error(r, &e);
+    }
+    gp_speech_pending *p = pending_create(r, NULL, 1, &e);
+    if (!p) {
+        cJSON_Delete(json);
+        return gp_http_send_error(r, &e);
+    }
+    p->json = json;
+    p->text = text;
+    p->backend = b;
+    p->whole = !o.stream && !o.sse;
+    p->items[0].opts = o;
+    snprintf(p->items[0].param, sizeof p->items[0].param, "ref_audio");
+    return speech_begin(r);
+}
+
+/* ---- batch ---- */
 
 /* The items of a batch: "voices": [names] or "items": [option objects],
  * each over the request's top-level options. */
@@ -212,6 +355,7 @@ static int batch_parse(const cJSON *json, gp_server *s, const gp_voices *voices,
         }
         int rc = gp_speech_options_parse(obj, s, voices, prefix, &items[i].opts, e);
         cJSON_Delete(wrapper);
+        snprintf(items[i].param, sizeof items[i].param, "items[%d].ref_audio", i);
         items[i].opts.sse = false; /* a batch answers with JSON */
         if (rc) {
             free(items);
@@ -221,11 +365,6 @@ static int batch_parse(const cJSON *json, gp_server *s, const gp_voices *voices,
     *out = items;
     *n_out = n;
     return 0;
-}
-
-static void batch_free(batch_item *items, int n) {
-    for (int i = 0; items && i < n; i++) gp_job_free(items[i].job);
-    free(items);
 }
 
 static int batch_append_item(gp_buf *b, int index, const batch_item *it) {
@@ -266,7 +405,6 @@ static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int 
                         "],\"usage\":{\"input_tokens\":%zu,\"output_tokens\":%zu,"
                         "\"total_tokens\":%zu}}\n",
                         in_tokens, out_tokens, in_tokens + out_tokens);
-    batch_free(items, n);
     if (rc) {
         gp_buf_free(&b);
         return MHD_NO;
@@ -275,6 +413,7 @@ static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int 
 }
 
 enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
+    if (r->pending) return speech_continue(r); /* resumed */
     gp_api_error e;
     gp_server_backend b;
     cJSON *json = NULL;
@@ -290,25 +429,14 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
         cJSON_Delete(json);
         return gp_http_send_error(r, &e);
     }
-    for (int i = 0; i < n; i++) {
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "items[%d].", i);
-        if (start_job(r, &b, &items[i].opts, text, prefix, &items[i].job, &e)) {
-            cJSON_Delete(json);
-            for (int k = 0; k < i; k++) items[k].job->failed = true; /* not a disconnect */
-            batch_free(items, n); /* cancels the ones already started */
-            return gp_http_send_error(r, &e);
-        }
+    gp_speech_pending *p = pending_create(r, items, n, &e); /* takes the items */
+    if (!p) {
+        cJSON_Delete(json);
+        return gp_http_send_error(r, &e);
     }
-    cJSON_Delete(json);
-    gp_http_allow_long_request(r);
-    gp_speech_job *jobs[GP_SERVER_MAX_BATCH];
-    for (int i = 0; i < n; i++) jobs[i] = items[i].job;
-    collect_jobs(jobs, n);
-    for (int i = 0; i < n; i++)
-        if (items[i].job->disconnected) {
-            batch_free(items, n);
-            return MHD_NO;
-        }
-    return batch_respond(r, items, n);
+    p->json = json;
+    p->text = text;
+    p->backend = b;
+    p->batch = true;
+    return speech_begin(r);
 }

@@ -1,13 +1,16 @@
 /* speech_job.c — one synthesis from the engine to one HTTP client.
  *
  * The engine's step thread calls job_on_audio, which only appends the
- * samples to the job's pending buffer under a mutex and signals; it never
- * waits for the client. The connection thread (libmicrohttpd's content
+ * samples to the job's pending buffer under a mutex and signals the job's
+ * wake (wake.c); it never waits for the client. job_on_done signals it
+ * when the stream ends. The connection's thread (libmicrohttpd's content
  * reader, or a handler collecting a whole file) swaps the pending buffer
  * out, encodes it (WAV/PCM/FLAC/Opus/MP3 through gp_audio_sink) and frames it
- * (raw chunks, or SSE events with base64 audio). While it waits it checks
- * whether the client closed the connection and whether the request ran past
- * its deadline, and cancels the stream then; the engine drops a cancelled
+ * (raw chunks, or SSE events with base64 audio); with nothing to do it
+ * suspends the connection instead of waiting, so no thread is held. Each
+ * pass checks whether the client closed the connection and whether the
+ * request ran past its deadline (the ticker resumes a suspended connection
+ * for that), and cancels the stream then; the engine drops a cancelled
  * stream at its next step. When the response is destroyed (finished, failed
  * or the client gone), gp_job_free cancels the stream if needed and waits for
  * it, so no callback can touch the job afterwards.
@@ -52,9 +55,16 @@ static int job_on_audio(const float *samples, size_t n, void *user) {
             j->n_pending += n;
         }
     }
-    pthread_cond_signal(&j->cond);
     pthread_mutex_unlock(&j->lock);
+    gp_wake_signal_via(j->server, &j->wake);
     return stop;
+}
+
+/* Engine lock held: only signal. */
+static void job_on_done(gepard_status status, void *user) {
+    (void)status;
+    gp_speech_job *j = user;
+    gp_wake_signal_via(j->server, &j->wake);
 }
 
 static int job_write_encoded(const void *data, size_t len, void *user) {
@@ -62,25 +72,23 @@ static int job_write_encoded(const void *data, size_t len, void *user) {
     return gp_buf_append(j->sse ? &j->raw : &j->out, data, len);
 }
 
-int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o, int fd,
-                  gp_speech_job **out, gp_error *err) {
+int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_options *o,
+                  struct MHD_Connection *connection, gp_wake *wake, gp_speech_job **out,
+                  gp_error *err) {
     *out = NULL;
     gp_speech_job *j = calloc(1, sizeof *j);
     if (!j) return gp_fail_oom(err, "request", sizeof *j);
     j->server = s;
     j->format = o->format;
     j->sse = o->sse;
-    j->fd = fd;
+    j->fd = gp_http_connection_fd(connection);
     j->deadline = gp_now_s() + s->params.request_timeout_s;
+    gp_wake_init(&j->own_wake, connection, j->fd, j->deadline);
+    j->wake = wake ? wake : &j->own_wake;
     j->sample_rate = gepard_codec_sample_rate(b->codec);
     j->samples_per_frame = gepard_codec_samples_per_frame(b->codec);
     j->max_pending = (size_t)j->sample_rate * JOB_MAX_PENDING_SECONDS;
     pthread_mutex_init(&j->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->cond, &attr);
-    pthread_condattr_destroy(&attr);
     gp_buf_init(&j->raw);
     gp_buf_init(&j->out);
     int rc =
@@ -95,7 +103,7 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
 
 gepard_status gp_job_start(gp_speech_job *j, const gp_server_backend *b, const char *text,
                            const gepard_synth_params *params) {
-    gepard_stream_callbacks cb = {.on_audio = job_on_audio, .user = j};
+    gepard_stream_callbacks cb = {.on_audio = job_on_audio, .user = j, .on_done = job_on_done};
     gepard_status st = gepard_stream_start(b->engine, text, params, &cb, &j->stream);
     if (st != GEPARD_OK) return st;
     j->started = true;
@@ -132,18 +140,10 @@ static int job_encode(gp_speech_job *j, const float *x, size_t n) {
     return 0;
 }
 
-/* Take what the engine delivered (waiting up to wait_s if nothing is there)
- * and encode it. Returns the number of samples taken. */
-static size_t job_take(gp_speech_job *j, double wait_s) {
+/* Take what the engine delivered and encode it. Returns the number of
+ * samples taken. */
+static size_t job_take(gp_speech_job *j) {
     pthread_mutex_lock(&j->lock);
-    if (j->n_pending == 0 && wait_s > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        long ns = ts.tv_nsec + (long)(wait_s * 1e9);
-        ts.tv_sec += ns / 1000000000L;
-        ts.tv_nsec = ns % 1000000000L;
-        pthread_cond_timedwait(&j->cond, &j->lock, &ts);
-    }
     float *p = j->pending;
     size_t n = j->n_pending, cap = j->cap_pending;
     j->pending = j->taken;
@@ -181,7 +181,7 @@ static void job_append_sse_error(gp_speech_job *j) {
 
 /* The stream has ended: collect its result, flush the encoder. */
 static void job_finish(gp_speech_job *j) {
-    while (job_take(j, 0) > 0) {
+    while (job_take(j) > 0) {
     }
     gepard_status st = gepard_stream_wait(j->stream, &j->result);
     if (st != GEPARD_OK && !j->failed) job_fail(j, gepard_last_error());
@@ -202,9 +202,9 @@ static void job_finish(gp_speech_job *j) {
     job_record(j);
 }
 
-void gp_job_pump(gp_speech_job *j, double wait_s) {
+void gp_job_pump(gp_speech_job *j) {
     if (j->ended) return;
-    size_t n = job_take(j, wait_s);
+    size_t n = job_take(j);
     double now = gp_now_s();
     if (!j->failed && (n == 0 || now >= j->next_check)) {
         j->next_check = now + 0.1;
@@ -240,35 +240,76 @@ ssize_t gp_job_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (j->failed && !j->sse) return MHD_CONTENT_READER_END_WITH_ERROR;
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
-        gp_job_pump(j, 0.05);
+        size_t before = j->out.len;
+        gp_job_pump(j);
+        /* Nothing new: wait suspended for the engine's next audio (or the
+         * end, a hang-up or the deadline; see wake.c). */
+        if (j->out.len == before && !j->ended && gp_wake_suspend(j->server, j->wake)) return 0;
     }
 }
 
 void gp_job_free_cb(void *cls) { gp_job_free(cls); }
 
-void gp_job_free(gp_speech_job *j) {
-    if (!j) return;
+/* Free a job whose stream has finished (or never started). */
+static void job_release(gp_speech_job *j) {
     if (j->stream) {
         gp_server_job_unregister(j->server, j);
         if (!j->ended) {
-            /* Unless the server gave up on it, the client went away (a
-             * failed write) before the end. */
-            if (!j->failed) j->disconnected = true;
-            gepard_stream_cancel(j->stream);
-            gepard_stream_wait(j->stream, &j->result);
+            gepard_stream_wait(j->stream, &j->result); /* finished: returns at once */
             job_record(j);
         }
-        gepard_stream_free(j->stream); /* waits: no callback runs after this */
+        gepard_stream_free(j->stream);
     }
+    gp_wake_forget(j->server, &j->own_wake);
     gp_audio_sink_close(j->sink, false, NULL);
     gepard_voice_free(j->own_voice);
     free(j->pending);
     free(j->taken);
     gp_buf_free(&j->raw);
     gp_buf_free(&j->out);
-    pthread_cond_destroy(&j->cond);
     pthread_mutex_destroy(&j->lock);
     free(j);
+}
+
+void gp_job_free(gp_speech_job *j) {
+    if (!j) return;
+    if (j->stream && !j->ended) {
+        /* Unless the server gave up on it, the client went away (a failed
+         * write) before the end. */
+        if (!j->failed) j->disconnected = true;
+        gepard_stream_cancel(j->stream);
+        if (!gepard_stream_done(j->stream)) {
+            /* The engine lets go at its next step; do not wait for it on a
+             * connection thread. Its callbacks may run until then: point
+             * them at the job's own wake (the request's may be freed). */
+            gp_wake_retarget(j->server, &j->wake, &j->own_wake);
+            gp_server_job_orphan(j->server, j);
+            return;
+        }
+    }
+    job_release(j);
+}
+
+void gp_job_reap(gp_server *s, bool wait) {
+    gp_speech_job *done = NULL;
+    pthread_mutex_lock(&s->lock);
+    gp_speech_job **link = &s->orphans;
+    while (*link) {
+        gp_speech_job *j = *link;
+        if (wait || gepard_stream_done(j->stream)) {
+            *link = j->next_orphan;
+            j->next_orphan = done;
+            done = j;
+        } else {
+            link = &j->next_orphan;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    while (done) {
+        gp_speech_job *next = done->next_orphan;
+        job_release(done); /* waits for the engine if it has not finished yet */
+        done = next;
+    }
 }
 
 static void put_u32le(char *p, uint32_t v) {

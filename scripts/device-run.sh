@@ -42,7 +42,7 @@ if [ "$what" = serve ] || [ "$what" = all ]; then
     "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
         --port 18080 --max-streams 64 --max-queue 256 > "$out/serve.log" 2>&1 &
     pid=$!
-    for i in $(seq 1 60); do env -u LD_LIBRARY_PATH curl -s -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
+    for i in $(seq 1 60); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
     for c in 1 64; do
         "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $((c * 2)) \
             --body '{"max_frames":100,"stop_threshold":2,"seed":1}' > "$out/loadtest_$c.json"

@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,9 @@ static const cli_option serve_options[] = {
     {"port", 'p', "N", "TCP port (default 8080; 0 picks a free one)"},
     {"voices", 0, "DIR", "voices: reference clips, saved voices and *.lora.* adapters"},
     {"api-key", 0, "KEY", "require \"Authorization: Bearer KEY\" (default: $GEPARD_API_KEY)"},
-    {"max-streams", 0, "N", "streams synthesised together in one batch (default 16)"},
-    {"max-queue", 0, "N", "requests waiting for a slot before 429 (default 64)"},
+    {"max-streams", 0, "N", "streams synthesised together in one batch (default 16; 256 on a GPU)"},
+    {"max-queue", 0, "N",
+     "requests waiting for a slot before 429 (default 64; 4 x slots on a GPU)"},
     {"max-input-chars", 0, "N", "longest input text in characters (default 4096)"},
     {"max-body-mb", 0, "N", "largest request body in MiB (default 16)"},
     {"max-frames", 0, "N", "largest max_frames a request may ask for (default 4000)"},
@@ -61,6 +63,7 @@ typedef struct serve_config {
     gepard_load_params load;
     double drain_s;
     const char *model, *codec, *voices;
+    bool streams_given, queue_given; /* else sized for the device once the model is loaded */
 } serve_config;
 
 static int parse_dtype(const cli_args *a, gepard_weight_format *w) {
@@ -124,6 +127,8 @@ static int read_config(const cli_args *a, serve_config *c) {
     if (c->server.api_key && !*c->server.api_key) c->server.api_key = NULL;
     c->engine.max_streams = (int)streams;
     c->engine.max_queue = (int)queue;
+    c->streams_given = cli_get(a, "max-streams") != NULL;
+    c->queue_given = cli_get(a, "max-queue") != NULL;
     c->engine.threads = (int)threads;
     c->engine.kv_cache_mb = (int)kv;
     c->load.revision = cli_get(a, "revision");
@@ -142,7 +147,12 @@ typedef struct serve_backend {
     gepard_engine *engine;
 } serve_backend;
 
-static int load_backend(const serve_config *c, serve_backend *b) {
+/* A GPU batches hundreds of streams in a step for little more than the cost
+ * of one: unless told otherwise, give it that many slots (the KV cache is
+ * then sized to at most 60% of the free device memory, see engine.c). */
+#define GPU_DEFAULT_STREAMS 256
+
+static int load_backend(serve_config *c, serve_backend *b) {
     gepard_load_params codec_lp = c->load;
     codec_lp.revision = NULL;
     gepard_codec_params cp = gepard_codec_default_params();
@@ -151,6 +161,10 @@ static int load_backend(const serve_config *c, serve_backend *b) {
     if (gepard_model_load(c->model, &c->load, &b->model) != GEPARD_OK ||
         gepard_codec_load_with_params(c->codec, &cp, &b->codec) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());
+    if (strncmp(gepard_model_device(b->model), "cuda", 4) == 0) {
+        if (!c->streams_given) c->engine.max_streams = GPU_DEFAULT_STREAMS;
+        if (!c->queue_given) c->engine.max_queue = 4 * c->engine.max_streams;
+    }
     gp_error err;
     gp_error_clear(&err);
     if (gp_voices_load(b->model, b->codec, c->voices, &b->voices, &err))

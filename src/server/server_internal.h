@@ -13,6 +13,7 @@
 
 #include "base/buf.h"
 #include "io/audio_sink.h"
+#include "io/resample.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
@@ -198,11 +199,13 @@ void gp_server_job_unregister(gp_server *s, gp_speech_job *job);
 void gp_server_job_orphan(gp_server *s, gp_speech_job *job);
 
 /* ---- speech_options.c: request fields ---- */
+#define GP_OPENAI_PCM_RATE 24000 /* what OpenAI documents for response_format pcm */
 typedef struct gp_speech_options {
     gepard_synth_params params;
     gp_audio_format format;
     bool sse;
-    bool stream; /* false: the whole file in one response with Content-Length */
+    bool stream;     /* false: the whole file in one response with Content-Length */
+    int sample_rate; /* of the response; 0: 24000 for pcm, the codec's own otherwise */
     char voice[GP_VOICE_NAME_MAX];
     const gp_voice_entry *voice_entry; /* NULL: the default voice */
     const char *ref_audio;             /* base64, points into the request JSON */
@@ -231,10 +234,13 @@ struct gp_speech_job {
     bool sse;
     int fd; /* the connection's socket, for hang-up checks; -1: none */
     double deadline;
-    gp_wake *wake;     /* signalled on new audio and at the end (wake_lock) */
-    gp_wake own_wake;  /* a streamed response's (the request's is gone by then) */
-    double next_check; /* of the socket and the deadline */
-    int sample_rate, samples_per_frame;
+    gp_wake *wake;                      /* signalled on new audio and at the end (wake_lock) */
+    gp_wake own_wake;                   /* a streamed response's (the request's is gone by then) */
+    double next_check;                  /* of the socket and the deadline */
+    int sample_rate, samples_per_frame; /* of the response; of the codec */
+    gp_resampler *resampler;            /* NULL: the codec's rate goes out as is */
+    float *resampled;
+    size_t n_resampled, cap_resampled;
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;

@@ -371,7 +371,8 @@ static int batch_append_item(gp_buf *b, int index, const batch_item *it) {
     const gp_speech_job *j = it->job;
     int rc = gp_buf_printf(b, "%s{\"index\":%d,\"voice\":", index ? "," : "", index);
     rc |= gp_json_append_string(b, it->opts.voice);
-    rc |= gp_buf_printf(b, ",\"response_format\":\"%s\"", gp_audio_format_name(j->format));
+    rc |= gp_buf_printf(b, ",\"response_format\":\"%s\",\"sample_rate\":%d",
+                        gp_audio_format_name(j->format), j->sample_rate);
     if (j->failed) {
         rc |= gp_buf_append_str(b, ",\"error\":{\"message\":");
         rc |= gp_json_append_string(b, j->error);

@@ -162,6 +162,26 @@ static int parse_format(const cJSON *obj, const char *prefix, gp_speech_options 
     return 0;
 }
 
+/* OpenAI's pcm is 24 kHz; the codec makes 22.05 kHz. Headerless pcm is
+ * resampled to 24 kHz unless the request asks for the native rate; the
+ * formats with a header keep the native rate unless asked (docs/SERVER.md). */
+static int parse_sample_rate(const cJSON *obj, const char *prefix, gp_speech_options *o,
+                             gp_api_error *e) {
+    double rate = 0;
+    bool here = false;
+    if (get_integer(obj, "sample_rate", prefix, 0, 1e9, &rate, &here, e)) return -1;
+    if (!here) return 0;
+    if (rate != 22050 && rate != 24000) {
+        char param[64];
+        snprintf(param, sizeof param, "%ssample_rate", prefix);
+        return gp_http_fail(e, 400, param, "invalid_value",
+                            "%s must be 24000 (OpenAI's rate) or 22050 (the codec's own), got %g",
+                            param, rate);
+    }
+    o->sample_rate = (int)rate;
+    return 0;
+}
+
 static int parse_speed(const cJSON *obj, const char *prefix, gp_api_error *e) {
     double speed = 1.0;
     if (get_number(obj, "speed", prefix, 0.25, 4.0, &speed, NULL, e)) return -1;
@@ -220,8 +240,8 @@ int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voice
                             const char *prefix, gp_speech_options *o, gp_api_error *e) {
     const char *ignored = NULL;
     if (parse_model(obj, s, prefix, e) || parse_voice(obj, voices, prefix, o, e) ||
-        parse_format(obj, prefix, o, e) || parse_speed(obj, prefix, e) ||
-        parse_sampling(obj, s, prefix, &o->params, e) ||
+        parse_format(obj, prefix, o, e) || parse_sample_rate(obj, prefix, o, e) ||
+        parse_speed(obj, prefix, e) || parse_sampling(obj, s, prefix, &o->params, e) ||
         get_string(obj, "instructions", prefix, &ignored, e))
         return -1;
     const char *ref = NULL;

@@ -49,6 +49,7 @@ enum MHD_Result gp_http_send_response(gp_http_request *r, int status,
                                       struct MHD_Response *response) {
     if (!response) return MHD_NO;
     r->responded = true;
+    if (r->request_id[0]) MHD_add_response_header(response, "x-request-id", r->request_id);
     gp_metrics_count_request(r->server->metrics, r->route, status);
     enum MHD_Result ret = MHD_queue_response(r->connection, (unsigned)status, response);
     MHD_destroy_response(response);

@@ -41,6 +41,9 @@ typedef struct gp_wake {
 struct gp_server {
     gp_server_params params;
     char *host, *api_key, *model_name; /* owned copies of the params' strings */
+    long long created;                 /* Unix time of the start: the models' "created" */
+    uint64_t request_id_seed;          /* random at start; request ids count up from it */
+    uint64_t request_count;            /* (atomic) */
     struct MHD_Daemon *daemon;
     int port;
     gp_metrics *metrics;
@@ -75,6 +78,8 @@ struct gp_server {
     int n_suspended;
 };
 
+#define GP_REQUEST_ID_MAX 65 /* 64 characters and the NUL */
+
 /* One HTTP request (libmicrohttpd's per-connection `con_cls`). */
 typedef struct gp_http_request {
     gp_server *server;
@@ -84,8 +89,11 @@ typedef struct gp_http_request {
     gp_buf body;
     bool body_too_large;
     bool responded;
-    gp_wake wake;               /* while a handler waits (speech.c) */
-    gp_speech_pending *pending; /* a speech request started and not yet answered */
+    gp_wake wake;                       /* while a handler waits (speech.c) */
+    gp_speech_pending *pending;         /* a speech request started and not yet answered */
+    char request_id[GP_REQUEST_ID_MAX]; /* sent as x-request-id */
+    char model_id[128];                 /* GET /v1/models/{id}; "" for the list */
+    bool model_id_too_long;
 } gp_http_request;
 
 /* An error in OpenAI's shape {"error":{"message","type","param","code"}}. */
@@ -200,6 +208,12 @@ void gp_server_job_orphan(gp_server *s, gp_speech_job *job);
 
 /* ---- speech_options.c: request fields ---- */
 #define GP_OPENAI_PCM_RATE 24000 /* what OpenAI documents for response_format pcm */
+#define GP_MODEL_ALIAS_COUNT 5
+/* gepard, gepard-1.0, tts-1, tts-1-hd, gpt-4o-mini-tts */
+extern const char *const gp_model_aliases[GP_MODEL_ALIAS_COUNT];
+/* The served name, an alias, or an OpenAI alias with a snapshot suffix
+ * ("-YYYY-MM-DD" or "-NNNN": gpt-4o-mini-tts-2025-12-15, tts-1-hd-1106). */
+bool gp_model_name_accepted(const gp_server *s, const char *name);
 typedef struct gp_speech_options {
     gepard_synth_params params;
     gp_audio_format format;

@@ -8,8 +8,34 @@
 #include "io/json.h"
 #include "server/server_internal.h"
 
-static const char *const model_aliases[] = {"gepard", "gepard-1.0", "tts-1", "tts-1-hd",
-                                            "gpt-4o-mini-tts"};
+const char *const gp_model_aliases[GP_MODEL_ALIAS_COUNT] = {"gepard", "gepard-1.0", "tts-1",
+                                                            "tts-1-hd", "gpt-4o-mini-tts"};
+
+static bool all_digits(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9') return false;
+    return true;
+}
+
+/* OpenAI's snapshot suffixes: "-2025-12-15" or "-1106". */
+static bool is_version_suffix(const char *p) {
+    if (*p++ != '-') return false;
+    size_t n = strlen(p);
+    if (n == 4) return all_digits(p, 4);
+    return n == 10 && all_digits(p, 4) && p[4] == '-' && all_digits(p + 5, 2) && p[7] == '-' &&
+           all_digits(p + 8, 2);
+}
+
+bool gp_model_name_accepted(const gp_server *s, const char *name) {
+    if (strcmp(name, s->model_name) == 0) return true;
+    for (int i = 0; i < GP_MODEL_ALIAS_COUNT; i++) {
+        size_t n = strlen(gp_model_aliases[i]);
+        if (strncmp(name, gp_model_aliases[i], n) == 0 &&
+            (name[n] == '\0' || (i >= 2 && is_version_suffix(name + n))))
+            return true;
+    }
+    return false;
+}
 
 void gp_speech_options_init(gp_speech_options *o) {
     memset(o, 0, sizeof *o);
@@ -89,12 +115,12 @@ static int get_string(const cJSON *obj, const char *key, const char *prefix, con
 static int parse_model(const cJSON *obj, const gp_server *s, const char *prefix, gp_api_error *e) {
     const char *model = NULL;
     if (get_string(obj, "model", prefix, &model, e)) return -1;
-    if (!model || strcmp(model, s->model_name) == 0) return 0;
-    for (size_t i = 0; i < sizeof model_aliases / sizeof model_aliases[0]; i++)
-        if (strcmp(model, model_aliases[i]) == 0) return 0;
+    if (!model || gp_model_name_accepted(s, model)) return 0;
     return gp_http_fail(e, 400, "model", "model_not_found",
                         "model \"%.100s\" is not served here; use \"%s\" (tts-1, tts-1-hd, "
-                        "gpt-4o-mini-tts and gepard are accepted as aliases)",
+                        "gpt-4o-mini-tts, their dated snapshots such as "
+                        "gpt-4o-mini-tts-2025-12-15 or tts-1-1106, and gepard are accepted as "
+                        "aliases)",
                         model, s->model_name);
 }
 

@@ -1,0 +1,208 @@
+/* test_server_openai.c — what OpenAI's clients expect of `gepard serve`
+ * beyond the speech itself (issue 13): the newer voice names, dated model
+ * snapshots, GET /v1/models/{id}, the models' `created`, x-request-id on
+ * every response, the voice object and JSON error messages, and CORS. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/json.h"
+#include "server_harness.h"
+#include "test.h"
+
+static char *url(const test_server *ts, const char *path) {
+    static char bufs[4][256];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, 256, "%s%s", ts->base, path);
+    return b;
+}
+
+/* POST a short pcm request with `fields` added; returns the HTTP status and
+ * leaves the response in *h. */
+static long speak(test_server *ts, const char *fields, test_http *h) {
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"input\":\"Hi\",\"response_format\":\"pcm\",\"max_frames\":2," TS_GREEDY ",%s}",
+             fields);
+    *h = (test_http){0};
+    test_http_post(h, url(ts, "/v1/audio/speech"), NULL, body, NULL);
+    return h->status;
+}
+
+/* The error code of an OpenAI-shaped error body, or "". */
+static const char *error_code(const test_http *h) {
+    static char code[64];
+    code[0] = '\0';
+    cJSON *j = h->body.data ? cJSON_Parse(h->body.data) : NULL;
+    const char *c =
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "code"));
+    if (c) snprintf(code, sizeof code, "%s", c);
+    cJSON_Delete(j);
+    return code;
+}
+
+TEST(server_openai_voice_and_model_names) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    const char *ok[] = {"\"voice\":\"marin\"",
+                        "\"voice\":\"cedar\"",
+                        "\"model\":\"gpt-4o-mini-tts-2025-12-15\"",
+                        "\"model\":\"tts-1-hd-1106\"",
+                        "\"model\":\"tts-1-1106\"",
+                        "\"model\":\"gepard\""};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        test_http h;
+        long st = speak(&ts, ok[i], &h);
+        CHECK_MSG(st == 200, "%s: HTTP %ld %s", ok[i], st, h.body.data);
+        test_http_free(&h);
+    }
+    const char *bad[] = {"\"model\":\"tts-1-20251215\"", "\"model\":\"gpt-4o-mini-tts-2025-12\"",
+                         "\"model\":\"gepard-2025-12-15\"", "\"model\":\"tts-1-hd-11o6\"",
+                         "\"model\":\"tts-2\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        test_http h;
+        long st = speak(&ts, bad[i], &h);
+        CHECK_MSG(st == 400 && strcmp(error_code(&h), "model_not_found") == 0, "%s: HTTP %ld %s",
+                  bad[i], st, h.body.data);
+        test_http_free(&h);
+    }
+    test_http h = {0};
+    CHECK_EQ_INT(test_http_get(&h, url(&ts, "/v1/audio/voices"), NULL), 0);
+    CHECK(h.body.data && strstr(h.body.data, "\"marin\"") && strstr(h.body.data, "\"cedar\""));
+    test_http_free(&h);
+    test_server_stop(&ts);
+}
+
+TEST(server_models_list_and_retrieve) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    long long now = (long long)time(NULL);
+    test_http h = {0};
+    CHECK_EQ_INT(test_http_get(&h, url(&ts, "/v1/models"), NULL), 0);
+    CHECK_EQ_INT(h.status, 200);
+    cJSON *j = h.body.data ? cJSON_Parse(h.body.data) : NULL;
+    cJSON *data = cJSON_GetObjectItem(j, "data");
+    const char *want[] = {"gepard-1.0", "gepard", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"};
+    CHECK_EQ_INT(cJSON_GetArraySize(data), 5);
+    for (size_t i = 0; i < 5; i++) {
+        bool found = false;
+        for (int k = 0; k < cJSON_GetArraySize(data); k++) {
+            cJSON *m = cJSON_GetArrayItem(data, k);
+            const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(m, "id"));
+            if (!id || strcmp(id, want[i]) != 0) continue;
+            found = true;
+            double created = cJSON_GetObjectItem(m, "created")->valuedouble;
+            /* the server's start, a moment ago */
+            CHECK_MSG(created >= now - 600 && created <= now + 1, "%s: created %.0f, now %lld", id,
+                      created, now);
+        }
+        CHECK_MSG(found, "/v1/models lacks %s", want[i]);
+    }
+    cJSON_Delete(j);
+    test_http_free(&h);
+
+    const char *ids[] = {"tts-1", "gpt-4o-mini-tts-2025-12-15", "gepard-1.0", "tts-1-hd/"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/models/%s", ids[i]);
+        h = (test_http){0};
+        CHECK_EQ_INT(test_http_get(&h, url(&ts, path), NULL), 0);
+        CHECK_MSG(h.status == 200, "%s: HTTP %ld %s", path, h.status, h.body.data);
+        j = h.body.data ? cJSON_Parse(h.body.data) : NULL;
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(j, "id"));
+        const char *obj = cJSON_GetStringValue(cJSON_GetObjectItem(j, "object"));
+        CHECK_MSG(id && strncmp(id, ids[i], strcspn(ids[i], "/")) == 0 &&
+                      strlen(id) == strcspn(ids[i], "/"),
+                  "%s: id %s", path, id ? id : "-");
+        CHECK(obj && strcmp(obj, "model") == 0);
+        CHECK(cJSON_GetObjectItem(j, "created")->valuedouble >= now - 600);
+        cJSON_Delete(j);
+        test_http_free(&h);
+    }
+    const char *unknown[] = {"/v1/models/whisper-1", "/v1/models/tts-1-20251"};
+    for (size_t i = 0; i < 2; i++) {
+        h = (test_http){0};
+        CHECK_EQ_INT(test_http_get(&h, url(&ts, unknown[i]), NULL), 0);
+        CHECK_MSG(h.status == 404 && strcmp(error_code(&h), "model_not_found") == 0,
+                  "%s: HTTP %ld %s", unknown[i], h.status, h.body.data);
+        const char *type = test_http_header(&h, "Content-Type");
+        CHECK(type && strcmp(type, "application/json") == 0);
+        test_http_free(&h);
+    }
+    test_server_stop(&ts);
+}
+
+/* A raw GET with extra header lines; the response head in `head`. */
+static int raw_get(test_server *ts, const char *path, const char *headers, char *head, size_t cap) {
+    int fd = test_tcp_connect(ts->port, 10);
+    if (fd < 0) return -1;
+    char req[1024];
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: close\r\n\r\n",
+             path, headers);
+    int st = test_tcp_send(fd, req, strlen(req)) == 0 ? test_tcp_read_head(fd, head, cap) : -1;
+    close(fd);
+    return st;
+}
+
+/* A header's value from a raw head (static buffer), or NULL. */
+static const char *head_value(const char *head, const char *name) {
+    static char v[256];
+    size_t n = strlen(name);
+    for (const char *p = strstr(head, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
+        if (strncasecmp(p + 2, name, n) == 0 && p[2 + n] == ':') {
+            const char *s = p + 3 + n;
+            while (*s == ' ') s++;
+            size_t len = strcspn(s, "\r\n");
+            if (len >= sizeof v) len = sizeof v - 1;
+            memcpy(v, s, len);
+            v[len] = '\0';
+            return v;
+        }
+    }
+    return NULL;
+}
+
+TEST(server_every_response_has_a_request_id) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    char seen[4][80] = {{0}};
+    const char *paths[] = {"/health", "/health", "/nope", "/v1/models/nope"};
+    long statuses[] = {200, 200, 404, 404};
+    for (int i = 0; i < 4; i++) {
+        test_http h = {0};
+        CHECK_EQ_INT(test_http_get(&h, url(&ts, paths[i]), NULL), 0);
+        CHECK_EQ_INT(h.status, statuses[i]);
+        const char *id = test_http_header(&h, "x-request-id");
+        CHECK_MSG(id && strncmp(id, "req_", 4) == 0 && strlen(id) == 28, "%s: x-request-id %s",
+                  paths[i], id ? id : "(none)");
+        snprintf(seen[i], sizeof seen[i], "%s", id ? id : "");
+        for (int k = 0; k < i; k++)
+            CHECK_MSG(strcmp(seen[k], seen[i]) != 0, "id %s twice", seen[i]);
+        test_http_free(&h);
+    }
+    test_http h;
+    CHECK_EQ_INT(speak(&ts, "\"voice\":\"alloy\"", &h), 200); /* a streamed response too */
+    const char *id = test_http_header(&h, "x-request-id");
+    CHECK(id && strncmp(id, "req_", 4) == 0);
+    test_http_free(&h);
+
+    char head[4096];
+    CHECK_EQ_INT(raw_get(&ts, "/health", "X-Request-Id: client-42.a:b_c\r\n", head, sizeof head),
+                 200);
+    const char *echo = head_value(head, "x-request-id");
+    CHECK_MSG(echo && strcmp(echo, "client-42.a:b_c") == 0, "echo: %s", echo ? echo : "(none)");
+    const char *insane[] = {"X-Request-Id: two words\r\n", "X-Request-Id: <script>\r\n",
+                            "X-Request-Id: "
+                            "0123456789012345678901234567890123456789012345678901234567890123456789"
+                            "\r\n"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(raw_get(&ts, "/health", insane[i], head, sizeof head), 200);
+        const char *v = head_value(head, "x-request-id");
+        CHECK_MSG(v && strncmp(v, "req_", 4) == 0, "%s → %s", insane[i], v ? v : "(none)");
+    }
+    test_server_stop(&ts);
+}

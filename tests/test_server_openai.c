@@ -206,3 +206,83 @@ TEST(server_every_response_has_a_request_id) {
     }
     test_server_stop(&ts);
 }
+
+/* POST `body` as is; the status, and the error message in `msg`. */
+static long post_raw(test_server *ts, const char *body, size_t len, char *msg, size_t cap) {
+    char *copy = malloc(len + 1);
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    test_http h = {0};
+    /* the harness sends strlen(body) bytes: a raw NUL goes through test_tcp */
+    test_http_post(&h, url(ts, "/v1/audio/speech"), NULL, copy, NULL);
+    free(copy);
+    long st = h.status;
+    msg[0] = '\0';
+    cJSON *j = h.body.data ? cJSON_Parse(h.body.data) : NULL;
+    const char *m =
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message"));
+    snprintf(msg, cap, "%s", m ? m : (h.body.data ? h.body.data : ""));
+    cJSON_Delete(j);
+    test_http_free(&h);
+    return st;
+}
+
+TEST(server_voice_objects_nul_and_json_errors) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    struct {
+        const char *fields;
+        long status;
+        const char *needle; /* in the error message */
+    } cases[] = {
+        {"\"voice\":{\"id\":\"alloy\"}", 200, NULL},
+        {"\"voice\":{\"id\":\"cedar\"}", 200, NULL},
+        {"\"voice\":{}", 400, "without \"id\""},
+        {"\"voice\":{\"name\":\"alloy\"}", 400, "\"name\""},
+        {"\"voice\":{\"id\":\"alloy\",\"name\":\"x\"}", 400, "\"name\""},
+        {"\"voice\":{\"id\":7}", 400, "voice must be a voice name"},
+        {"\"voice\":\"al\\u0000loy\"", 400, "NUL"},
+        {"\"voice\":\"alloy\",\"instructions\":\"a\\u0000\"", 400, "NUL"},
+        {"\"voice\":\"alloy\",\"instructions\":\"\\\\u0000 is fine escaped\"", 200, NULL},
+        {"\"voice\":\"alloy\",\"instructions\":\"x\\ud800y\"", 400, "lone UTF-16 surrogate"},
+        {"\"voice\":\"alloy\",\"instructions\":\"x\\udc00\"", 400, "lone UTF-16 surrogate"},
+        {"\"voice\":\"alloy\",\"instructions\":\"x\\ud800\\u0041\"", 400, "lone UTF-16 surrogate"},
+        {"\"voice\":\"alloy\",\"instructions\":\"\\ud83d\\ude00\"", 200, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512], msg[512];
+        snprintf(body, sizeof body,
+                 "{\"input\":\"Hi\",\"response_format\":\"pcm\",\"max_frames\":2," TS_GREEDY ",%s}",
+                 cases[i].fields);
+        long st = post_raw(&ts, body, strlen(body), msg, sizeof msg);
+        CHECK_MSG(st == cases[i].status && (!cases[i].needle || strstr(msg, cases[i].needle)),
+                  "%s: HTTP %ld %s", cases[i].fields, st, msg);
+        if (cases[i].needle) test_note("%s → %s", cases[i].fields, msg);
+    }
+    /* nested past cJSON's limit of 1000 */
+    gp_buf deep;
+    gp_buf_init(&deep);
+    gp_buf_append_str(&deep, "{\"input\":\"Hi\",\"x\":");
+    for (int i = 0; i < 1100; i++) gp_buf_append_str(&deep, "[");
+    for (int i = 0; i < 1100; i++) gp_buf_append_str(&deep, "]");
+    gp_buf_append_str(&deep, "}");
+    char msg[512];
+    long st = post_raw(&ts, deep.data, deep.len, msg, sizeof msg);
+    CHECK_MSG(st == 400 && strstr(msg, "nested deeper than 1000"), "deep: HTTP %ld %s", st, msg);
+    test_note("deep → %s", msg);
+    gp_buf_free(&deep);
+    /* a raw NUL byte in a string */
+    int fd = test_tcp_connect(ts.port, 10);
+    REQUIRE(fd >= 0);
+    const char raw[] = "{\"input\":\"Hi\",\"voice\":\"al\0loy\"}";
+    char req[512], head[2048];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                     sizeof raw - 1);
+    memcpy(req + n, raw, sizeof raw - 1);
+    CHECK_EQ_INT(test_tcp_send(fd, req, (size_t)n + sizeof raw - 1), 0);
+    CHECK_EQ_INT(test_tcp_read_head(fd, head, sizeof head), 400);
+    close(fd);
+    test_server_stop(&ts);
+}

@@ -45,6 +45,24 @@ void gp_speech_options_init(gp_speech_options *o) {
     snprintf(o->voice, sizeof o->voice, "default");
 }
 
+/* Where the body has a NUL in a string (a raw 0 byte, or the escape
+ * \u0000, which cJSON would turn into the string's end); len if nowhere. */
+static size_t nul_offset(const char *text, size_t len) {
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\0') return i;
+        if (!in_string) {
+            in_string = text[i] == '"';
+        } else if (text[i] == '"') {
+            in_string = false;
+        } else if (text[i] == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0) return i;
+            i++;
+        }
+    }
+    return len;
+}
+
 int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e) {
     *out = NULL;
     gp_error err;
@@ -53,6 +71,12 @@ int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e) {
         return gp_http_fail(e, 400, NULL, "empty_body",
                             "the request body is empty; send a JSON object such as "
                             "{\"input\": \"Hello\", \"voice\": \"alloy\"}");
+    size_t nul = nul_offset(r->body.data, r->body.len);
+    if (nul < r->body.len)
+        return gp_http_fail(e, 400, NULL, "invalid_json",
+                            "the request body has a NUL character (\\u0000) in a string at byte "
+                            "%zu; no field accepts it — remove it from the voice name or text",
+                            nul);
     if (gp_json_parse(r->body.data, r->body.len, "request body", out, &err))
         return gp_http_fail(e, 400, NULL, "invalid_json", "%s", err.message);
     if (!cJSON_IsObject(*out)) {
@@ -129,7 +153,21 @@ static int parse_voice(const cJSON *obj, const gp_voices *voices, const char *pr
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, "voice");
     char param[64];
     snprintf(param, sizeof param, "%svoice", prefix);
-    if (cJSON_IsObject(item)) item = cJSON_GetObjectItemCaseSensitive(item, "id"); /* {"id":…} */
+    if (cJSON_IsObject(item)) { /* OpenAI's custom voice: {"id": "voice_…"} */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(item, "id");
+        for (const cJSON *k = item->child; k; k = k->next)
+            if (!k->string || strcmp(k->string, "id") != 0)
+                return gp_http_fail(e, 400, param, "invalid_value",
+                                    "%s is an object with \"%.60s\"; a voice object has only "
+                                    "\"id\", the voice name: {\"id\": \"alloy\"}",
+                                    param, k->string ? k->string : "");
+        if (!id || cJSON_IsNull(id))
+            return gp_http_fail(e, 400, param, "invalid_value",
+                                "%s is an object without \"id\"; send {\"id\": \"alloy\"} or "
+                                "the name as a string",
+                                param);
+        item = id;
+    }
     if (!item || cJSON_IsNull(item)) return 0;
     if (!cJSON_IsString(item))
         return gp_http_fail(e, 400, param, "invalid_type",

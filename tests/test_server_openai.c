@@ -286,3 +286,97 @@ TEST(server_voice_objects_nul_and_json_errors) {
     close(fd);
     test_server_stop(&ts);
 }
+
+/* A raw request with `method` and extra header lines; the response head. */
+static int raw_request(test_server *ts, const char *method, const char *path, const char *headers,
+                       char *head, size_t cap) {
+    int fd = test_tcp_connect(ts->port, 10);
+    if (fd < 0) return -1;
+    char req[2048];
+    snprintf(req, sizeof req,
+             "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: 0\r\nConnection: "
+             "close\r\n\r\n",
+             method, path, headers);
+    int st = test_tcp_send(fd, req, strlen(req)) == 0 ? test_tcp_read_head(fd, head, cap) : -1;
+    close(fd);
+    return st;
+}
+
+TEST(server_cors_origins) {
+    char head[4096];
+    const char *preflight = "Origin: https://app.example\r\nAccess-Control-Request-Method: "
+                            "POST\r\nAccess-Control-Request-Headers: authorization, "
+                            "content-type, x-stainless-os\r\n";
+    /* off by default: OPTIONS is 405 and no response allows an origin */
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    CHECK_EQ_INT(raw_request(&ts, "OPTIONS", "/v1/audio/speech", preflight, head, sizeof head),
+                 405);
+    CHECK_EQ_INT(raw_get(&ts, "/health", "Origin: https://app.example\r\n", head, sizeof head),
+                 200);
+    CHECK(head_value(head, "Access-Control-Allow-Origin") == NULL);
+    test_server_stop(&ts);
+
+    test_server_opts o = {0};
+    o.cors_origins = "https://app.example, http://localhost:5173/";
+    o.api_key = "k";
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    const char *paths[] = {"/v1/audio/speech", "/v1/models", "/v1/models/tts-1",
+                           "/v1/audio/voices"};
+    for (int i = 0; i < 4; i++) {
+        /* a preflight needs no key */
+        CHECK_EQ_INT(raw_request(&ts, "OPTIONS", paths[i], preflight, head, sizeof head), 204);
+        const char *v = head_value(head, "Access-Control-Allow-Origin");
+        CHECK_MSG(v && strcmp(v, "https://app.example") == 0, "%s: %s", paths[i], v ? v : "-");
+        v = head_value(head, "Access-Control-Allow-Methods");
+        CHECK(v && strstr(v, "POST") && strstr(v, "GET"));
+        v = head_value(head, "Access-Control-Allow-Headers");
+        CHECK_MSG(v && strstr(v, "authorization") && strstr(v, "x-stainless-os"), "%s",
+                  v ? v : "-");
+        CHECK(head_value(head, "x-request-id") != NULL);
+    }
+    CHECK_EQ_INT(raw_request(&ts, "OPTIONS", "/nope", preflight, head, sizeof head), 404);
+    /* the second origin (configured with a trailing slash) */
+    CHECK_EQ_INT(raw_get(&ts, "/v1/models",
+                         "Origin: http://localhost:5173\r\nAuthorization: Bearer k\r\n", head,
+                         sizeof head),
+                 200);
+    const char *v = head_value(head, "Access-Control-Allow-Origin");
+    CHECK_MSG(v && strcmp(v, "http://localhost:5173") == 0, "%s", v ? v : "-");
+    v = head_value(head, "Access-Control-Expose-Headers");
+    CHECK(v && strstr(v, "x-request-id") && strstr(v, "X-Sample-Rate"));
+    CHECK(head_value(head, "Vary") != NULL);
+    /* errors carry it too, so the page can read them */
+    CHECK_EQ_INT(raw_get(&ts, "/v1/models", "Origin: https://app.example\r\n", head, sizeof head),
+                 401);
+    v = head_value(head, "Access-Control-Allow-Origin");
+    CHECK(v && strcmp(v, "https://app.example") == 0);
+    /* another origin: answered, but not allowed */
+    CHECK_EQ_INT(raw_request(&ts, "OPTIONS", "/v1/audio/speech",
+                             "Origin: https://evil.example\r\nAccess-Control-Request-Method: "
+                             "POST\r\n",
+                             head, sizeof head),
+                 204);
+    CHECK(head_value(head, "Access-Control-Allow-Origin") == NULL);
+    test_server_stop(&ts);
+
+    o = (test_server_opts){0};
+    o.cors_origins = "*";
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    CHECK_EQ_INT(raw_get(&ts, "/health", "Origin: https://any.example\r\n", head, sizeof head),
+                 200);
+    v = head_value(head, "Access-Control-Allow-Origin");
+    CHECK(v && strcmp(v, "*") == 0);
+    test_server_stop(&ts);
+
+    o.cors_origins = "app.example";
+    gp_server_params sp = gp_server_default_params();
+    sp.port = 0;
+    sp.cors_origins = o.cors_origins;
+    gp_server *s = NULL;
+    gp_error err;
+    gp_error_clear(&err);
+    CHECK(gp_server_start(&sp, &s, &err) != 0 && strstr(err.message, "not an origin"));
+    test_note("%s", err.message);
+    gp_server_free(s);
+}

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "cli/args.h"
 #include "cli/fd_limit.h"
 #include "cli/synth_options.h"
@@ -46,6 +47,9 @@ static const cli_option serve_options[] = {
      "a request's headers and body must arrive within S seconds (default 20)"},
     {"drain", 0, "S", "on SIGTERM, let streams finish for up to S seconds (default 10)"},
     {"model-name", 0, "NAME", "the model id /v1/models lists (default gepard-1.0)"},
+    {"cors-origin", 0, "ORIGIN",
+     "let browser pages from ORIGIN (https://app.example:8443, or * for any) call the API; "
+     "repeat it or give a comma list (default: no CORS)"},
     {"threads", 't', "N", "compute threads (default: all CPUs)"},
     {"dtype", 0, "FMT", "weight format: f32, bf16 (default), int8 or q4"},
     {"kv-cache-mb", 0, "N", "KV cache size (default: enough for every slot's worst case)"},
@@ -80,6 +84,25 @@ static int parse_dtype(const cli_args *a, gepard_weight_format *w) {
             return CLI_EXIT_OK;
         }
     return cli_usage_error("serve", "--dtype must be f32, bf16, int8 or q4, got \"%s\"", d);
+}
+
+/* Every --cors-origin (the option parser keeps only the last) joined with
+ * commas; the server splits and checks them. */
+static int join_cors_origins(int argc, char **argv, gp_buf *out) {
+    static const char opt[] = "--cors-origin";
+    size_t n = sizeof opt - 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        const char *v = NULL;
+        if (strcmp(argv[i], opt) == 0 && i + 1 < argc)
+            v = argv[++i];
+        else if (strncmp(argv[i], opt, n) == 0 && argv[i][n] == '=')
+            v = argv[i] + n + 1;
+        if (!v) continue;
+        if ((out->len && gp_buf_append_str(out, ",")) || gp_buf_append_str(out, v))
+            return cli_runtime_error("out of memory reading --cors-origin");
+    }
+    return CLI_EXIT_OK;
 }
 
 static int read_config(const cli_args *a, serve_config *c) {
@@ -182,6 +205,8 @@ int cli_serve(int argc, char **argv) {
     }
     serve_config c;
     serve_backend b;
+    gp_buf cors;
+    gp_buf_init(&cors);
     memset(&b, 0, sizeof b);
     gp_server *server = NULL;
     if (a.positional_count > 0) {
@@ -189,6 +214,8 @@ int cli_serve(int argc, char **argv) {
         goto done;
     }
     if ((rc = read_config(&a, &c))) goto done;
+    if ((rc = join_cors_origins(argc, argv, &cors))) goto done;
+    c.server.cors_origins = cors.data;
 #ifdef __GLIBC__
     /* glibc gives threads up to 8 arenas per CPU; requests freed on another
      * thread than the one that allocated them spread free memory over all
@@ -228,6 +255,7 @@ int cli_serve(int argc, char **argv) {
     gp_server_shutdown(server, c.drain_s);
 done:
     gp_server_free(server);
+    gp_buf_free(&cors);
     free_backend(&b);
     cli_args_free(&a);
     return rc;

@@ -151,6 +151,52 @@ static void set_request_id(gp_http_request *r) {
              (unsigned long long)(s->request_id_seed + k));
 }
 
+/* The Access-Control-Allow-Origin this request gets: its Origin if allowed
+ * (or "*" when any is), else nothing. */
+static void set_cors_origin(gp_http_request *r) {
+    const gp_server *s = r->server;
+    if (s->n_cors_origins == 0) return;
+    const char *origin = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, "Origin");
+    if (!origin || strlen(origin) >= sizeof r->cors_origin) return;
+    for (int i = 0; i < s->n_cors_origins; i++) {
+        if (strcmp(s->cors_origins[i], "*") == 0) {
+            snprintf(r->cors_origin, sizeof r->cors_origin, "*");
+            return;
+        }
+        if (strcasecmp(s->cors_origins[i], origin) == 0) {
+            snprintf(r->cors_origin, sizeof r->cors_origin, "%s", origin);
+            return;
+        }
+    }
+}
+
+/* Split the comma list of --cors-origin into s->cors_origins. */
+static int parse_cors_origins(gp_server *s, const char *list, gp_error *err) {
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, ",");
+        const char *q = p;
+        p += n + (p[n] == ',');
+        while (n > 0 && (*q == ' ' || *q == '\t')) q++, n--;
+        while (n > 0 && (q[n - 1] == ' ' || q[n - 1] == '\t' || q[n - 1] == '/')) n--;
+        if (n == 0) continue;
+        bool ok = n < 256 && (strncmp(q, "*", n) == 0 || strncmp(q, "http://", 7) == 0 ||
+                              strncmp(q, "https://", 8) == 0);
+        for (size_t i = 0; ok && i < n; i++) ok = q[i] > 0x20 && q[i] < 0x7f;
+        if (!ok)
+            return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                           "--cors-origin \"%.*s\" is not an origin; give scheme://host[:port] "
+                           "as the browser sends it (https://app.example.com), or * for any",
+                           (int)(n < 200 ? n : 200), q);
+        char **list2 = realloc(s->cors_origins, (size_t)(s->n_cors_origins + 1) * sizeof *list2);
+        if (!list2) return gp_fail_oom(err, "--cors-origin", 0);
+        s->cors_origins = list2;
+        if (!(list2[s->n_cors_origins] = strndup(q, n)))
+            return gp_fail_oom(err, "--cors-origin", n);
+        s->n_cors_origins++;
+    }
+    return GEPARD_OK;
+}
+
 static bool is_post_route(gp_route r) { return r == GP_ROUTE_SPEECH || r == GP_ROUTE_SPEECH_BATCH; }
 
 /* Checks made when the headers are in, before any body is read. Returns
@@ -159,6 +205,10 @@ static bool check_request_head(gp_http_request *r, enum MHD_Result *ret) {
     gp_api_error e;
     gp_server *s = r->server;
     bool bad = false;
+    if (r->is_options && s->n_cors_origins > 0 && r->route != GP_ROUTE_OTHER) {
+        *ret = gp_http_send_preflight(r); /* no key: browsers send none with a preflight */
+        return false;
+    }
     if (r->route == GP_ROUTE_OTHER) {
         bad = true;
         gp_http_fail(&e, 404, NULL, "not_found",
@@ -294,6 +344,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->route = route_of(url);
         route_model_id(r, url);
         set_request_id(r);
+        r->is_options = strcmp(method, "OPTIONS") == 0;
+        set_cors_origin(r);
         r->is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         r->is_post = strcmp(method, "POST") == 0;
         gp_buf_init(&r->body);
@@ -484,6 +536,8 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     if (!s->host || !s->model_name || (params && params->api_key && !s->api_key) ||
         gp_metrics_create(&s->metrics))
         rc = gp_fail_oom(err, "server", 0);
+    if (!rc) rc = parse_cors_origins(s, s->params.cors_origins, err);
+    s->params.cors_origins = NULL; /* the caller's string; s->cors_origins has copies */
     if (!rc) rc = resolve_host(s->host, s->params.port, &addr, &ipv6, err);
     if (!rc) {
         /* A few threads over epoll serve every connection; nothing blocks on
@@ -603,5 +657,7 @@ void gp_server_free(gp_server *s) {
     free(s->host);
     free(s->api_key);
     free(s->model_name);
+    for (int i = 0; i < s->n_cors_origins; i++) free(s->cors_origins[i]);
+    free(s->cors_origins);
     free(s);
 }

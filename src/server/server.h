@@ -47,6 +47,8 @@ typedef struct gp_server_params {
     int http_threads;         /* libmicrohttpd's threads (epoll each) for all connections and their
                                  audio encoding; 0: one per CPU, at least 4 */
     bool trim_when_idle;      /* malloc_trim once idle for a second after work (true) */
+    const char *cors_origins; /* comma-separated origins browsers may call from ("*": any);
+                                 NULL: no CORS (OPTIONS is 405) */
 } gp_server_params;
 
 gp_server_params gp_server_default_params(void);

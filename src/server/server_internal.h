@@ -42,6 +42,8 @@ struct gp_server {
     gp_server_params params;
     char *host, *api_key, *model_name; /* owned copies of the params' strings */
     long long created;                 /* Unix time of the start: the models' "created" */
+    char **cors_origins;               /* allowed Origin values; "*" matches any */
+    int n_cors_origins;                /* 0: no CORS */
     uint64_t request_id_seed;          /* random at start; request ids count up from it */
     uint64_t request_count;            /* (atomic) */
     struct MHD_Daemon *daemon;
@@ -94,6 +96,8 @@ typedef struct gp_http_request {
     char request_id[GP_REQUEST_ID_MAX]; /* sent as x-request-id */
     char model_id[128];                 /* GET /v1/models/{id}; "" for the list */
     bool model_id_too_long;
+    bool is_options;
+    char cors_origin[256]; /* Access-Control-Allow-Origin for this request, or "" */
 } gp_http_request;
 
 /* An error in OpenAI's shape {"error":{"message","type","param","code"}}. */
@@ -116,6 +120,8 @@ void gp_api_error_from_status(gp_api_error *e, gepard_status st, const char *mes
 enum MHD_Result gp_http_send(gp_http_request *r, int status, const char *content_type,
                              gp_buf *body);
 enum MHD_Result gp_http_send_json(gp_http_request *r, int status, gp_buf *body);
+/* 204 to a CORS preflight (OPTIONS) with the Access-Control-Allow-* headers. */
+enum MHD_Result gp_http_send_preflight(gp_http_request *r);
 enum MHD_Result gp_http_send_error(gp_http_request *r, const gp_api_error *e);
 enum MHD_Result gp_http_send_response(gp_http_request *r, int status,
                                       struct MHD_Response *response);

@@ -380,3 +380,141 @@ TEST(server_cors_origins) {
     test_note("%s", err.message);
     gp_server_free(s);
 }
+
+/* The whole of a small text file (caller frees), or NULL. */
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    gp_buf b;
+    gp_buf_init(&b);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) gp_buf_append(&b, chunk, n);
+    fclose(f);
+    gp_buf_append(&b, "", 1);
+    size_t len;
+    return gp_buf_detach(&b, &len);
+}
+
+/* The line of the access log whose request_id is `id` (JSON), or NULL. */
+static cJSON *log_line(const char *text, const char *id) {
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        cJSON *j = cJSON_ParseWithLength(p, len);
+        const char *rid = cJSON_GetStringValue(cJSON_GetObjectItem(j, "request_id"));
+        if (rid && strcmp(rid, id) == 0) return j;
+        cJSON_Delete(j);
+        p = nl ? nl + 1 : NULL;
+    }
+    return NULL;
+}
+
+TEST(server_access_log_json_and_plain) {
+    const char *path = test_tmp("access.jsonl");
+    unlink(path);
+    test_server_opts o = {0};
+    o.access_log = GP_ACCESS_LOG_JSON;
+    o.access_log_file = path;
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    struct {
+        const char *method, *path, *body, *id;
+        long status;
+        const char *route, *voice;
+        long frames; /* -1: null */
+    } cases[] = {
+        {"POST", "/v1/audio/speech",
+         "{\"input\":\"Hi\",\"voice\":\"cedar\",\"response_format\":\"pcm\",\"max_frames\":"
+         "20," TS_GREEDY "}",
+         "log-stream", 200, "speech", "cedar", 20},
+        {"POST", "/v1/audio/speech",
+         "{\"input\":\"Hi\",\"voice\":\"alloy\",\"stream\":false,\"response_format\":\"wav\","
+         "\"max_frames\":7," TS_GREEDY "}",
+         "log-whole", 200, "speech", "alloy", 7},
+        {"POST", "/v1/audio/speech/batch",
+         "{\"input\":\"Hi\",\"voices\":[\"ash\",\"marin\"],\"max_frames\":5," TS_GREEDY "}",
+         "log-batch", 200, "speech_batch", "ash", 10},
+        {"POST", "/v1/audio/speech", "{\"input\":\"Hi\",\"voice\":\"nobody\"}", "log-400", 400,
+         "speech", NULL, -1},
+        {"GET", "/health", NULL, "log-health", 200, "health", NULL, -1},
+        {"GET", "/nope", NULL, "log-404", 404, "other", NULL, -1},
+    };
+    int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n_cases; i++) {
+        char head[4096], req[2048];
+        int fd = test_tcp_connect(ts.port, 30);
+        REQUIRE(fd >= 0);
+        size_t blen = cases[i].body ? strlen(cases[i].body) : 0;
+        snprintf(req, sizeof req,
+                 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: %s\r\nContent-Type: "
+                 "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                 cases[i].method, cases[i].path, cases[i].id, blen,
+                 cases[i].body ? cases[i].body : "");
+        CHECK_EQ_INT(test_tcp_send(fd, req, strlen(req)), 0);
+        CHECK_EQ_INT(test_tcp_read_head(fd, head, sizeof head), cases[i].status);
+        char sink[4096];
+        while (read(fd, sink, sizeof sink) > 0) { /* the body, to the end */
+        }
+        close(fd);
+    }
+    test_server_stop(&ts); /* every stream freed: every line written */
+    char *text = slurp(path);
+    REQUIRE_MSG(text, "no access log at %s", path);
+    int lines = 0;
+    for (const char *p = text; *p; p++) lines += *p == '\n';
+    CHECK_EQ_INT(lines, n_cases);
+    for (int i = 0; i < n_cases; i++) {
+        cJSON *j = log_line(text, cases[i].id);
+        CHECK_MSG(j, "no line for %s in:\n%s", cases[i].id, text);
+        if (!j) continue;
+        const char *route = cJSON_GetStringValue(cJSON_GetObjectItem(j, "route"));
+        const char *method = cJSON_GetStringValue(cJSON_GetObjectItem(j, "method"));
+        const char *voice = cJSON_GetStringValue(cJSON_GetObjectItem(j, "voice"));
+        cJSON *frames = cJSON_GetObjectItem(j, "frames"), *ttfa = cJSON_GetObjectItem(j, "ttfa_ms");
+        CHECK_EQ_INT(cJSON_GetObjectItem(j, "status")->valueint, cases[i].status);
+        CHECK_MSG(route && strcmp(route, cases[i].route) == 0, "%s: route %s", cases[i].id,
+                  route ? route : "-");
+        CHECK(method && strcmp(method, cases[i].method) == 0);
+        CHECK_MSG(cases[i].voice ? voice && strcmp(voice, cases[i].voice) == 0 : voice == NULL,
+                  "%s: voice %s", cases[i].id, voice ? voice : "null");
+        if (cases[i].frames >= 0) {
+            CHECK_MSG(cJSON_IsNumber(frames) && frames->valueint == cases[i].frames,
+                      "%s: frames %d", cases[i].id, cJSON_IsNumber(frames) ? frames->valueint : -1);
+            CHECK(cJSON_IsNumber(ttfa) && ttfa->valuedouble > 0);
+        } else {
+            CHECK(cJSON_IsNull(frames) && cJSON_IsNull(ttfa));
+        }
+        CHECK(cJSON_GetObjectItem(j, "duration_ms")->valuedouble >= 0);
+        CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j, "disconnected")));
+        CHECK(strlen(cJSON_GetStringValue(cJSON_GetObjectItem(j, "time"))) == 24);
+        cJSON_Delete(j);
+    }
+    test_note("%s", text);
+    free(text);
+
+    /* plain, appended to the same file */
+    o.access_log = GP_ACCESS_LOG_PLAIN;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_http h;
+    CHECK_EQ_INT(speak(&ts, "\"voice\":\"marin\"", &h), 200);
+    char id[80];
+    snprintf(id, sizeof id, "%s", test_http_header(&h, "x-request-id"));
+    test_http_free(&h);
+    test_server_stop(&ts);
+    text = slurp(path);
+    REQUIRE(text);
+    const char *line = strstr(text, id);
+    const char *want = " POST speech 200 voice=marin frames=2 ttfa_ms=";
+    CHECK_MSG(line && strncmp(line + strlen(id), want, strlen(want)) == 0, "plain line: %s",
+              line ? line : text);
+    free(text);
+    /* off: nothing written */
+    o.access_log = GP_ACCESS_LOG_OFF;
+    unlink(path);
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    CHECK_EQ_INT(speak(&ts, "\"voice\":\"marin\"", &h), 200);
+    test_http_free(&h);
+    test_server_stop(&ts);
+    CHECK(access(path, F_OK) != 0);
+}

@@ -47,6 +47,12 @@ static const cli_option serve_options[] = {
      "a request's headers and body must arrive within S seconds (default 20)"},
     {"drain", 0, "S", "on SIGTERM, let streams finish for up to S seconds (default 10)"},
     {"model-name", 0, "NAME", "the model id /v1/models lists (default gepard-1.0)"},
+    {"access-log", 0, "MODE",
+     "one line per request: off (default), plain or json (id, route, status, voice, frames, "
+     "TTFA, duration)"},
+    {"access-log-file", 0, "FILE",
+     "append the access log to FILE instead of standard error (implies plain unless "
+     "--access-log says json)"},
     {"cors-origin", 0, "ORIGIN",
      "let browser pages from ORIGIN (https://app.example:8443, or * for any) call the API; "
      "repeat it or give a comma list (default: no CORS)"},
@@ -143,6 +149,18 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->server.http_threads = (int)http_threads;
     if (cli_get(a, "host")) c->server.host = cli_get(a, "host");
     if (cli_get(a, "model-name")) c->server.model_name = cli_get(a, "model-name");
+    const char *log = cli_get(a, "access-log");
+    c->server.access_log_file = cli_get(a, "access-log-file");
+    if (!log)
+        c->server.access_log = c->server.access_log_file ? GP_ACCESS_LOG_PLAIN : GP_ACCESS_LOG_OFF;
+    else if (strcmp(log, "off") == 0)
+        c->server.access_log = GP_ACCESS_LOG_OFF;
+    else if (strcmp(log, "plain") == 0)
+        c->server.access_log = GP_ACCESS_LOG_PLAIN;
+    else if (strcmp(log, "json") == 0)
+        c->server.access_log = GP_ACCESS_LOG_JSON;
+    else
+        return cli_usage_error("serve", "--access-log must be off, plain or json, got \"%s\"", log);
     c->server.api_key = cli_get(a, "api-key") ? cli_get(a, "api-key") : getenv("GEPARD_API_KEY");
     if (c->server.api_key && !*c->server.api_key) c->server.api_key = NULL;
     c->engine.max_streams = (int)streams;
@@ -196,8 +214,9 @@ int cli_serve(int argc, char **argv) {
         cli_parse(&a, "serve", "[OPTIONS]",
                   "Serve speech over HTTP: POST /v1/audio/speech (OpenAI-compatible, streamed\n"
                   "audio or SSE), /v1/audio/speech/batch, GET /v1/audio/voices, /v1/models,\n"
-                  "/health, /ready, /metrics and a playground page at /. Audio is 22050 Hz\n"
-                  "mono. Stops gracefully on SIGTERM or Ctrl-C. See docs/SERVER.md.",
+                  "/health, /ready, /metrics and a playground page at /. Audio is mono: pcm at\n"
+                  "24 kHz (OpenAI's rate), the other formats at 22050 Hz. Stops gracefully\n"
+                  "on SIGTERM or Ctrl-C. See docs/SERVER.md.",
                   serve_options, N_SERVE_OPTIONS, argc, argv);
     if (rc || a.help) {
         cli_args_free(&a);

@@ -58,6 +58,7 @@ enum MHD_Result gp_http_send_response(gp_http_request *r, int status,
         if (strcmp(r->cors_origin, "*") != 0) MHD_add_response_header(response, "Vary", "Origin");
     }
     gp_metrics_count_request(r->server->metrics, r->route, status);
+    r->log.status = status;
     enum MHD_Result ret = MHD_queue_response(r->connection, (unsigned)status, response);
     MHD_destroy_response(response);
     return ret;

@@ -147,7 +147,7 @@ static void set_request_id(gp_http_request *r) {
     gp_server *s = r->server;
     uint64_t k = __atomic_add_fetch(&s->request_count, 1, __ATOMIC_RELAXED);
     snprintf(r->request_id, sizeof r->request_id, "req_%08llx%016llx",
-             (unsigned long long)(s->request_id_seed >> 32),
+             (unsigned long long)((s->request_id_seed * 0x9E3779B97F4A7C15ull) >> 32),
              (unsigned long long)(s->request_id_seed + k));
 }
 
@@ -345,6 +345,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         route_model_id(r, url);
         set_request_id(r);
         r->is_options = strcmp(method, "OPTIONS") == 0;
+        gp_access_entry_begin(&r->log, r->request_id, method, r->route);
         set_cors_origin(r);
         r->is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         r->is_post = strcmp(method, "POST") == 0;
@@ -394,6 +395,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
                                   (unsigned)s->params.connection_timeout_s);
     gp_speech_pending_free(r);
+    if (!r->log_by_job) gp_access_log_write(s, &r->log);
     gp_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
@@ -537,7 +539,9 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         gp_metrics_create(&s->metrics))
         rc = gp_fail_oom(err, "server", 0);
     if (!rc) rc = parse_cors_origins(s, s->params.cors_origins, err);
-    s->params.cors_origins = NULL; /* the caller's string; s->cors_origins has copies */
+    if (!rc) rc = gp_access_log_open(s, err);
+    s->params.access_log_file = NULL; /* the caller's string */
+    s->params.cors_origins = NULL;    /* the caller's string; s->cors_origins has copies */
     if (!rc) rc = resolve_host(s->host, s->params.port, &addr, &ipv6, err);
     if (!rc) {
         /* A few threads over epoll serve every connection; nothing blocks on
@@ -657,6 +661,7 @@ void gp_server_free(gp_server *s) {
     free(s->host);
     free(s->api_key);
     free(s->model_name);
+    gp_access_log_close(s);
     for (int i = 0; i < s->n_cors_origins; i++) free(s->cors_origins[i]);
     free(s->cors_origins);
     free(s);

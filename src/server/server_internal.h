@@ -10,6 +10,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "base/buf.h"
 #include "io/audio_sink.h"
@@ -44,8 +45,11 @@ struct gp_server {
     long long created;                 /* Unix time of the start: the models' "created" */
     char **cors_origins;               /* allowed Origin values; "*" matches any */
     int n_cors_origins;                /* 0: no CORS */
-    uint64_t request_id_seed;          /* random at start; request ids count up from it */
-    uint64_t request_count;            /* (atomic) */
+    FILE *access_log;                  /* NULL: off */
+    bool access_log_owned, access_log_lock_ready;
+    pthread_mutex_t access_log_lock;
+    uint64_t request_id_seed; /* random at start; request ids count up from it */
+    uint64_t request_count;   /* (atomic) */
     struct MHD_Daemon *daemon;
     int port;
     gp_metrics *metrics;
@@ -82,6 +86,26 @@ struct gp_server {
 
 #define GP_REQUEST_ID_MAX 65 /* 64 characters and the NUL */
 
+/* ---- access_log.c: one line per request ---- */
+typedef struct gp_access_entry {
+    char request_id[GP_REQUEST_ID_MAX];
+    char method[8];
+    gp_route route;
+    int status; /* 0: no response was sent */
+    char voice[GP_VOICE_NAME_MAX];
+    long frames;    /* -1: none */
+    double ttfa_ms; /* -1: none */
+    double t_start; /* monotonic seconds */
+    bool disconnected;
+} gp_access_entry;
+
+int gp_access_log_open(gp_server *s, gp_error *err);
+void gp_access_log_close(gp_server *s);
+void gp_access_entry_begin(gp_access_entry *e, const char *request_id, const char *method,
+                           gp_route route);
+/* Write the entry's line (nothing when the log is off). */
+void gp_access_log_write(gp_server *s, const gp_access_entry *e);
+
 /* One HTTP request (libmicrohttpd's per-connection `con_cls`). */
 typedef struct gp_http_request {
     gp_server *server;
@@ -98,6 +122,8 @@ typedef struct gp_http_request {
     bool model_id_too_long;
     bool is_options;
     char cors_origin[256]; /* Access-Control-Allow-Origin for this request, or "" */
+    gp_access_entry log;   /* its access-log line */
+    bool log_by_job;       /* a streamed answer's job writes it when freed */
 } gp_http_request;
 
 /* An error in OpenAI's shape {"error":{"message","type","param","code"}}. */
@@ -277,6 +303,7 @@ struct gp_speech_job {
     bool started, ended, failed, disconnected, recorded;
     gepard_synth_result result;
     char error[GP_ERROR_MESSAGE_MAX];
+    gp_access_entry *log;       /* a streamed answer's access-log line (written when freed) */
     gp_speech_job *next;        /* server's in-flight list */
     gp_speech_job *next_orphan; /* server's list of jobs freed before their stream ended */
 };

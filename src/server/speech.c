@@ -161,6 +161,8 @@ static enum MHD_Result respond_whole(gp_http_request *r, gp_speech_job *job, con
         gp_http_fail(&e, 500, NULL, "synthesis_failed", "the synthesis failed: %s", job->error);
         return gp_http_send_error(r, &e);
     }
+    r->log.frames = (long)job->result.frames;
+    r->log.ttfa_ms = job->result.ttfa_ms;
     size_t len = 0;
     char *data = gp_buf_detach(&job->out, &len);
     gp_wav_patch_sizes(data, len);
@@ -191,6 +193,7 @@ static enum MHD_Result collect_continue(gp_http_request *r) {
     }
     bool gone = false;
     for (int i = 0; i < p->n; i++) gone |= p->items[i].job->disconnected;
+    r->log.disconnected = gone;
     enum MHD_Result ret = gone       ? MHD_NO
                           : p->batch ? batch_respond(r, p->items, p->n)
                                      : respond_whole(r, p->items[0].job, p->items[0].opts.voice);
@@ -233,6 +236,11 @@ static enum MHD_Result start_streams(gp_http_request *r) {
         return MHD_NO;
     }
     add_audio_headers(resp, job, voice);
+    if (r->server->access_log && (job->log = malloc(sizeof *job->log))) {
+        *job->log = r->log; /* the job writes the line with its final frames and TTFA */
+        job->log->status = 200;
+        r->log_by_job = true;
+    }
     return gp_http_send_response(r, 200, resp);
 }
 
@@ -310,6 +318,7 @@ enum MHD_Result gp_handle_speech(gp_http_request *r) {
     p->backend = b;
     p->whole = !o.stream && !o.sse;
     p->items[0].opts = o;
+    snprintf(r->log.voice, sizeof r->log.voice, "%s", o.voice);
     snprintf(p->items[0].param, sizeof p->items[0].param, "ref_audio");
     return speech_begin(r);
 }
@@ -401,11 +410,14 @@ static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int 
         rc |= batch_append_item(&b, i, &items[i]);
         in_tokens += j->input_tokens;
         out_tokens += j->result.frames;
+        if (!j->failed && (r->log.ttfa_ms < 0 || j->result.ttfa_ms < r->log.ttfa_ms))
+            r->log.ttfa_ms = j->result.ttfa_ms; /* the first audio of any item */
     }
     rc |= gp_buf_printf(&b,
                         "],\"usage\":{\"input_tokens\":%zu,\"output_tokens\":%zu,"
                         "\"total_tokens\":%zu}}\n",
                         in_tokens, out_tokens, in_tokens + out_tokens);
+    r->log.frames = (long)out_tokens; /* all items' */
     if (rc) {
         gp_buf_free(&b);
         return MHD_NO;
@@ -439,5 +451,6 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
     p->text = text;
     p->backend = b;
     p->batch = true;
+    snprintf(r->log.voice, sizeof r->log.voice, "%s", items[0].opts.voice); /* the first */
     return speech_begin(r);
 }

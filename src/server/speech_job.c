@@ -281,6 +281,15 @@ static void job_release(gp_speech_job *j) {
         }
         gepard_stream_free(j->stream);
     }
+    if (j->log) {
+        if (j->stream || j->result.frames) {
+            j->log->frames = (long)j->result.frames;
+            j->log->ttfa_ms = j->result.frames ? j->result.ttfa_ms : -1;
+        }
+        j->log->disconnected = j->disconnected;
+        gp_access_log_write(j->server, j->log);
+        free(j->log);
+    }
     gp_wake_forget(j->server, &j->own_wake);
     gp_audio_sink_close(j->sink, false, NULL);
     gp_resampler_free(j->resampler);

@@ -1,7 +1,8 @@
 /* test_server_openai.c — what OpenAI's clients expect of `gepard serve`
  * beyond the speech itself (issue 13): the newer voice names, dated model
  * snapshots, GET /v1/models/{id}, the models' `created`, x-request-id on
- * every response, the voice object and JSON error messages, and CORS. */
+ * every response, the voice object and JSON error messages, CORS, the
+ * access log, and the length of a whole FLAC file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -517,4 +518,49 @@ TEST(server_access_log_json_and_plain) {
     test_http_free(&h);
     test_server_stop(&ts);
     CHECK(access(path, F_OK) != 0);
+}
+
+/* The 36-bit sample count in a FLAC stream's STREAMINFO, or -1. */
+static long long flac_total_samples(const test_http *h, int *rate) {
+    const unsigned char *p = (const unsigned char *)h->body.data;
+    if (!p || h->body.len < 42 || memcmp(p, "fLaC", 4) != 0) return -1;
+    const unsigned char *si = p + 8;
+    *rate = (si[10] << 12) | (si[11] << 4) | (si[12] >> 4);
+    return ((long long)(si[13] & 0x0F) << 32) | ((long long)si[14] << 24) | (si[15] << 16) |
+           (si[16] << 8) | si[17];
+}
+
+TEST(server_whole_flac_has_its_length) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    struct {
+        const char *fields;
+        long long samples; /* -1: about 20 * 1024 * 24000 / 22050 */
+        int rate;
+    } cases[] = {
+        {"\"stream\":false", 20 * 1024, 22050},
+        {"\"stream\":false,\"sample_rate\":24000", -1, 24000},
+        {"\"stream\":true", 0, 22050}, /* streamed: 0, "unknown" (it cannot seek back) */
+    };
+    for (int i = 0; i < 3; i++) {
+        char body[512];
+        snprintf(
+            body, sizeof body,
+            "{\"input\":\"Hello world!\",\"response_format\":\"flac\",\"max_frames\":20," TS_GREEDY
+            ",%s}",
+            cases[i].fields);
+        test_http h = {0};
+        CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+        CHECK_EQ_INT(h.status, 200);
+        int rate = 0;
+        long long n = flac_total_samples(&h, &rate);
+        test_note("%s: STREAMINFO says %lld samples at %d Hz", cases[i].fields, n, rate);
+        CHECK_EQ_INT(rate, cases[i].rate);
+        if (cases[i].samples >= 0)
+            CHECK_EQ_INT(n, cases[i].samples);
+        else
+            CHECK(llabs(n - (long long)(20 * 1024 * 24000.0 / 22050)) <= 1);
+        test_http_free(&h);
+    }
+    test_server_stop(&ts);
 }

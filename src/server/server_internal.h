@@ -287,6 +287,7 @@ struct gp_speech_job {
     gp_resampler *resampler;            /* NULL: the codec's rate goes out as is */
     float *resampled;
     size_t n_resampled, cap_resampled;
+    uint64_t samples_out; /* given to the encoder */
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;
@@ -332,6 +333,9 @@ void gp_job_free(gp_speech_job *job);
 void gp_job_reap(gp_server *s, bool wait);
 /* For WAV in a complete buffer: write the real sizes into the header. */
 void gp_wav_patch_sizes(char *data, size_t len);
+/* For FLAC in a complete buffer: write the sample count into STREAMINFO
+ * (a stream cannot seek back to it; it says 0, "unknown"). */
+void gp_flac_patch_length(char *data, size_t len, uint64_t samples);
 
 /* ---- handlers ---- */
 enum MHD_Result gp_handle_speech(gp_http_request *r);

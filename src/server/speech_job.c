@@ -154,6 +154,7 @@ static int job_encode(gp_speech_job *j, const float *x, size_t n) {
     for (size_t i = 0; i < n; i += step) {
         size_t m = n - i < step ? n - i : step;
         if (gp_audio_sink_write(j->sink, x + i, m, &err)) return job_fail(j, err.message);
+        j->samples_out += m;
     }
     if (job_frame_sse(j)) return job_fail(j, "out of memory framing the audio");
     return 0;
@@ -353,4 +354,14 @@ void gp_wav_patch_sizes(char *data, size_t len) {
     if (len - 8 > 0xFFFFFFFFu) return;
     put_u32le(data + 4, (uint32_t)(len - 8));
     put_u32le(data + 40, (uint32_t)(len - 44));
+}
+
+void gp_flac_patch_length(char *data, size_t len, uint64_t samples) {
+    /* "fLaC", then the STREAMINFO block's 4-byte header and 34 bytes; the
+     * 36-bit sample count starts in the low nibble of its byte 13. */
+    if (len < 42 || memcmp(data, "fLaC", 4) != 0 || (data[4] & 0x7f) != 0) return;
+    if (samples >= ((uint64_t)1 << 36)) return;
+    unsigned char *p = (unsigned char *)data + 8 + 13;
+    p[0] = (unsigned char)((p[0] & 0xF0) | (unsigned)(samples >> 32));
+    for (int i = 0; i < 4; i++) p[1 + i] = (unsigned char)(samples >> (24 - 8 * i));
 }

@@ -564,3 +564,27 @@ TEST(server_whole_flac_has_its_length) {
     }
     test_server_stop(&ts);
 }
+
+/* A --voices directory that is not there is reported at once, before the
+ * model loads (here the model does not exist either: its error must not be
+ * the one reported). */
+TEST(server_cli_checks_the_voices_directory_first) {
+    const char *args[] = {"serve",
+                          "--model",
+                          "/nonexistent/gepard-model",
+                          "--codec",
+                          "/nonexistent/codec.nemo",
+                          "--voices",
+                          "/nonexistent/voices",
+                          "--port",
+                          "0",
+                          NULL};
+    test_cmd_result r;
+    REQUIRE(test_run_gepard(&r, NULL, 0, 30, args) == 0);
+    test_note("%s", r.err);
+    CHECK(r.status != 0);
+    CHECK_MSG(r.err && strstr(r.err, "/nonexistent/voices: the voices directory does not exist"),
+              "%s", r.err);
+    CHECK(r.err && !strstr(r.err, "listening")); /* nothing started */
+    test_cmd_result_free(&r);
+}

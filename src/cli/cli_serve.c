@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/buf.h"
 #include "cli/args.h"
@@ -234,6 +235,14 @@ int cli_serve(int argc, char **argv) {
     }
     if ((rc = read_config(&a, &c))) goto done;
     if ((rc = join_cors_origins(argc, argv, &cors))) goto done;
+    struct stat st;
+    if (c.voices && (stat(c.voices, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        /* now, not after the model has loaded */
+        rc = cli_runtime_error("%s: the voices directory does not exist — create it (with "
+                               "NAME.wav clips) or leave --voices out",
+                               c.voices);
+        goto done;
+    }
     c.server.cors_origins = cors.data;
 #ifdef __GLIBC__
     /* glibc gives threads up to 8 arenas per CPU; requests freed on another
@@ -265,8 +274,9 @@ int cli_serve(int argc, char **argv) {
                             .max_streams = c.engine.max_streams,
                             .max_queue = c.engine.max_queue};
     gp_server_set_backend(server, &sb);
-    fprintf(stderr, "gepard serve: ready (%d voices from %s, %d streams)\n", b.voices->count,
-            c.voices ? c.voices : "no voices directory", c.engine.max_streams);
+    fprintf(stderr, "gepard serve: ready (%d voice%s from %s, %d streams)\n", b.voices->count,
+            b.voices->count == 1 ? "" : "s", c.voices ? c.voices : "no voices directory",
+            c.engine.max_streams);
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "gepard serve: %s, stopping (up to %.0f s for running streams)\n",

@@ -29,6 +29,9 @@ typedef struct test_server_opts {
     int max_connections;            /* 0: default */
     int max_connections_per_client; /* 0: default, -1: none */
     double receive_timeout_s;       /* 0: default */
+    const char *cors_origins;       /* NULL: no CORS */
+    int access_log;                 /* gp_access_log_mode; 0: off */
+    const char *access_log_file;    /* NULL: standard error */
 } test_server_opts;
 
 typedef struct test_server {

@@ -1,7 +1,8 @@
 /* test_audio_sink.c — every output format round-trips through a decoder
  * (libsndfile reads WAV, FLAC, Ogg Opus and MP3): right rate, length and,
  * for lossless formats, the exact 16-bit samples; streamed WAV carries the
- * 0xFFFFFFFF sizes; a cancelled file leaves nothing behind. */
+ * 0xFFFFFFFF sizes; streamed Opus puts out pages early; a cancelled file
+ * leaves nothing behind. */
 #include <math.h>
 #include <sndfile.h>
 #include <stdlib.h>
@@ -140,4 +141,48 @@ TEST(audio_sink_abort_leaves_no_file) {
     const char *why = NULL;
     CHECK(gp_audio_format_parse("aac", &why) < 0 && why && strstr(why, "AAC"));
     CHECK(gp_audio_format_from_path("x.FLAC") == GP_AUDIO_FLAC);
+}
+
+/* The largest granule position of the complete Ogg pages in `b` (0: only
+ * header pages so far). */
+static long long ogg_last_granule(const gp_buf *b) {
+    long long last = 0;
+    const unsigned char *p = (const unsigned char *)b->data;
+    for (size_t i = 0; b->len >= 27 && i + 27 <= b->len;) {
+        if (memcmp(p + i, "OggS", 4) != 0) break;
+        int segs = p[i + 26];
+        if (i + 27 + (size_t)segs > b->len) break;
+        size_t body = 0;
+        for (int k = 0; k < segs; k++) body += p[i + 27 + k];
+        if (i + 27 + segs + body > b->len) break;
+        long long g = 0;
+        for (int k = 7; k >= 0; k--) g = (g << 8) | p[i + 6 + k];
+        if (g > last) last = g;
+        i += 27 + segs + body;
+    }
+    return last;
+}
+
+/* OpenAI recommends streamed opus for low latency: a streamed sink must put
+ * out an audio page soon after the first audio, not hold back seconds of it
+ * (libopusenc's default decision and muxing delays held ~2.7 s). */
+TEST(audio_sink_streamed_opus_pages_come_early) {
+    float x[1024];
+    for (int i = 0; i < 1024; i++) x[i] = 0.3f * sinf(2 * (float)M_PI * 220.0f * (float)i / RATE);
+    gp_buf b;
+    gp_buf_init(&b);
+    gp_audio_sink *s;
+    gp_error err;
+    REQUIRE_OK(gp_audio_sink_open_stream(collect, &b, GP_AUDIO_OPUS, RATE, &s, &err), &err);
+    int frames = 0;
+    while (ogg_last_granule(&b) == 0 && frames < 200) {
+        REQUIRE_OK(gp_audio_sink_write(s, x, 1024, &err), &err); /* one codec frame, 46 ms */
+        frames++;
+    }
+    double held_ms = frames * 1024 * 1000.0 / RATE;
+    test_note("first audio page after %d frames (%.0f ms of audio)", frames, held_ms);
+    /* 50 ms of page interval, the encoder's lookahead, whole 46 ms frames */
+    CHECK_MSG(held_ms <= 150, "the first audio page came after %.0f ms of audio", held_ms);
+    REQUIRE_OK(gp_audio_sink_close(s, true, &err), &err);
+    gp_buf_free(&b);
 }

@@ -73,7 +73,8 @@ TEST(server_audio_equals_say_in_every_deterministic_format) {
         char body[512];
         snprintf(body, sizeof body,
                  "{\"model\":\"tts-1\",\"input\":\"Hello world!\",\"voice\":\"alloy\","
-                 "\"response_format\":\"%s\",\"max_frames\":20," TS_GREEDY "}",
+                 "\"response_format\":\"%s\",\"sample_rate\":22050,\"max_frames\":20," TS_GREEDY
+                 "}",
                  formats[i]);
         test_http h = {0};
         CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
@@ -158,9 +159,13 @@ TEST(server_sse_events) {
     test_server ts;
     REQUIRE(test_server_start(&ts, NULL) == 0);
     const char *raw =
-        "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":20," TS_GREEDY "}";
-    const char *sse = "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"stream_format\":"
-                      "\"sse\",\"max_frames\":20," TS_GREEDY "}";
+        "{\"input\":\"Hello "
+        "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":20," TS_GREEDY
+        "}";
+    const char *sse =
+        "{\"input\":\"Hello "
+        "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"stream_format\":"
+        "\"sse\",\"max_frames\":20," TS_GREEDY "}";
     test_http a = {0}, b = {0};
     CHECK_EQ_INT(test_http_post(&a, url(&ts, "/v1/audio/speech"), NULL, raw, NULL), 0);
     CHECK_EQ_INT(test_http_post(&b, url(&ts, "/v1/audio/speech"), NULL, sse, NULL), 0);
@@ -220,7 +225,9 @@ TEST(server_streams_audio_while_synthesis_runs) {
     test_http h = {0};
     h.watch = &ts;
     const char *body =
-        "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":400," TS_GREEDY "}";
+        "{\"input\":\"Hello "
+        "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":400," TS_GREEDY
+        "}";
     CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
     CHECK_EQ_INT(h.body.len, 400 * 1024 * 2);
     double first = h.t_first_body - h.t_start, total = h.t_end - h.t_start;
@@ -229,6 +236,49 @@ TEST(server_streams_audio_while_synthesis_runs) {
     CHECK_EQ_INT(h.active_at_first_body, 1);
     CHECK(first < total / 2);
     test_http_free(&h);
+    test_server_stop(&ts);
+}
+
+/* OpenAI's pcm is 24 kHz: N frames of 1024 samples at 22.05 kHz come out as
+ * N * 1024 * 24000 / 22050 samples (within one frame: the resampler's
+ * filter), still streamed; "sample_rate": 22050 keeps the codec's rate. */
+TEST(server_pcm_defaults_to_24khz) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    const char *rates[] = {"", ",\"sample_rate\":24000", ",\"sample_rate\":22050"};
+    for (int i = 0; i < 3; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"input\":\"Hello "
+                 "world!\",\"response_format\":\"pcm\",\"max_frames\":200%s," TS_GREEDY "}",
+                 rates[i]);
+        test_http h = {0};
+        h.watch = &ts;
+        CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+        CHECK_MSG(h.status == 200, "HTTP %ld %s", h.status, h.body.data);
+        const char *rate = test_http_header(&h, "X-Sample-Rate");
+        const char *want_rate = i < 2 ? "24000" : "22050";
+        CHECK_MSG(rate && strcmp(rate, want_rate) == 0, "X-Sample-Rate %s", rate ? rate : "-");
+        long samples = (long)h.body.len / 2;
+        long want = i < 2 ? (long)(200 * 1024 * 24000.0 / 22050.0 + 0.5) : 200 * 1024;
+        test_note("%s: %ld samples, want %ld", want_rate, samples, want);
+        CHECK_EQ_INT(h.body.len % 2, 0);
+        CHECK_MSG(labs(samples - want) <= 1024, "%ld samples, want %ld (+-1024)", samples, want);
+        if (i == 2) CHECK_EQ_INT(samples, want); /* the native rate is not resampled */
+        CHECK_EQ_INT(h.active_at_first_body, 1); /* still streaming */
+        test_http_free(&h);
+    }
+    const char *bad[] = {"16000", "44100", "24000.5", "\"24000\""};
+    for (int i = 0; i < 4; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"input\":\"Hi\",\"response_format\":\"pcm\",\"sample_rate\":%s}", bad[i]);
+        test_http h = {0};
+        CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+        CHECK_MSG(h.status == 400 && h.body.data && strstr(h.body.data, "sample_rate"),
+                  "sample_rate %s: HTTP %ld %s", bad[i], h.status, h.body.data);
+        test_http_free(&h);
+    }
     test_server_stop(&ts);
 }
 
@@ -336,7 +386,8 @@ TEST(server_request_time_limit_stops_a_stream) {
     REQUIRE(test_server_start(&ts, &o) == 0);
     test_http h = {0};
     const char *body =
-        "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":3000," TS_GREEDY
+        "{\"input\":\"Hello "
+        "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":3000," TS_GREEDY
         "}";
     int rc = test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL);
     test_note("curl %d after %.2f s with %zu bytes", rc, h.t_end - h.t_start, h.body.len);

@@ -182,7 +182,7 @@ TEST(server_playground_streams_in_headless_chromium) {
     CHECK_MSG(j && cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")), "the self-test failed: %s",
               report ? report : "no report before the deadline");
     if (j) {
-        CHECK_EQ_INT(cJSON_GetObjectItem(j, "voices")->valueint, 12);
+        CHECK_EQ_INT(cJSON_GetObjectItem(j, "voices")->valueint, 14);
         CHECK_EQ_INT(cJSON_GetObjectItem(j, "samples")->valuedouble, 200 * 1024);
         CHECK(cJSON_GetObjectItem(j, "chunks")->valueint >= 2); /* it streamed */
         const char *player = cJSON_GetStringValue(cJSON_GetObjectItem(j, "player"));

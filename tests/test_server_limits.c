@@ -20,7 +20,8 @@
 /* A request long enough (3000 frames, no early stop) that no accepted
  * stream can finish while the burst is still arriving. */
 #define LONG_SPEECH                                                                                \
-    "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":3000,"                 \
+    "{\"input\":\"Hello "                                                                          \
+    "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":3000,"              \
     "\"stop_threshold\":2,\"seed\":1}"
 
 static int speech_request(char *buf, size_t cap, const char *body) {
@@ -194,7 +195,8 @@ TEST(server_idle_and_trickling_connections_do_not_lock_out_probes) {
     h.timeout_ms = 1000;
     snprintf(u, sizeof u, "%s/v1/audio/speech", ts.base);
     test_http_post(&h, u, NULL,
-                   "{\"input\":\"Hi\",\"response_format\":\"pcm\",\"max_frames\":4," TS_GREEDY "}",
+                   "{\"input\":\"Hi\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_"
+                   "frames\":4," TS_GREEDY "}",
                    NULL);
     test_note("a speech request of 4 frames: HTTP %ld, %zu bytes in %.0f ms", h.status, h.body.len,
               (h.t_end - h.t_start) * 1e3);

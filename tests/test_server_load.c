@@ -20,7 +20,8 @@
 #include "test.h"
 
 #define SPEECH_BODY(frames, seed)                                                                  \
-    "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":" #frames              \
+    "{\"input\":\"Hello "                                                                          \
+    "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":" #frames           \
     ",\"stop_threshold\":2,\"seed\":" #seed "}"
 
 static char *url(const test_server *ts, const char *path) {
@@ -232,8 +233,9 @@ TEST(server_batch_fans_one_text_out_to_several_voices) {
     free(m);
     /* option sets: per-item seeds over shared options */
     h = (test_http){0};
-    body = "{\"input\":\"Hello world!\",\"items\":[{\"seed\":1},{\"seed\":2,\"temperature\":0.5}],"
-           "\"response_format\":\"pcm\",\"max_frames\":6,\"stop_threshold\":2}";
+    body =
+        "{\"input\":\"Hello world!\",\"items\":[{\"seed\":1},{\"seed\":2,\"temperature\":0.5}],"
+        "\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":6,\"stop_threshold\":2}";
     CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech/batch"), NULL, body, NULL), 0);
     j = cJSON_Parse(h.body.data);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(j, "data")), 2);
@@ -257,10 +259,12 @@ static char *read_whole(const char *path, size_t *n) {
 /* POST a pcm request with `extra` fields; returns the body (caller frees). */
 static char *speak(test_server *ts, const char *extra, size_t *n) {
     char *body = malloc(strlen(extra) + 256);
-    sprintf(body,
-            "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":12," TS_GREEDY
-            "%s}",
-            extra);
+    sprintf(
+        body,
+        "{\"input\":\"Hello "
+        "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":12," TS_GREEDY
+        "%s}",
+        extra);
     test_http h = {0};
     test_http_post(&h, url(ts, "/v1/audio/speech"), NULL, body, NULL);
     free(body);
@@ -501,7 +505,8 @@ TEST(server_ref_audio_in_whole_file_and_batch_requests) {
     gp_buf body;
     gp_buf_init(&body);
     gp_buf_printf(&body,
-                  "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"stream\":false,"
+                  "{\"input\":\"Hello "
+                  "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"stream\":false,"
                   "\"max_frames\":12," TS_GREEDY ",\"ref_audio\":\"%s\"}",
                   b64.data);
     test_http h = {0};
@@ -512,7 +517,8 @@ TEST(server_ref_audio_in_whole_file_and_batch_requests) {
     gp_buf_clear(&body);
     gp_buf_printf(
         &body,
-        "{\"input\":\"Hello world!\",\"response_format\":\"pcm\",\"max_frames\":12," TS_GREEDY
+        "{\"input\":\"Hello "
+        "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":12," TS_GREEDY
         ",\"items\":[{},{\"ref_audio\":\"%s\"}]}",
         b64.data);
     h = (test_http){0};

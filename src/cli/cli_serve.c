@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/buf.h"
 #include "cli/args.h"
 #include "cli/fd_limit.h"
 #include "cli/synth_options.h"
@@ -48,6 +50,15 @@ static const cli_option serve_options[] = {
      "a request's headers and body must arrive within S seconds (default 20)"},
     {"drain", 0, "S", "on SIGTERM, let streams finish for up to S seconds (default 10)"},
     {"model-name", 0, "NAME", "the model id /v1/models lists (default gepard-1.0)"},
+    {"access-log", 0, "MODE",
+     "one line per request: off (default), plain or json (id, route, status, voice, frames, "
+     "TTFA, duration)"},
+    {"access-log-file", 0, "FILE",
+     "append the access log to FILE instead of standard error (implies plain unless "
+     "--access-log says json)"},
+    {"cors-origin", 0, "ORIGIN",
+     "let browser pages from ORIGIN (https://app.example:8443, or * for any) call the API; "
+     "repeat it or give a comma list (default: no CORS)"},
     {"threads", 't', "N", "compute threads (default: all CPUs)"},
     {"dtype", 0, "FMT", "weight format: f32, bf16 (default), int8 or q4"},
     {"kv-cache-mb", 0, "N", "KV cache size (default: enough for every slot's worst case)"},
@@ -83,6 +94,25 @@ static int parse_dtype(const cli_args *a, gepard_weight_format *w) {
             return CLI_EXIT_OK;
         }
     return cli_usage_error("serve", "--dtype must be f32, bf16, int8 or q4, got \"%s\"", d);
+}
+
+/* Every --cors-origin (the option parser keeps only the last) joined with
+ * commas; the server splits and checks them. */
+static int join_cors_origins(int argc, char **argv, gp_buf *out) {
+    static const char opt[] = "--cors-origin";
+    size_t n = sizeof opt - 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) break;
+        const char *v = NULL;
+        if (strcmp(argv[i], opt) == 0 && i + 1 < argc)
+            v = argv[++i];
+        else if (strncmp(argv[i], opt, n) == 0 && argv[i][n] == '=')
+            v = argv[i] + n + 1;
+        if (!v) continue;
+        if ((out->len && gp_buf_append_str(out, ",")) || gp_buf_append_str(out, v))
+            return cli_runtime_error("out of memory reading --cors-origin");
+    }
+    return CLI_EXIT_OK;
 }
 
 static int read_config(const cli_args *a, serve_config *c) {
@@ -123,6 +153,18 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->server.http_threads = (int)http_threads;
     if (cli_get(a, "host")) c->server.host = cli_get(a, "host");
     if (cli_get(a, "model-name")) c->server.model_name = cli_get(a, "model-name");
+    const char *log = cli_get(a, "access-log");
+    c->server.access_log_file = cli_get(a, "access-log-file");
+    if (!log)
+        c->server.access_log = c->server.access_log_file ? GP_ACCESS_LOG_PLAIN : GP_ACCESS_LOG_OFF;
+    else if (strcmp(log, "off") == 0)
+        c->server.access_log = GP_ACCESS_LOG_OFF;
+    else if (strcmp(log, "plain") == 0)
+        c->server.access_log = GP_ACCESS_LOG_PLAIN;
+    else if (strcmp(log, "json") == 0)
+        c->server.access_log = GP_ACCESS_LOG_JSON;
+    else
+        return cli_usage_error("serve", "--access-log must be off, plain or json, got \"%s\"", log);
     c->server.api_key = cli_get(a, "api-key") ? cli_get(a, "api-key") : getenv("GEPARD_API_KEY");
     if (c->server.api_key && !*c->server.api_key) c->server.api_key = NULL;
     c->engine.max_streams = (int)streams;
@@ -187,8 +229,9 @@ int cli_serve(int argc, char **argv) {
         cli_parse(&a, "serve", "[OPTIONS]",
                   "Serve speech over HTTP: POST /v1/audio/speech (OpenAI-compatible, streamed\n"
                   "audio or SSE), /v1/audio/speech/batch, GET /v1/audio/voices, /v1/models,\n"
-                  "/health, /ready, /metrics and a playground page at /. Audio is 22050 Hz\n"
-                  "mono. Stops gracefully on SIGTERM or Ctrl-C. See docs/SERVER.md.",
+                  "/health, /ready, /metrics and a playground page at /. Audio is mono: pcm at\n"
+                  "24 kHz (OpenAI's rate), the other formats at 22050 Hz. Stops gracefully\n"
+                  "on SIGTERM or Ctrl-C. See docs/SERVER.md.",
                   serve_options, N_SERVE_OPTIONS, argc, argv);
     if (rc || a.help) {
         cli_args_free(&a);
@@ -196,6 +239,8 @@ int cli_serve(int argc, char **argv) {
     }
     serve_config c;
     serve_backend b;
+    gp_buf cors;
+    gp_buf_init(&cors);
     memset(&b, 0, sizeof b);
     gp_server *server = NULL;
     if (a.positional_count > 0) {
@@ -203,6 +248,16 @@ int cli_serve(int argc, char **argv) {
         goto done;
     }
     if ((rc = read_config(&a, &c))) goto done;
+    if ((rc = join_cors_origins(argc, argv, &cors))) goto done;
+    struct stat st;
+    if (c.voices && (stat(c.voices, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        /* now, not after the model has loaded */
+        rc = cli_runtime_error("%s: the voices directory does not exist — create it (with "
+                               "NAME.wav clips) or leave --voices out",
+                               c.voices);
+        goto done;
+    }
+    c.server.cors_origins = cors.data;
 #ifdef __GLIBC__
     /* glibc gives threads up to 8 arenas per CPU; requests freed on another
      * thread than the one that allocated them spread free memory over all
@@ -233,8 +288,9 @@ int cli_serve(int argc, char **argv) {
                             .max_streams = c.engine.max_streams,
                             .max_queue = c.engine.max_queue};
     gp_server_set_backend(server, &sb);
-    fprintf(stderr, "gepard serve: ready (%d voices from %s, %d streams)\n", b.voices->count,
-            c.voices ? c.voices : "no voices directory", c.engine.max_streams);
+    fprintf(stderr, "gepard serve: ready (%d voice%s from %s, %d streams)\n", b.voices->count,
+            b.voices->count == 1 ? "" : "s", c.voices ? c.voices : "no voices directory",
+            c.engine.max_streams);
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "gepard serve: %s, stopping (up to %.0f s for running streams)\n",
@@ -242,6 +298,7 @@ int cli_serve(int argc, char **argv) {
     gp_server_shutdown(server, c.drain_s);
 done:
     gp_server_free(server);
+    gp_buf_free(&cors);
     free_backend(&b);
     cli_args_free(&a);
     return rc;

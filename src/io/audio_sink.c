@@ -214,6 +214,15 @@ static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
                            ope_strerror(error));
         ope_encoder_ctl(s->opus, OPUS_SET_BITRATE(32000));
         ope_encoder_ctl(s->opus, OPUS_SET_SIGNAL(OPUS_SIGNAL_VOICE));
+        if (!s->seekable) {
+            /* A stream is listened to as it comes: libopusenc's defaults
+             * buffer 2 s for frame-size decisions and up to 1 s per page.
+             * Encode each 20 ms packet at once and close a page every
+             * 50 ms (2400 samples at 48 kHz): the first page follows the
+             * second codec frame; Ogg's page headers cost ~5 kbit/s. */
+            ope_encoder_ctl(s->opus, OPE_SET_DECISION_DELAY(0));
+            ope_encoder_ctl(s->opus, OPE_SET_MUXING_DELAY(2400));
+        }
         return 0;
     }
     case GP_AUDIO_MP3: {

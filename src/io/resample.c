@@ -1,5 +1,5 @@
-/* resample.c — libsoxr one-shot resampling and mono down-mix (see
- * resample.h). */
+/* resample.c — libsoxr one-shot and streaming resampling, and mono down-mix
+ * (see resample.h). */
 #include "io/resample.h"
 
 #include <soxr.h>
@@ -50,4 +50,66 @@ int gp_resample(const float *in, size_t n, int in_rate, int out_rate, float **ou
     *out = y;
     *n_out = done;
     return GEPARD_OK;
+}
+
+struct gp_resampler {
+    soxr_t soxr;
+    double ratio;
+};
+
+int gp_resampler_create(int in_rate, int out_rate, gp_resampler **out, gp_error *err) {
+    *out = NULL;
+    if (in_rate < 1000 || in_rate > 768000 || out_rate < 1000 || out_rate > 768000)
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                       "cannot resample from %d Hz to %d Hz (rates must be 1 kHz - 768 kHz)",
+                       in_rate, out_rate);
+    gp_resampler *r = calloc(1, sizeof *r);
+    if (!r) return gp_fail_oom(err, "resampler", sizeof *r);
+    soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
+    soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
+    soxr_error_t e = NULL;
+    r->soxr = soxr_create((double)in_rate, (double)out_rate, 1, &e, &io, &q, NULL);
+    if (e || !r->soxr) {
+        free(r);
+        return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot set up resampling from %d Hz to %d Hz: %s",
+                       in_rate, out_rate, e ? soxr_strerror(e) : "unknown error");
+    }
+    r->ratio = (double)out_rate / in_rate;
+    *out = r;
+    return GEPARD_OK;
+}
+
+static int reserve(float **buf, size_t *cap, size_t need, gp_error *err) {
+    if (need <= *cap) return GEPARD_OK;
+    size_t c = *cap ? *cap : 4096;
+    while (c < need) c *= 2;
+    float *p = realloc(*buf, c * sizeof(float));
+    if (!p) return gp_fail_oom(err, "resampled audio", c * sizeof(float));
+    *buf = p;
+    *cap = c;
+    return GEPARD_OK;
+}
+
+int gp_resampler_process(gp_resampler *r, const float *in, size_t n, float **buf, size_t *len,
+                         size_t *cap, gp_error *err) {
+    size_t fed = 0;
+    for (int guard = 0; guard < 100000; guard++) {
+        size_t room = (size_t)((double)(n - fed) * r->ratio) + 1024;
+        int rc = reserve(buf, cap, *len + room, err);
+        if (rc) return rc;
+        size_t idone = 0, odone = 0;
+        soxr_error_t e = soxr_process(r->soxr, in ? in + fed : NULL, in ? n - fed : 0,
+                                      in ? &idone : NULL, *buf + *len, room, &odone);
+        if (e) return gp_fail(err, GEPARD_ERR_INTERNAL, "resampling failed: %s", soxr_strerror(e));
+        fed += idone;
+        *len += odone;
+        if (in ? fed >= n && odone < room : odone == 0) return GEPARD_OK;
+    }
+    return gp_fail(err, GEPARD_ERR_INTERNAL, "resampling made no progress");
+}
+
+void gp_resampler_free(gp_resampler *r) {
+    if (!r) return;
+    soxr_delete(r->soxr);
+    free(r);
 }

@@ -17,4 +17,15 @@ int gp_downmix_mono(const float *interleaved, size_t frames, int channels, float
 int gp_resample(const float *in, size_t n, int in_rate, int out_rate, float **out, size_t *n_out,
                 gp_error *err);
 
+/* A streaming mono resampler (libsoxr, high quality): feed chunks as they
+ * come, then flush once at the end for the filter's tail. */
+typedef struct gp_resampler gp_resampler;
+
+int gp_resampler_create(int in_rate, int out_rate, gp_resampler **out, gp_error *err);
+/* Resample `n` samples (or, with in == NULL, flush the tail) and append the
+ * output to *buf (grown with realloc; *len and *cap track it). */
+int gp_resampler_process(gp_resampler *r, const float *in, size_t n, float **buf, size_t *len,
+                         size_t *cap, gp_error *err);
+void gp_resampler_free(gp_resampler *r);
+
 #endif

@@ -49,7 +49,16 @@ enum MHD_Result gp_http_send_response(gp_http_request *r, int status,
                                       struct MHD_Response *response) {
     if (!response) return MHD_NO;
     r->responded = true;
+    if (r->request_id[0]) MHD_add_response_header(response, "x-request-id", r->request_id);
+    if (r->cors_origin[0]) {
+        MHD_add_response_header(response, "Access-Control-Allow-Origin", r->cors_origin);
+        MHD_add_response_header(response, "Access-Control-Expose-Headers",
+                                "x-request-id, X-Sample-Rate, X-Channels, X-Bit-Depth, "
+                                "X-Audio-Format, X-Voice, Retry-After");
+        if (strcmp(r->cors_origin, "*") != 0) MHD_add_response_header(response, "Vary", "Origin");
+    }
     gp_metrics_count_request(r->server->metrics, r->route, status);
+    r->log.status = status;
     enum MHD_Result ret = MHD_queue_response(r->connection, (unsigned)status, response);
     MHD_destroy_response(response);
     return ret;
@@ -76,6 +85,33 @@ enum MHD_Result gp_http_send(gp_http_request *r, int status, const char *content
 
 enum MHD_Result gp_http_send_json(gp_http_request *r, int status, gp_buf *body) {
     return gp_http_send(r, status, "application/json", body);
+}
+
+enum MHD_Result gp_http_send_preflight(gp_http_request *r) {
+    struct MHD_Response *resp = response_from_buf(NULL);
+    if (!resp) return MHD_NO;
+    if (r->cors_origin[0]) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+        /* what the browser asks for (OpenAI's client sends a dozen
+         * X-Stainless-* headers), if it is a plain list of names */
+        const char *want = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND,
+                                                       "Access-Control-Request-Headers");
+        size_t n = want ? strlen(want) : 0;
+        bool plain = n > 0 && n < 2048;
+        for (size_t i = 0; plain && i < n; i++)
+            plain = (want[i] >= 'a' && want[i] <= 'z') || (want[i] >= 'A' && want[i] <= 'Z') ||
+                    (want[i] >= '0' && want[i] <= '9') || strchr("-_, ", want[i]) != NULL;
+        MHD_add_response_header(
+            resp, "Access-Control-Allow-Headers",
+            plain ? want
+                  : "Authorization, Content-Type, X-Request-Id, OpenAI-Organization, "
+                    "OpenAI-Project, X-Stainless-Arch, X-Stainless-Lang, "
+                    "X-Stainless-OS, X-Stainless-Package-Version, "
+                    "X-Stainless-Retry-Count, X-Stainless-Runtime, "
+                    "X-Stainless-Runtime-Version, X-Stainless-Timeout");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
+    return gp_http_send_response(r, 204, resp);
 }
 
 enum MHD_Result gp_http_send_error(gp_http_request *r, const gp_api_error *e) {

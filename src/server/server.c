@@ -113,6 +113,90 @@ static gp_route route_of(const char *url) {
     return GP_ROUTE_OTHER;
 }
 
+/* "/v1/models/{id}": the models route with the id kept in the request. */
+static void route_model_id(gp_http_request *r, const char *url) {
+    static const char prefix[] = "/v1/models/";
+    size_t n = sizeof prefix - 1;
+    if (r->route != GP_ROUTE_OTHER || strncmp(url, prefix, n) != 0) return;
+    size_t len = strcspn(url + n, "?");
+    while (len > 0 && url[n + len - 1] == '/') len--;
+    if (len == 0 || memchr(url + n, '/', len)) return;
+    r->route = GP_ROUTE_MODELS;
+    if (len >= sizeof r->model_id) {
+        r->model_id_too_long = true;
+        len = sizeof r->model_id - 1;
+    }
+    memcpy(r->model_id, url + n, len);
+    r->model_id[len] = '\0';
+}
+
+/* A client's X-Request-Id is echoed if it is 1-64 characters of
+ * [A-Za-z0-9._:-]; otherwise (and without one) the server makes one:
+ * "req_" and 24 hex digits, a random 64-bit start plus a counter. */
+static void set_request_id(gp_http_request *r) {
+    const char *id = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = id ? strlen(id) : 0;
+    bool sane = n > 0 && n < sizeof r->request_id;
+    for (size_t i = 0; sane && i < n; i++)
+        sane = (id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+               (id[i] >= '0' && id[i] <= '9') || strchr("._:-", id[i]) != NULL;
+    if (sane) {
+        memcpy(r->request_id, id, n + 1);
+        return;
+    }
+    gp_server *s = r->server;
+    uint64_t k = __atomic_add_fetch(&s->request_count, 1, __ATOMIC_RELAXED);
+    snprintf(r->request_id, sizeof r->request_id, "req_%08llx%016llx",
+             (unsigned long long)((s->request_id_seed * 0x9E3779B97F4A7C15ull) >> 32),
+             (unsigned long long)(s->request_id_seed + k));
+}
+
+/* The Access-Control-Allow-Origin this request gets: its Origin if allowed
+ * (or "*" when any is), else nothing. */
+static void set_cors_origin(gp_http_request *r) {
+    const gp_server *s = r->server;
+    if (s->n_cors_origins == 0) return;
+    const char *origin = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, "Origin");
+    if (!origin || strlen(origin) >= sizeof r->cors_origin) return;
+    for (int i = 0; i < s->n_cors_origins; i++) {
+        if (strcmp(s->cors_origins[i], "*") == 0) {
+            snprintf(r->cors_origin, sizeof r->cors_origin, "*");
+            return;
+        }
+        if (strcasecmp(s->cors_origins[i], origin) == 0) {
+            snprintf(r->cors_origin, sizeof r->cors_origin, "%s", origin);
+            return;
+        }
+    }
+}
+
+/* Split the comma list of --cors-origin into s->cors_origins. */
+static int parse_cors_origins(gp_server *s, const char *list, gp_error *err) {
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, ",");
+        const char *q = p;
+        p += n + (p[n] == ',');
+        while (n > 0 && (*q == ' ' || *q == '\t')) q++, n--;
+        while (n > 0 && (q[n - 1] == ' ' || q[n - 1] == '\t' || q[n - 1] == '/')) n--;
+        if (n == 0) continue;
+        bool ok = n < 256 && (strncmp(q, "*", n) == 0 || strncmp(q, "http://", 7) == 0 ||
+                              strncmp(q, "https://", 8) == 0);
+        for (size_t i = 0; ok && i < n; i++) ok = q[i] > 0x20 && q[i] < 0x7f;
+        if (!ok)
+            return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                           "--cors-origin \"%.*s\" is not an origin; give scheme://host[:port] "
+                           "as the browser sends it (https://app.example.com), or * for any",
+                           (int)(n < 200 ? n : 200), q);
+        char **list2 = realloc(s->cors_origins, (size_t)(s->n_cors_origins + 1) * sizeof *list2);
+        if (!list2) return gp_fail_oom(err, "--cors-origin", 0);
+        s->cors_origins = list2;
+        if (!(list2[s->n_cors_origins] = strndup(q, n)))
+            return gp_fail_oom(err, "--cors-origin", n);
+        s->n_cors_origins++;
+    }
+    return GEPARD_OK;
+}
+
 static bool is_post_route(gp_route r) { return r == GP_ROUTE_SPEECH || r == GP_ROUTE_SPEECH_BATCH; }
 
 /* Checks made when the headers are in, before any body is read. Returns
@@ -121,6 +205,10 @@ static bool check_request_head(gp_http_request *r, enum MHD_Result *ret) {
     gp_api_error e;
     gp_server *s = r->server;
     bool bad = false;
+    if (r->is_options && s->n_cors_origins > 0 && r->route != GP_ROUTE_OTHER) {
+        *ret = gp_http_send_preflight(r); /* no key: browsers send none with a preflight */
+        return false;
+    }
     if (r->route == GP_ROUTE_OTHER) {
         bad = true;
         gp_http_fail(&e, 404, NULL, "not_found",
@@ -166,19 +254,38 @@ static enum MHD_Result send_text(gp_http_request *r, int status, const char *typ
     return gp_http_send(r, status, type, &b);
 }
 
+static int append_model(gp_buf *b, const gp_server *s, const char *id) {
+    int rc = gp_buf_append_str(b, "{\"id\":");
+    rc |= gp_json_append_string(b, id);
+    return rc | gp_buf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"gepard\"}",
+                              s->created);
+}
+
+/* GET /v1/models: the served name and every alias ("created": the server's
+ * start); GET /v1/models/{id}: any name a request may use, or 404. */
 static enum MHD_Result handle_models(gp_http_request *r) {
-    static const char *const aliases[] = {"tts-1", "tts-1-hd", "gpt-4o-mini-tts"};
+    const gp_server *s = r->server;
     gp_buf b;
     gp_buf_init(&b);
-    int rc = gp_buf_append_str(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    rc |= gp_json_append_string(&b, r->server->model_name);
-    rc |= gp_buf_append_str(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"gepard\"}");
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        rc |= gp_buf_printf(&b,
-                            ",{\"id\":\"%s\",\"object\":\"model\",\"created\":0,"
-                            "\"owned_by\":\"gepard\"}",
-                            aliases[i]);
-    rc |= gp_buf_append_str(&b, "]}\n");
+    int rc = 0;
+    if (r->model_id[0]) {
+        if (r->model_id_too_long || !gp_model_name_accepted(s, r->model_id)) {
+            gp_api_error e;
+            gp_http_fail(&e, 404, "model", "model_not_found",
+                         "The model '%.100s' does not exist; this server serves \"%s\" (see "
+                         "GET /v1/models for its aliases)",
+                         r->model_id, s->model_name);
+            return gp_http_send_error(r, &e);
+        }
+        rc = append_model(&b, s, r->model_id) | gp_buf_append_str(&b, "\n");
+    } else {
+        rc = gp_buf_append_str(&b, "{\"object\":\"list\",\"data\":[");
+        rc |= append_model(&b, s, s->model_name);
+        for (int i = 0; i < GP_MODEL_ALIAS_COUNT; i++)
+            if (strcmp(gp_model_aliases[i], s->model_name) != 0)
+                rc |= gp_buf_append_str(&b, ",") | append_model(&b, s, gp_model_aliases[i]);
+        rc |= gp_buf_append_str(&b, "]}\n");
+    }
     if (rc) {
         gp_buf_free(&b);
         return MHD_NO;
@@ -235,6 +342,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->server = s;
         r->connection = connection;
         r->route = route_of(url);
+        route_model_id(r, url);
+        set_request_id(r);
+        r->is_options = strcmp(method, "OPTIONS") == 0;
+        gp_access_entry_begin(&r->log, r->request_id, method, r->route);
+        set_cors_origin(r);
         r->is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         r->is_post = strcmp(method, "POST") == 0;
         gp_buf_init(&r->body);
@@ -283,6 +395,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
                                   (unsigned)s->params.connection_timeout_s);
     gp_speech_pending_free(r);
+    if (!r->log_by_job) gp_access_log_write(s, &r->log);
     gp_buf_free(&r->body);
     free(r);
     *con_cls = NULL;
@@ -411,6 +524,11 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     s->host = strdup(s->params.host ? s->params.host : "127.0.0.1");
     s->api_key = dup_or_null(s->params.api_key);
     s->model_name = strdup(s->params.model_name ? s->params.model_name : "gepard-1.0");
+    s->created = (long long)time(NULL);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    s->request_id_seed = ((uint64_t)now.tv_nsec << 32) ^ (uint64_t)now.tv_sec ^
+                         ((uint64_t)getpid() << 16) ^ (uint64_t)(uintptr_t)s;
     s->params.host = s->host;
     s->params.api_key = s->api_key;
     s->params.model_name = s->model_name;
@@ -420,6 +538,10 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     if (!s->host || !s->model_name || (params && params->api_key && !s->api_key) ||
         gp_metrics_create(&s->metrics))
         rc = gp_fail_oom(err, "server", 0);
+    if (!rc) rc = parse_cors_origins(s, s->params.cors_origins, err);
+    if (!rc) rc = gp_access_log_open(s, err);
+    s->params.access_log_file = NULL; /* the caller's string */
+    s->params.cors_origins = NULL;    /* the caller's string; s->cors_origins has copies */
     if (!rc) rc = resolve_host(s->host, s->params.port, &addr, &ipv6, err);
     if (!rc) {
         /* A few threads over epoll serve every connection; nothing blocks on
@@ -539,5 +661,8 @@ void gp_server_free(gp_server *s) {
     free(s->host);
     free(s->api_key);
     free(s->model_name);
+    gp_access_log_close(s);
+    for (int i = 0; i < s->n_cors_origins; i++) free(s->cors_origins[i]);
+    free(s->cors_origins);
     free(s);
 }

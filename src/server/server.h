@@ -28,6 +28,12 @@
 
 #define GP_SERVER_MAX_BATCH 64
 
+typedef enum gp_access_log_mode {
+    GP_ACCESS_LOG_OFF = 0,
+    GP_ACCESS_LOG_PLAIN, /* one space-separated line per request */
+    GP_ACCESS_LOG_JSON,  /* one JSON object per line */
+} gp_access_log_mode;
+
 typedef struct gp_server_params {
     const char *host;               /* address to bind (default 127.0.0.1) */
     int port;                       /* 0: any free port (see gp_server_port) */
@@ -47,6 +53,10 @@ typedef struct gp_server_params {
     int http_threads;         /* libmicrohttpd's threads (epoll each) for all connections and their
                                  audio encoding; 0: one per CPU, at least 4 */
     bool trim_when_idle;      /* malloc_trim once idle for a second after work (true) */
+    const char *cors_origins; /* comma-separated origins browsers may call from ("*": any);
+                                 NULL: no CORS (OPTIONS is 405) */
+    gp_access_log_mode access_log;
+    const char *access_log_file; /* NULL or "-": standard error */
 } gp_server_params;
 
 gp_server_params gp_server_default_params(void);

@@ -10,9 +10,11 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "base/buf.h"
 #include "io/audio_sink.h"
+#include "io/resample.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
@@ -40,6 +42,14 @@ typedef struct gp_wake {
 struct gp_server {
     gp_server_params params;
     char *host, *api_key, *model_name; /* owned copies of the params' strings */
+    long long created;                 /* Unix time of the start: the models' "created" */
+    char **cors_origins;               /* allowed Origin values; "*" matches any */
+    int n_cors_origins;                /* 0: no CORS */
+    FILE *access_log;                  /* NULL: off */
+    bool access_log_owned, access_log_lock_ready;
+    pthread_mutex_t access_log_lock;
+    uint64_t request_id_seed; /* random at start; request ids count up from it */
+    uint64_t request_count;   /* (atomic) */
     struct MHD_Daemon *daemon;
     int port;
     gp_metrics *metrics;
@@ -74,6 +84,28 @@ struct gp_server {
     int n_suspended;
 };
 
+#define GP_REQUEST_ID_MAX 65 /* 64 characters and the NUL */
+
+/* ---- access_log.c: one line per request ---- */
+typedef struct gp_access_entry {
+    char request_id[GP_REQUEST_ID_MAX];
+    char method[8];
+    gp_route route;
+    int status; /* 0: no response was sent */
+    char voice[GP_VOICE_NAME_MAX];
+    long frames;    /* -1: none */
+    double ttfa_ms; /* -1: none */
+    double t_start; /* monotonic seconds */
+    bool disconnected;
+} gp_access_entry;
+
+int gp_access_log_open(gp_server *s, gp_error *err);
+void gp_access_log_close(gp_server *s);
+void gp_access_entry_begin(gp_access_entry *e, const char *request_id, const char *method,
+                           gp_route route);
+/* Write the entry's line (nothing when the log is off). */
+void gp_access_log_write(gp_server *s, const gp_access_entry *e);
+
 /* One HTTP request (libmicrohttpd's per-connection `con_cls`). */
 typedef struct gp_http_request {
     gp_server *server;
@@ -83,8 +115,15 @@ typedef struct gp_http_request {
     gp_buf body;
     bool body_too_large;
     bool responded;
-    gp_wake wake;               /* while a handler waits (speech.c) */
-    gp_speech_pending *pending; /* a speech request started and not yet answered */
+    gp_wake wake;                       /* while a handler waits (speech.c) */
+    gp_speech_pending *pending;         /* a speech request started and not yet answered */
+    char request_id[GP_REQUEST_ID_MAX]; /* sent as x-request-id */
+    char model_id[128];                 /* GET /v1/models/{id}; "" for the list */
+    bool model_id_too_long;
+    bool is_options;
+    char cors_origin[256]; /* Access-Control-Allow-Origin for this request, or "" */
+    gp_access_entry log;   /* its access-log line */
+    bool log_by_job;       /* a streamed answer's job writes it when freed */
 } gp_http_request;
 
 /* An error in OpenAI's shape {"error":{"message","type","param","code"}}. */
@@ -107,6 +146,8 @@ void gp_api_error_from_status(gp_api_error *e, gepard_status st, const char *mes
 enum MHD_Result gp_http_send(gp_http_request *r, int status, const char *content_type,
                              gp_buf *body);
 enum MHD_Result gp_http_send_json(gp_http_request *r, int status, gp_buf *body);
+/* 204 to a CORS preflight (OPTIONS) with the Access-Control-Allow-* headers. */
+enum MHD_Result gp_http_send_preflight(gp_http_request *r);
 enum MHD_Result gp_http_send_error(gp_http_request *r, const gp_api_error *e);
 enum MHD_Result gp_http_send_response(gp_http_request *r, int status,
                                       struct MHD_Response *response);
@@ -198,11 +239,19 @@ void gp_server_job_unregister(gp_server *s, gp_speech_job *job);
 void gp_server_job_orphan(gp_server *s, gp_speech_job *job);
 
 /* ---- speech_options.c: request fields ---- */
+#define GP_OPENAI_PCM_RATE 24000 /* what OpenAI documents for response_format pcm */
+#define GP_MODEL_ALIAS_COUNT 5
+/* gepard, gepard-1.0, tts-1, tts-1-hd, gpt-4o-mini-tts */
+extern const char *const gp_model_aliases[GP_MODEL_ALIAS_COUNT];
+/* The served name, an alias, or an OpenAI alias with a snapshot suffix
+ * ("-YYYY-MM-DD" or "-NNNN": gpt-4o-mini-tts-2025-12-15, tts-1-hd-1106). */
+bool gp_model_name_accepted(const gp_server *s, const char *name);
 typedef struct gp_speech_options {
     gepard_synth_params params;
     gp_audio_format format;
     bool sse;
-    bool stream; /* false: the whole file in one response with Content-Length */
+    bool stream;     /* false: the whole file in one response with Content-Length */
+    int sample_rate; /* of the response; 0: 24000 for pcm, the codec's own otherwise */
     char voice[GP_VOICE_NAME_MAX];
     const gp_voice_entry *voice_entry; /* NULL: the default voice */
     const char *ref_audio;             /* base64, points into the request JSON */
@@ -231,10 +280,14 @@ struct gp_speech_job {
     bool sse;
     int fd; /* the connection's socket, for hang-up checks; -1: none */
     double deadline;
-    gp_wake *wake;     /* signalled on new audio and at the end (wake_lock) */
-    gp_wake own_wake;  /* a streamed response's (the request's is gone by then) */
-    double next_check; /* of the socket and the deadline */
-    int sample_rate, samples_per_frame;
+    gp_wake *wake;                      /* signalled on new audio and at the end (wake_lock) */
+    gp_wake own_wake;                   /* a streamed response's (the request's is gone by then) */
+    double next_check;                  /* of the socket and the deadline */
+    int sample_rate, samples_per_frame; /* of the response; of the codec */
+    gp_resampler *resampler;            /* NULL: the codec's rate goes out as is */
+    float *resampled;
+    size_t n_resampled, cap_resampled;
+    uint64_t samples_out; /* given to the encoder */
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;
@@ -251,6 +304,7 @@ struct gp_speech_job {
     bool started, ended, failed, disconnected, recorded;
     gepard_synth_result result;
     char error[GP_ERROR_MESSAGE_MAX];
+    gp_access_entry *log;       /* a streamed answer's access-log line (written when freed) */
     gp_speech_job *next;        /* server's in-flight list */
     gp_speech_job *next_orphan; /* server's list of jobs freed before their stream ended */
 };
@@ -279,6 +333,9 @@ void gp_job_free(gp_speech_job *job);
 void gp_job_reap(gp_server *s, bool wait);
 /* For WAV in a complete buffer: write the real sizes into the header. */
 void gp_wav_patch_sizes(char *data, size_t len);
+/* For FLAC in a complete buffer: write the sample count into STREAMINFO
+ * (a stream cannot seek back to it; it says 0, "unknown"). */
+void gp_flac_patch_length(char *data, size_t len, uint64_t samples);
 
 /* ---- handlers ---- */
 enum MHD_Result gp_handle_speech(gp_http_request *r);

@@ -161,9 +161,12 @@ static enum MHD_Result respond_whole(gp_http_request *r, gp_speech_job *job, con
         gp_http_fail(&e, 500, NULL, "synthesis_failed", "the synthesis failed: %s", job->error);
         return gp_http_send_error(r, &e);
     }
+    r->log.frames = (long)job->result.frames;
+    r->log.ttfa_ms = job->result.ttfa_ms;
     size_t len = 0;
     char *data = gp_buf_detach(&job->out, &len);
     gp_wav_patch_sizes(data, len);
+    gp_flac_patch_length(data, len, job->samples_out);
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         len, data ? data : (void *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
@@ -191,6 +194,7 @@ static enum MHD_Result collect_continue(gp_http_request *r) {
     }
     bool gone = false;
     for (int i = 0; i < p->n; i++) gone |= p->items[i].job->disconnected;
+    r->log.disconnected = gone;
     enum MHD_Result ret = gone       ? MHD_NO
                           : p->batch ? batch_respond(r, p->items, p->n)
                                      : respond_whole(r, p->items[0].job, p->items[0].opts.voice);
@@ -233,6 +237,11 @@ static enum MHD_Result start_streams(gp_http_request *r) {
         return MHD_NO;
     }
     add_audio_headers(resp, job, voice);
+    if (r->server->access_log && (job->log = malloc(sizeof *job->log))) {
+        *job->log = r->log; /* the job writes the line with its final frames and TTFA */
+        job->log->status = 200;
+        r->log_by_job = true;
+    }
     return gp_http_send_response(r, 200, resp);
 }
 
@@ -310,6 +319,7 @@ enum MHD_Result gp_handle_speech(gp_http_request *r) {
     p->backend = b;
     p->whole = !o.stream && !o.sse;
     p->items[0].opts = o;
+    snprintf(r->log.voice, sizeof r->log.voice, "%s", o.voice);
     snprintf(p->items[0].param, sizeof p->items[0].param, "ref_audio");
     return speech_begin(r);
 }
@@ -371,7 +381,8 @@ static int batch_append_item(gp_buf *b, int index, const batch_item *it) {
     const gp_speech_job *j = it->job;
     int rc = gp_buf_printf(b, "%s{\"index\":%d,\"voice\":", index ? "," : "", index);
     rc |= gp_json_append_string(b, it->opts.voice);
-    rc |= gp_buf_printf(b, ",\"response_format\":\"%s\"", gp_audio_format_name(j->format));
+    rc |= gp_buf_printf(b, ",\"response_format\":\"%s\",\"sample_rate\":%d",
+                        gp_audio_format_name(j->format), j->sample_rate);
     if (j->failed) {
         rc |= gp_buf_append_str(b, ",\"error\":{\"message\":");
         rc |= gp_json_append_string(b, j->error);
@@ -397,14 +408,18 @@ static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int 
     for (int i = 0; i < n; i++) {
         gp_speech_job *j = items[i].job;
         gp_wav_patch_sizes(j->out.data, j->out.len);
+        gp_flac_patch_length(j->out.data, j->out.len, j->samples_out);
         rc |= batch_append_item(&b, i, &items[i]);
         in_tokens += j->input_tokens;
         out_tokens += j->result.frames;
+        if (!j->failed && (r->log.ttfa_ms < 0 || j->result.ttfa_ms < r->log.ttfa_ms))
+            r->log.ttfa_ms = j->result.ttfa_ms; /* the first audio of any item */
     }
     rc |= gp_buf_printf(&b,
                         "],\"usage\":{\"input_tokens\":%zu,\"output_tokens\":%zu,"
                         "\"total_tokens\":%zu}}\n",
                         in_tokens, out_tokens, in_tokens + out_tokens);
+    r->log.frames = (long)out_tokens; /* all items' */
     if (rc) {
         gp_buf_free(&b);
         return MHD_NO;
@@ -438,5 +453,6 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r) {
     p->text = text;
     p->backend = b;
     p->batch = true;
+    snprintf(r->log.voice, sizeof r->log.voice, "%s", items[0].opts.voice); /* the first */
     return speech_begin(r);
 }

@@ -85,14 +85,21 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     j->deadline = gp_now_s() + s->params.request_timeout_s;
     gp_wake_init(&j->own_wake, connection, j->fd, j->deadline);
     j->wake = wake ? wake : &j->own_wake;
-    j->sample_rate = gepard_codec_sample_rate(b->codec);
+    int native = gepard_codec_sample_rate(b->codec);
+    j->sample_rate = o->sample_rate                ? o->sample_rate
+                     : o->format == GP_AUDIO_PCM16 ? GP_OPENAI_PCM_RATE
+                                                   : native;
     j->samples_per_frame = gepard_codec_samples_per_frame(b->codec);
-    j->max_pending = (size_t)j->sample_rate * JOB_MAX_PENDING_SECONDS;
+    j->max_pending = (size_t)native * JOB_MAX_PENDING_SECONDS;
     pthread_mutex_init(&j->lock, NULL);
     gp_buf_init(&j->raw);
     gp_buf_init(&j->out);
-    int rc =
-        gp_audio_sink_open_stream(job_write_encoded, j, o->format, j->sample_rate, &j->sink, err);
+    int rc = j->sample_rate != native
+                 ? gp_resampler_create(native, j->sample_rate, &j->resampler, err)
+                 : GEPARD_OK;
+    if (!rc)
+        rc = gp_audio_sink_open_stream(job_write_encoded, j, o->format, j->sample_rate, &j->sink,
+                                       err);
     if (rc) {
         gp_job_free(j);
         return rc;
@@ -128,13 +135,26 @@ static int job_frame_sse(gp_speech_job *j) {
     return rc;
 }
 
+/* Resample (in == NULL: flush) when the response's rate is not the codec's,
+ * then encode. */
 static int job_encode(gp_speech_job *j, const float *x, size_t n) {
     gp_error err;
     gp_error_clear(&err);
+    if (j->resampler) {
+        j->n_resampled = 0;
+        if (gp_resampler_process(j->resampler, x, n, &j->resampled, &j->n_resampled,
+                                 &j->cap_resampled, &err))
+            return job_fail(j, err.message);
+        x = j->resampled;
+        n = j->n_resampled;
+    } else if (!x) {
+        return 0;
+    }
     size_t step = j->samples_per_frame > 0 ? (size_t)j->samples_per_frame : n;
     for (size_t i = 0; i < n; i += step) {
         size_t m = n - i < step ? n - i : step;
         if (gp_audio_sink_write(j->sink, x + i, m, &err)) return job_fail(j, err.message);
+        j->samples_out += m;
     }
     if (job_frame_sse(j)) return job_fail(j, "out of memory framing the audio");
     return 0;
@@ -188,9 +208,11 @@ static void job_finish(gp_speech_job *j) {
     if (!j->failed) {
         gp_error err;
         gp_error_clear(&err);
-        gp_audio_sink *sink = j->sink;
-        j->sink = NULL;
-        if (gp_audio_sink_close(sink, true, &err) || job_frame_sse(j)) job_fail(j, err.message);
+        if (job_encode(j, NULL, 0) == 0) { /* the resampler's tail */
+            gp_audio_sink *sink = j->sink;
+            j->sink = NULL;
+            if (gp_audio_sink_close(sink, true, &err) || job_frame_sse(j)) job_fail(j, err.message);
+        }
     }
     if (j->sse) {
         if (j->failed)
@@ -260,8 +282,19 @@ static void job_release(gp_speech_job *j) {
         }
         gepard_stream_free(j->stream);
     }
+    if (j->log) {
+        if (j->stream || j->result.frames) {
+            j->log->frames = (long)j->result.frames;
+            j->log->ttfa_ms = j->result.frames ? j->result.ttfa_ms : -1;
+        }
+        j->log->disconnected = j->disconnected;
+        gp_access_log_write(j->server, j->log);
+        free(j->log);
+    }
     gp_wake_forget(j->server, &j->own_wake);
     gp_audio_sink_close(j->sink, false, NULL);
+    gp_resampler_free(j->resampler);
+    free(j->resampled);
     gepard_voice_free(j->own_voice);
     free(j->pending);
     free(j->taken);
@@ -321,4 +354,14 @@ void gp_wav_patch_sizes(char *data, size_t len) {
     if (len - 8 > 0xFFFFFFFFu) return;
     put_u32le(data + 4, (uint32_t)(len - 8));
     put_u32le(data + 40, (uint32_t)(len - 44));
+}
+
+void gp_flac_patch_length(char *data, size_t len, uint64_t samples) {
+    /* "fLaC", then the STREAMINFO block's 4-byte header and 34 bytes; the
+     * 36-bit sample count starts in the low nibble of its byte 13. */
+    if (len < 42 || memcmp(data, "fLaC", 4) != 0 || (data[4] & 0x7f) != 0) return;
+    if (samples >= ((uint64_t)1 << 36)) return;
+    unsigned char *p = (unsigned char *)data + 8 + 13;
+    p[0] = (unsigned char)((p[0] & 0xF0) | (unsigned)(samples >> 32));
+    for (int i = 0; i < 4; i++) p[1 + i] = (unsigned char)(samples >> (24 - 8 * i));
 }

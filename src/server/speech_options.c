@@ -8,8 +8,34 @@
 #include "io/json.h"
 #include "server/server_internal.h"
 
-static const char *const model_aliases[] = {"gepard", "gepard-1.0", "tts-1", "tts-1-hd",
-                                            "gpt-4o-mini-tts"};
+const char *const gp_model_aliases[GP_MODEL_ALIAS_COUNT] = {"gepard", "gepard-1.0", "tts-1",
+                                                            "tts-1-hd", "gpt-4o-mini-tts"};
+
+static bool all_digits(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9') return false;
+    return true;
+}
+
+/* OpenAI's snapshot suffixes: "-2025-12-15" or "-1106". */
+static bool is_version_suffix(const char *p) {
+    if (*p++ != '-') return false;
+    size_t n = strlen(p);
+    if (n == 4) return all_digits(p, 4);
+    return n == 10 && all_digits(p, 4) && p[4] == '-' && all_digits(p + 5, 2) && p[7] == '-' &&
+           all_digits(p + 8, 2);
+}
+
+bool gp_model_name_accepted(const gp_server *s, const char *name) {
+    if (strcmp(name, s->model_name) == 0) return true;
+    for (int i = 0; i < GP_MODEL_ALIAS_COUNT; i++) {
+        size_t n = strlen(gp_model_aliases[i]);
+        if (strncmp(name, gp_model_aliases[i], n) == 0 &&
+            (name[n] == '\0' || (i >= 2 && is_version_suffix(name + n))))
+            return true;
+    }
+    return false;
+}
 
 void gp_speech_options_init(gp_speech_options *o) {
     memset(o, 0, sizeof *o);
@@ -17,6 +43,24 @@ void gp_speech_options_init(gp_speech_options *o) {
     o->format = GP_AUDIO_MP3; /* OpenAI's default */
     o->stream = true;
     snprintf(o->voice, sizeof o->voice, "default");
+}
+
+/* Where the body has a NUL in a string (a raw 0 byte, or the escape
+ * \u0000, which cJSON would turn into the string's end); len if nowhere. */
+static size_t nul_offset(const char *text, size_t len) {
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\0') return i;
+        if (!in_string) {
+            in_string = text[i] == '"';
+        } else if (text[i] == '"') {
+            in_string = false;
+        } else if (text[i] == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0) return i;
+            i++;
+        }
+    }
+    return len;
 }
 
 int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e) {
@@ -27,6 +71,12 @@ int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e) {
         return gp_http_fail(e, 400, NULL, "empty_body",
                             "the request body is empty; send a JSON object such as "
                             "{\"input\": \"Hello\", \"voice\": \"alloy\"}");
+    size_t nul = nul_offset(r->body.data, r->body.len);
+    if (nul < r->body.len)
+        return gp_http_fail(e, 400, NULL, "invalid_json",
+                            "the request body has a NUL character (\\u0000) in a string at byte "
+                            "%zu; no field accepts it — remove it from the voice name or text",
+                            nul);
     if (gp_json_parse(r->body.data, r->body.len, "request body", out, &err))
         return gp_http_fail(e, 400, NULL, "invalid_json", "%s", err.message);
     if (!cJSON_IsObject(*out)) {
@@ -89,12 +139,12 @@ static int get_string(const cJSON *obj, const char *key, const char *prefix, con
 static int parse_model(const cJSON *obj, const gp_server *s, const char *prefix, gp_api_error *e) {
     const char *model = NULL;
     if (get_string(obj, "model", prefix, &model, e)) return -1;
-    if (!model || strcmp(model, s->model_name) == 0) return 0;
-    for (size_t i = 0; i < sizeof model_aliases / sizeof model_aliases[0]; i++)
-        if (strcmp(model, model_aliases[i]) == 0) return 0;
+    if (!model || gp_model_name_accepted(s, model)) return 0;
     return gp_http_fail(e, 400, "model", "model_not_found",
                         "model \"%.100s\" is not served here; use \"%s\" (tts-1, tts-1-hd, "
-                        "gpt-4o-mini-tts and gepard are accepted as aliases)",
+                        "gpt-4o-mini-tts, their dated snapshots such as "
+                        "gpt-4o-mini-tts-2025-12-15 or tts-1-1106, and gepard are accepted as "
+                        "aliases)",
                         model, s->model_name);
 }
 
@@ -103,7 +153,21 @@ static int parse_voice(const cJSON *obj, const gp_voices *voices, const char *pr
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, "voice");
     char param[64];
     snprintf(param, sizeof param, "%svoice", prefix);
-    if (cJSON_IsObject(item)) item = cJSON_GetObjectItemCaseSensitive(item, "id"); /* {"id":…} */
+    if (cJSON_IsObject(item)) { /* OpenAI's custom voice: {"id": "voice_…"} */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(item, "id");
+        for (const cJSON *k = item->child; k; k = k->next)
+            if (!k->string || strcmp(k->string, "id") != 0)
+                return gp_http_fail(e, 400, param, "invalid_value",
+                                    "%s is an object with \"%.60s\"; a voice object has only "
+                                    "\"id\", the voice name: {\"id\": \"alloy\"}",
+                                    param, k->string ? k->string : "");
+        if (!id || cJSON_IsNull(id))
+            return gp_http_fail(e, 400, param, "invalid_value",
+                                "%s is an object without \"id\"; send {\"id\": \"alloy\"} or "
+                                "the name as a string",
+                                param);
+        item = id;
+    }
     if (!item || cJSON_IsNull(item)) return 0;
     if (!cJSON_IsString(item))
         return gp_http_fail(e, 400, param, "invalid_type",
@@ -159,6 +223,26 @@ static int parse_format(const cJSON *obj, const char *prefix, gp_speech_options 
             return gp_http_fail(e, 400, "stream", "invalid_type", "stream must be true or false");
         o->stream = cJSON_IsTrue(stream);
     }
+    return 0;
+}
+
+/* OpenAI's pcm is 24 kHz; the codec makes 22.05 kHz. Headerless pcm is
+ * resampled to 24 kHz unless the request asks for the native rate; the
+ * formats with a header keep the native rate unless asked (docs/SERVER.md). */
+static int parse_sample_rate(const cJSON *obj, const char *prefix, gp_speech_options *o,
+                             gp_api_error *e) {
+    double rate = 0;
+    bool here = false;
+    if (get_integer(obj, "sample_rate", prefix, 0, 1e9, &rate, &here, e)) return -1;
+    if (!here) return 0;
+    if (rate != 22050 && rate != 24000) {
+        char param[64];
+        snprintf(param, sizeof param, "%ssample_rate", prefix);
+        return gp_http_fail(e, 400, param, "invalid_value",
+                            "%s must be 24000 (OpenAI's rate) or 22050 (the codec's own), got %g",
+                            param, rate);
+    }
+    o->sample_rate = (int)rate;
     return 0;
 }
 
@@ -220,8 +304,8 @@ int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voice
                             const char *prefix, gp_speech_options *o, gp_api_error *e) {
     const char *ignored = NULL;
     if (parse_model(obj, s, prefix, e) || parse_voice(obj, voices, prefix, o, e) ||
-        parse_format(obj, prefix, o, e) || parse_speed(obj, prefix, e) ||
-        parse_sampling(obj, s, prefix, &o->params, e) ||
+        parse_format(obj, prefix, o, e) || parse_sample_rate(obj, prefix, o, e) ||
+        parse_speed(obj, prefix, e) || parse_sampling(obj, s, prefix, &o->params, e) ||
         get_string(obj, "instructions", prefix, &ignored, e))
         return -1;
     const char *ref = NULL;

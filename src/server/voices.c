@@ -12,9 +12,9 @@
 #include "io/file.h"
 #include "io/json.h"
 
-static const char *const builtin_names[] = {"alloy", "ash",     "ballad", "coral",
-                                            "echo",  "fable",   "onyx",   "nova",
-                                            "sage",  "shimmer", "verse",  "default"};
+static const char *const builtin_names[] = {"alloy", "ash",   "ballad", "coral",  "echo",
+                                            "fable", "onyx",  "nova",   "sage",   "shimmer",
+                                            "verse", "marin", "cedar",  "default"};
 #define N_BUILTIN ((int)(sizeof builtin_names / sizeof builtin_names[0]))
 
 static const char *const clip_exts[] = {".wav",  ".flac", ".ogg",  ".oga", ".opus", ".mp3",

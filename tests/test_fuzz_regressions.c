@@ -3,6 +3,7 @@
  * broke: each must now give a clean result or a clean error. Test names are
  * fuzz_<target>_<what>; the bytes are minimised by hand from the fuzzer's
  * reproducer. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,5 +111,45 @@ TEST(fuzz_codes_json_frames_mismatch) {
     CHECK_MSG(r.err && strstr(r.err, "\"frames\" says 1 but \"codes\" holds 2 frames"),
               "stderr: %s", r.err ? r.err : "");
     CHECK_MSG(r.err && !strstr(r.err, "AddressSanitizer"), "stderr: %s", r.err);
+    test_cmd_result_free(&r);
+}
+
+/* fuzz_nemo: a tar header's member size was allocated up front, so a
+ * 2 KB .nemo claiming a 4 GiB model_config.yaml asked malloc for 4 GiB
+ * (libFuzzer: out-of-memory). Run `gepard info` on it with allocations
+ * above 1 GiB failing: the answer must be the truncation message, not "out
+ * of memory". */
+TEST(fuzz_nemo_huge_declared_member) {
+    unsigned char tar[2048];
+    memset(tar, 0, sizeof tar);
+    memcpy(tar, "./model_config.yaml", 19);
+    memcpy(tar + 100, "0000644", 7);      /* mode */
+    memcpy(tar + 108, "0000000", 7);      /* uid */
+    memcpy(tar + 116, "0000000", 7);      /* gid */
+    memcpy(tar + 124, "40000000000", 11); /* size: 4 GiB in octal */
+    memcpy(tar + 136, "00000000000", 11); /* mtime */
+    tar[156] = '0';                       /* a regular file */
+    memcpy(tar + 257,
+           "ustar\0"
+           "00",
+           8);                 /* magic, version */
+    memset(tar + 148, ' ', 8); /* checksum over the header */
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++) sum += tar[i];
+    snprintf((char *)tar + 148, 8, "%06o", sum);
+    memcpy(tar + 512, "sample_rate: 1\n", 15);
+    const char *path = test_tmp("big.nemo");
+    REQUIRE(test_write_file(path, tar, sizeof tar) == 0);
+    const char *old = getenv("ASAN_OPTIONS");
+    char opts[512];
+    snprintf(opts, sizeof opts, "%s%smax_allocation_size_mb=1024:allocator_may_return_null=1",
+             old ? old : "", old && *old ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1); /* this test runs in its own process */
+    const char *args[] = {"info", path, NULL};
+    test_cmd_result r;
+    test_run_gepard(&r, NULL, 0, 60, args);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(r.err && strstr(r.err, "truncated or corrupt"), "stderr: %s", r.err ? r.err : "");
+    CHECK_MSG(r.err && !strstr(r.err, "out of memory"), "stderr: %s", r.err);
     test_cmd_result_free(&r);
 }

@@ -13,7 +13,7 @@ if [ ! -d "$fx" ]; then
     echo "fuzz-seeds: $fx not found (set GEPARD_FIXTURES); using the checked-in seeds only"
     exit 0
 fi
-for t in safetensors config tokenizer nemo zip pickle torch yaml codes_json audio voice \
+for t in safetensors config tokenizer nemo zip pickle torch yaml codes_json audio voice text \
          http_speech http_batch; do
     mkdir -p "$out/$t"
 done

@@ -158,14 +158,18 @@ examples: $(REL_EXAMPLES)
 asan: $(ASAN_BIN) $(ASAN_TESTS)
 
 # The suite runs the unit tests and drives the ASan-built `gepard` command.
-# Its last line is "N passed, N failed".
+# Its last line is "N passed, N failed". Before it, fuzz-smoke runs every
+# libFuzzer harness briefly; a harness that fails is reported there ("fuzz
+# X: FAILED") and makes `make test` exit 1 after the runner has finished.
 test:
 	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory fuzz-smoke
+	@rm -f $(BUILD)/fuzz-smoke.failed
+	@$(MAKE) --no-print-directory fuzz-smoke || touch $(BUILD)/fuzz-smoke.failed
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS)
+	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS); \
+	  rc=$$?; [ ! -f $(BUILD)/fuzz-smoke.failed ] || exit 1; exit $$rc
 
 # The GPU tests (tests/test_cuda.c) on a machine with an NVIDIA GPU: release
 # build (CUDA and ASan do not mix), the CUDA plugin, then every test whose

@@ -9,6 +9,8 @@
 
 #include "io/pickle.h"
 #include "test.h"
+#include "text/nfc.h"
+#include "text/tokenizer.h"
 
 /* Unpickle `bytes`; expect success with a root of `kind` holding `n` items. */
 static void expect_empty_root(const char *bytes, size_t len, gp_pickle_kind kind) {
@@ -152,4 +154,26 @@ TEST(fuzz_nemo_huge_declared_member) {
     CHECK_MSG(r.err && strstr(r.err, "truncated or corrupt"), "stderr: %s", r.err ? r.err : "");
     CHECK_MSG(r.err && !strstr(r.err, "out of memory"), "stderr: %s", r.err);
     test_cmd_result_free(&r);
+}
+
+/* fuzz_text: NFC indexed its tables with whatever malformed UTF-8 decoded
+ * to (above U+10FFFF: global buffer overflow); its callers checked UTF-8
+ * first, but nothing in gp_nfc said so. It now refuses malformed text
+ * itself. The tokenizer.json route (an added token's content) stays refused
+ * by the loader. */
+TEST(fuzz_nfc_malformed_utf8) {
+    gp_error err;
+    char *out = NULL;
+    size_t n = 0;
+    const char text[] = "Dr. \xfc\xfc\xfc\xfc Smith e\xcc\x81";
+    CHECK_ERR_CONTAINS(gp_nfc(text, sizeof text - 1, &out, &n, &err), &err, "not valid UTF-8");
+    free(out);
+    const char json[] =
+        "{\"normalizer\":{\"type\":\"NFC\"},\"added_tokens\":[{\"id\":3,\"content\":"
+        "\"\xfc\xfc\",\"special\":false,\"normalized\":true}],\"model\":{\"type\":"
+        "\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}";
+    gp_tokenizer *tok = NULL;
+    CHECK_ERR_CONTAINS(gp_tok_load_memory(json, sizeof json - 1, "tokenizer.json", &tok, &err),
+                       &err, "content is not valid UTF-8");
+    gp_tok_free(tok);
 }

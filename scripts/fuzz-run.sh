@@ -26,15 +26,15 @@ for t in "$@"; do
         -max_len=65536 -print_final_stats=1 $dict -artifact_prefix="$dir/crash/$t/" \
         "$dir/corpus/$t" $seeds >"$log" 2>&1
     rc=$?
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
-    last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+    runs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+    last=$(grep -aE '^#[0-9]+' "$log" | tail -1)
     cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*')
     ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*')
     if [ $rc -eq 0 ]; then
         echo "fuzz $t: ${secs}s, ${runs:-?} runs, cov ${cov:-?}, ft ${ft:-?}"
     else
         echo "fuzz $t: FAILED (exit $rc) — see $log and $dir/crash/$t/"
-        grep -E 'ERROR: |SUMMARY: ' "$log" | head -3
+        grep -aE 'ERROR: |SUMMARY: ' "$log" | head -3
         fail=1
     fi
 done

@@ -9,6 +9,8 @@
 #   make bench-kernels  build and run the matrix-kernel micro-benchmark (BENCH_ARGS=...)
 #   make deps     install the Debian packages the build needs
 #   make format   clang-format every source file
+#   make fuzz     build the libFuzzer harnesses (fuzz/*.c, clang) into build/fuzz/ and run
+#                 each for FUZZ_SECONDS (60); FUZZ_TARGETS="pickle tokenizer" picks some
 #
 # Kernels that need a particular instruction set live in files named
 # *_avx2.c / *_avx512.c and are compiled with those flags only; the rest of
@@ -78,7 +80,7 @@ REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SR
 REL_BENCH_TOOLS := $(patsubst bench/%.c,$(BUILD)/release/bench/%,$(BENCH_SRC))
 
 .PHONY: cuda test-cuda device-bundle all test demo bench bench-kernels deps format clean check-format \
-        release asan examples bench-tools tokenizer-sweep
+        release asan examples bench-tools tokenizer-sweep fuzz fuzz-build fuzz-smoke
 
 all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES) $(CUDA_TARGETS)
 	@ln -sf release/gepard $(BUILD)/gepard
@@ -156,13 +158,18 @@ examples: $(REL_EXAMPLES)
 asan: $(ASAN_BIN) $(ASAN_TESTS)
 
 # The suite runs the unit tests and drives the ASan-built `gepard` command.
-# Its last line is "N passed, N failed".
+# Its last line is "N passed, N failed". Before it, fuzz-smoke runs every
+# libFuzzer harness briefly; a harness that fails is reported there ("fuzz
+# X: FAILED") and makes `make test` exit 1 after the runner has finished.
 test:
 	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory all
+	@rm -f $(BUILD)/fuzz-smoke.failed
+	@$(MAKE) --no-print-directory fuzz-smoke || touch $(BUILD)/fuzz-smoke.failed
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS)
+	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS); \
+	  rc=$$?; [ ! -f $(BUILD)/fuzz-smoke.failed ] || exit 1; exit $$rc
 
 # The GPU tests (tests/test_cuda.c) on a machine with an NVIDIA GPU: release
 # build (CUDA and ASan do not mix), the CUDA plugin, then every test whose
@@ -208,7 +215,59 @@ bench-kernels: $(REL_LIB)
 	  bench/kernels_bench.c $(REL_LIB) $(LIBS)
 	$(BUILD)/release/kernels-bench $(BENCH_ARGS)
 
-FORMAT_FILES = $(shell find include src tests examples bench -name '*.[ch]' 2>/dev/null)
+# ---- libFuzzer harnesses (fuzz/*.c; see fuzz/README.md) ----
+# The library is rebuilt with clang and -fsanitize=fuzzer-no-link,address,undefined
+# into build/fuzz/obj/ (the release and asan objects are gcc's); each harness
+# links against that archive. `make fuzz` runs every target FUZZ_SECONDS on
+# one core at low priority; `make test` runs each for FUZZ_SMOKE_SECONDS.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_NAMES := $(patsubst fuzz/fuzz_%.c,%,$(FUZZ_SRC))
+FUZZ_TARGETS ?= $(FUZZ_NAMES)
+FUZZ_CFLAGS := -Wno-unknown-warning-option -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+               -fno-sanitize-recover=undefined -fno-math-errno
+FUZZ_LIB := $(BUILD)/fuzz/libgepard-fuzz.a
+FUZZ_EXTRA_OBJ := $(BUILD)/fuzz/obj/src/cli/codes_json.o
+FUZZ_BINS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
+FUZZ_HAVE_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC fuzz $<"
+	@$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_LIB): $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRC))
+	@rm -f $@
+	@echo "  AR      $@"
+	@ar rcs $@ $^
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/fuzz/fuzz_%.o $(FUZZ_EXTRA_OBJ) $(FUZZ_LIB)
+	@echo "  LD fuzz $@"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+.SECONDARY: $(patsubst %,$(BUILD)/fuzz/obj/fuzz/fuzz_%.o,$(FUZZ_NAMES)) $(FUZZ_EXTRA_OBJ)
+
+# Seed corpora: fuzz/seeds/<target>/ (checked in) plus fixture-derived
+# seeds that scripts/fuzz-seeds.sh writes into build/fuzz/seeds/<target>/.
+# New inputs found go to build/fuzz/corpus/<target>/ (git-ignored).
+fuzz:
+	@if [ -z "$(FUZZ_HAVE_CC)" ]; then echo "fuzz: skipped ($(FUZZ_CC) not found)"; exit 1; fi
+	@$(MAKE) --no-print-directory fuzz-build
+	@sh scripts/fuzz-seeds.sh $(BUILD)/fuzz/seeds
+	@sh scripts/fuzz-run.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# A short run of every harness, part of `make test`: fails the build on a
+# crash, prints "skipped" without clang.
+fuzz-smoke:
+	@if [ -z "$(FUZZ_HAVE_CC)" ]; then echo "fuzz: skipped ($(FUZZ_CC) not found; the harnesses need clang)"; \
+	else $(MAKE) --no-print-directory fuzz-build && sh scripts/fuzz-seeds.sh $(BUILD)/fuzz/seeds && \
+	  sh scripts/fuzz-run.sh $(BUILD)/fuzz $(FUZZ_SMOKE_SECONDS) $(FUZZ_NAMES); fi
+
+FORMAT_FILES = $(shell find include src tests examples bench fuzz -name '*.[ch]' 2>/dev/null)
 format:
 	clang-format -i $(FORMAT_FILES)
 

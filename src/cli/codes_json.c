@@ -26,10 +26,10 @@ int gp_codes_json_read(const char *path, int channels, const int *vocab, int32_t
     size_t T = (size_t)cJSON_GetArraySize(arr);
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(root, "frames");
     if (frames && (!gp_json_is_integer(frames) || (size_t)frames->valuedouble != T)) {
+        double said = frames->valuedouble; /* read before the tree is freed */
         cJSON_Delete(root);
         return gp_fail(err, GEPARD_ERR_FORMAT,
-                       "%s: \"frames\" says %g but \"codes\" holds %zu frames", path,
-                       frames->valuedouble, T);
+                       "%s: \"frames\" says %g but \"codes\" holds %zu frames", path, said, T);
     }
     int width = channels;
     if (T > 0 && width <= 0) width = cJSON_GetArraySize(cJSON_GetArrayItem(arr, 0));

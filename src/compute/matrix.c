@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -227,12 +230,20 @@ static const gp_kernel_table *level_tables[3] = {&gp_kernels_scalar, &gp_kernels
                                                  &gp_kernels_avx512};
 static int active_level = -1;
 
+#if defined(__x86_64__)
+/* F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" for
+ * __builtin_cpu_supports, and the fuzzing build (fuzz/) uses clang. */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 static bool cpu_supports(gp_kernel_level level) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     if (level == GP_KERNELS_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     if (level == GP_KERNELS_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

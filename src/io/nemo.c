@@ -11,6 +11,7 @@
 
 /* Configs and checkpoints larger than this are not codec files. */
 #define NEMO_MAX_MEMBER ((size_t)16 << 30)
+#define TAR_FIRST_ALLOC ((size_t)64 << 20)
 
 static const char *tar_basename(const char *path) {
     const char *slash = strrchr(path, '/');
@@ -26,7 +27,10 @@ static int tar_read_entry(struct archive *a, struct archive_entry *e, const char
             return gp_fail(err, GEPARD_ERR_FORMAT,
                            "%s: member %s is %lld bytes, more than the %zu-byte limit", path, name,
                            (long long)declared, max_bytes);
-        cap = (size_t)declared + 1;
+        /* The header's size is a hint, not a promise: a small corrupt archive
+         * may claim gigabytes. Reserve at most TAR_FIRST_ALLOC up front and
+         * grow with the data that actually arrives. */
+        cap = (uint64_t)declared < TAR_FIRST_ALLOC ? (size_t)declared + 1 : TAR_FIRST_ALLOC;
     }
     unsigned char *buf = malloc(cap);
     if (!buf) return gp_fail_oom(err, name, cap);

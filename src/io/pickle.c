@@ -1,6 +1,7 @@
 /* pickle.c — the restricted unpickler's virtual machine (see pickle.h). */
 #include "io/pickle.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,11 @@ static int pk_make_sequence(pk_vm *vm, gp_pickle_kind kind, const int *items, in
 static int pk_extend(pk_vm *vm, int target, const int *items, int count) {
     gp_pickle_value *v = pk_val(vm, target);
     int used = v->kind == GP_PK_DICT ? 2 * v->n : v->n;
+    if (count <= 0) return GEPARD_OK; /* an empty APPENDS / SETITEMS: nothing to copy */
+    if (count > INT_MAX / 2 - used)
+        return gp_fail(vm->err, GEPARD_ERR_FORMAT,
+                       "%s: a pickle container grows past %d items — the file is corrupt",
+                       vm->origin, INT_MAX / 2);
     if (used + count > v->cap) {
         int cap = v->cap ? v->cap : 8;
         while (cap < used + count) cap *= 2;
@@ -326,16 +332,19 @@ static int pk_int_tuple(pk_vm *vm, int tuple, int64_t *out, int *ndim, const cha
 
 static int pk_rebuild_tensor(pk_vm *vm, const gp_pickle_value *args, int *out) {
     if (args->n < 4) return pk_fail(vm, "_rebuild_tensor_v2 called with too few arguments");
-    int storage = args->items[0];
-    gp_pickle_value *offset = pk_val(vm, args->items[1]);
+    /* Copy what is needed out of the values first: pk_new below may move
+     * them (realloc), so no pointer into vm->pk->values survives it. */
+    int storage = args->items[0], size_tuple = args->items[2], stride_tuple = args->items[3];
+    const gp_pickle_value *offset = pk_val(vm, args->items[1]);
     if (pk_val(vm, storage)->kind != GP_PK_STORAGE)
         return pk_fail(vm, "_rebuild_tensor_v2 without a storage");
     if (offset->kind != GP_PK_INT || offset->i < 0)
         return pk_fail(vm, "_rebuild_tensor_v2 with a bad storage offset");
+    int64_t storage_offset = offset->i;
     int64_t shape[GP_PICKLE_MAX_DIMS], stride[GP_PICKLE_MAX_DIMS];
     int ndim, sdim;
-    int rc = pk_int_tuple(vm, args->items[2], shape, &ndim, "bad tensor size tuple");
-    if (rc == GEPARD_OK) rc = pk_int_tuple(vm, args->items[3], stride, &sdim, "bad stride tuple");
+    int rc = pk_int_tuple(vm, size_tuple, shape, &ndim, "bad tensor size tuple");
+    if (rc == GEPARD_OK) rc = pk_int_tuple(vm, stride_tuple, stride, &sdim, "bad stride tuple");
     if (rc) return rc;
     if (sdim != ndim) return pk_fail(vm, "tensor size and stride of different lengths");
     int idx;
@@ -344,7 +353,7 @@ static int pk_rebuild_tensor(pk_vm *vm, const gp_pickle_value *args, int *out) {
     gp_pickle_value *t = pk_val(vm, idx);
     t->storage = storage;
     t->dtype = pk_val(vm, storage)->dtype;
-    t->offset = offset->i;
+    t->offset = storage_offset;
     t->ndim = ndim;
     memcpy(t->shape, shape, sizeof shape);
     memcpy(t->stride, stride, sizeof stride);
@@ -469,6 +478,12 @@ static int pk_memo_get(pk_vm *vm, size_t index) {
     return pk_push(vm, vm->memo[index]);
 }
 
+/* The stack from `pos` on (NULL while nothing was ever pushed: no pointer
+ * arithmetic on NULL, even for zero items). */
+static const int *pk_stack_at(const pk_vm *vm, int pos) {
+    return vm->stack ? vm->stack + pos : NULL;
+}
+
 static int pk_op_setitems(pk_vm *vm, bool single) {
     int start = 0, count = 0, rc;
     if (single) {
@@ -484,7 +499,7 @@ static int pk_op_setitems(pk_vm *vm, bool single) {
     if ((rc = pk_top(vm, &target))) return rc;
     if (pk_val(vm, target)->kind != GP_PK_DICT) return pk_fail(vm, "SETITEM(S) on a non-dict");
     if (count % 2) return pk_fail(vm, "SETITEMS with an odd number of items");
-    return pk_extend(vm, target, vm->stack + start, count);
+    return pk_extend(vm, target, pk_stack_at(vm, start), count);
 }
 
 static int pk_op_appends(pk_vm *vm, bool single) {
@@ -500,18 +515,18 @@ static int pk_op_appends(pk_vm *vm, bool single) {
     int target = 0;
     if ((rc = pk_top(vm, &target))) return rc;
     if (pk_val(vm, target)->kind != GP_PK_LIST) return pk_fail(vm, "APPEND(S) on a non-list");
-    return pk_extend(vm, target, vm->stack + start, count);
+    return pk_extend(vm, target, pk_stack_at(vm, start), count);
 }
 
 static int pk_op_mark_collection(pk_vm *vm, gp_pickle_kind kind) {
     int start = 0, count = 0, idx = 0, rc = pk_pop_mark(vm, &start, &count);
     if (rc) return rc;
     if (kind == GP_PK_TUPLE) {
-        rc = pk_make_sequence(vm, GP_PK_TUPLE, vm->stack + start, count, &idx);
+        rc = pk_make_sequence(vm, GP_PK_TUPLE, pk_stack_at(vm, start), count, &idx);
     } else {
         if (kind == GP_PK_DICT && count % 2) return pk_fail(vm, "DICT with an odd number of items");
         rc = pk_new(vm, kind, &idx);
-        if (rc == GEPARD_OK) rc = pk_extend(vm, idx, vm->stack + start, count);
+        if (rc == GEPARD_OK) rc = pk_extend(vm, idx, pk_stack_at(vm, start), count);
     }
     return rc ? rc : pk_push(vm, idx);
 }
@@ -520,7 +535,7 @@ static int pk_op_small_tuple(pk_vm *vm, int n) {
     int floor = vm->nmarks ? vm->marks[vm->nmarks - 1] : 0;
     if (vm->sp - floor < n) return pk_fail(vm, "stack underflow");
     vm->sp -= n;
-    int idx, rc = pk_make_sequence(vm, GP_PK_TUPLE, vm->stack + vm->sp, n, &idx);
+    int idx, rc = pk_make_sequence(vm, GP_PK_TUPLE, pk_stack_at(vm, vm->sp), n, &idx);
     return rc ? rc : pk_push(vm, idx);
 }
 

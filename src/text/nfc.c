@@ -237,6 +237,13 @@ int gp_nfc(const char *s, size_t len, char **out, size_t *out_len, gp_error *err
     *out_len = 0;
     if (len > (size_t)(SIZE_MAX / 8))
         return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "text too long to normalize");
+    /* The tables stop at U+10FFFF: malformed bytes would index past them. */
+    size_t bad = 0;
+    const char *why = NULL;
+    if (gp_utf8_check(s, len, &bad, &why))
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                       "text to normalize is not valid UTF-8: %s at byte %zu",
+                       why ? why : "a bad sequence", bad);
     gp_buf b;
     gp_buf_init(&b);
     region r;

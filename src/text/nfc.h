@@ -14,8 +14,8 @@
 
 #include "base/error.h"
 
-/* NFC of well-formed UTF-8 (the caller has checked it) into a malloc'ed,
- * NUL-terminated string (*out, *out_len without the NUL). */
+/* NFC of UTF-8 into a malloc'ed, NUL-terminated string (*out, *out_len
+ * without the NUL). Malformed UTF-8 is an error naming the byte offset. */
 int gp_nfc(const char *s, size_t len, char **out, size_t *out_len, gp_error *err);
 
 #endif

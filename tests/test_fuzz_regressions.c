@@ -177,3 +177,26 @@ TEST(fuzz_nfc_malformed_utf8) {
                        &err, "content is not valid UTF-8");
     gp_tok_free(tok);
 }
+
+/* fuzz_codes_json: a negative or huge "frames" was converted to size_t
+ * before the comparison (UBSan float-cast-overflow); it is now compared as
+ * a double and refused with the usual message. */
+TEST(fuzz_codes_json_negative_frames) {
+    const char json[] = "{\"frames\":-6666666666666660,\"codes\":[]}";
+    const char *path = test_tmp("codes.json");
+    REQUIRE(test_write_file(path, json, sizeof json - 1) == 0);
+    const char *args[] = {"decode",
+                          "--codec",
+                          test_fixture("codec-tiny/nano-tiny.nemo"),
+                          "--codes",
+                          path,
+                          "-o",
+                          test_tmp("out.wav"),
+                          NULL};
+    test_cmd_result r;
+    test_run_gepard(&r, NULL, 0, 60, args);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(r.err && strstr(r.err, "but \"codes\" holds 0 frames"), "stderr: %s",
+              r.err ? r.err : "");
+    test_cmd_result_free(&r);
+}

@@ -25,7 +25,7 @@ int gp_codes_json_read(const char *path, int channels, const int *vocab, int32_t
     }
     size_t T = (size_t)cJSON_GetArraySize(arr);
     const cJSON *frames = cJSON_GetObjectItemCaseSensitive(root, "frames");
-    if (frames && (!gp_json_is_integer(frames) || (size_t)frames->valuedouble != T)) {
+    if (frames && (!gp_json_is_integer(frames) || frames->valuedouble != (double)T)) {
         double said = frames->valuedouble; /* read before the tree is freed */
         cJSON_Delete(root);
         return gp_fail(err, GEPARD_ERR_FORMAT,

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gen_cases.h"
 #include "golden.h"
 #include "io/sha256.h"
 #include "model/compressor.h"
@@ -62,50 +63,6 @@ static gp_model *load_on(const char *dir, gp_device_kind kind, gp_dev_precision 
 
 static const char *precision_name(gp_dev_precision p) { return p == GP_DEV_F32 ? "f32" : "bf16"; }
 
-static gp_gen_params params_from_json(const cJSON *o) {
-    gp_gen_params p = gp_gen_default_params();
-    const cJSON *v;
-    if ((v = cJSON_GetObjectItem(o, "temperature"))) p.temperature = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "top_k"))) p.top_k = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "max_frames"))) p.max_frames = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "stop_threshold"))) p.stop_threshold = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "repetition_penalty")))
-        p.repetition_penalty = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "repetition_window"))) p.repetition_window = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "cfg_scale"))) p.cfg_scale = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "cfg_frames")) && !cJSON_IsNull(v)) p.cfg_frames = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "cfg_uncond_mode")))
-        p.cfg_uncond =
-            strcmp(v->valuestring, "audio_only") == 0 ? GP_CFG_AUDIO_ONLY : GP_CFG_EMPTY_TEXT;
-    if ((v = cJSON_GetObjectItem(o, "force_stop_frames")) && !cJSON_IsNull(v))
-        p.force_stop_frames = v->valueint;
-    return p;
-}
-
-static int32_t *layout_for_text(const golden *g, const char *text, size_t *n) {
-    const cJSON *arr = cJSON_GetObjectItem(g->json, "teacher_forced"), *c;
-    cJSON_ArrayForEach(c, arr) {
-        if (strcmp(cJSON_GetObjectItem(c, "text")->valuestring, text) == 0)
-            return golden_int_array(cJSON_GetObjectItem(c, "layout_ids"), n);
-    }
-    return NULL;
-}
-
-static int run_streams(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows,
-                       gp_error *err) {
-    gp_gen_workspace w;
-    gp_gen_workspace_init(&w);
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) rc = gp_gen_reserve(streams[i], kv, err);
-    for (int guard = 0; !rc && guard < 100000; guard++) {
-        int r = gp_gen_step(streams, n, kv, &w, max_rows, NULL, err);
-        if (r < 0) rc = -r;
-        if (r == 0) break;
-    }
-    gp_gen_workspace_free(&w);
-    return rc;
-}
-
 static gp_kv_pool *tiny_pool(const gp_model *m, int blocks) {
     gp_kv_pool *kv = NULL;
     gp_error err;
@@ -119,9 +76,9 @@ static gp_kv_pool *tiny_pool(const gp_model *m, int blocks) {
 static gp_gen_stream *case_stream(const golden *g, gp_model *m, const cJSON *gc,
                                   const gp_lora_adapter *lora) {
     size_t n_ids;
-    int32_t *ids = layout_for_text(g, cJSON_GetObjectItem(gc, "text")->valuestring, &n_ids);
+    int32_t *ids = gen_case_layout(g, cJSON_GetObjectItem(gc, "text")->valuestring, &n_ids);
     if (!ids) return NULL;
-    gp_gen_params p = params_from_json(cJSON_GetObjectItem(gc, "options"));
+    gp_gen_params p = gen_case_params(cJSON_GetObjectItem(gc, "options"));
     gp_error err;
     const int H = m->cfg.backbone.hidden_size;
     float *prefix = NULL;
@@ -176,7 +133,7 @@ static void generate_cases_on(gp_dev_precision precision) {
         gp_gen_stream *s = case_stream(&g, m, gc, NULL);
         REQUIRE(kv && s);
         gp_error err;
-        REQUIRE_OK(run_streams(&s, 1, kv, 7, &err), &err);
+        REQUIRE_OK(gen_run_streams(&s, 1, kv, 7, &err), &err);
         int T = 0, bad = count_code_mismatches(&g, key, s, m->cfg.num_channels, &T);
         /* f32 must reproduce the goldens exactly; bf16 GEMM inputs move the
          * random tiny model's logits by ~0.05, enough to flip its many
@@ -209,7 +166,7 @@ static void generate_cases_on(gp_dev_precision precision) {
     gp_kv_pool *kv = tiny_pool(m, 256);
     gp_gen_stream *s = case_stream(&g, m, lc, NULL);
     REQUIRE(s);
-    REQUIRE_OK(run_streams(&s, 1, kv, 512, &err), &err);
+    REQUIRE_OK(gen_run_streams(&s, 1, kv, 512, &err), &err);
     int T = 0, bad = count_code_mismatches(&g, "lora0", s, m->cfg.num_channels, &T);
     if (precision == GP_DEV_F32)
         CHECK_MSG(bad == 0, "lora0 merged on cuda/f32: %d codes differ", bad);
@@ -253,10 +210,10 @@ TEST(cuda_batched_equals_single) {
         REQUIRE(batch[n] && single[n]);
         n++;
     }
-    REQUIRE_OK(run_streams(batch, n, kv, 5, &err), &err);
+    REQUIRE_OK(gen_run_streams(batch, n, kv, 5, &err), &err);
     int differ = 0;
     for (int i = 0; i < n; i++) {
-        REQUIRE_OK(run_streams(&single[i], 1, kv, 4096, &err), &err);
+        REQUIRE_OK(gen_run_streams(&single[i], 1, kv, 4096, &err), &err);
         const int C = m->cfg.num_channels;
         int bad = batch[i]->n_frames == single[i]->n_frames ? 0 : 1;
         for (int t = 0; !bad && t < batch[i]->n_frames; t++)
@@ -297,7 +254,7 @@ TEST(cuda_lora_runtime_in_a_mixed_batch) {
         gp_kv_pool *kv = tiny_pool(m, 512);
         gp_gen_stream *s[2] = {case_stream(&g, m, lc, ad), case_stream(&g, m, gc, NULL)};
         REQUIRE(s[0] && s[1]);
-        REQUIRE_OK(run_streams(s, 2, kv, 9, &err), &err);
+        REQUIRE_OK(gen_run_streams(s, 2, kv, 9, &err), &err);
         int T = 0, bad_lora = count_code_mismatches(&g, "lora0", s[0], m->cfg.num_channels, &T);
         int bad_base = count_code_mismatches(&g, "gen1", s[1], m->cfg.num_channels, &T);
         test_note("cuda/%s, one batch: lora0 at run time %d codes differ, gen1 %d",
@@ -359,7 +316,7 @@ static int run_forced(gp_model *m, const int32_t *ids, int n_ids, const float *p
         s->pick = forced_pick;
         s->on_frame = forced_frame;
         s->user = f;
-        rc = run_streams(&s, 1, kv, 512, err);
+        rc = gen_run_streams(&s, 1, kv, 512, err);
     }
     gp_gen_free(s, kv);
     gp_kv_pool_free(kv);
@@ -409,7 +366,7 @@ TEST(cuda_teacher_forced_tiny) {
         const gp_dev_precision prec = pi ? GP_DEV_BF16 : GP_DEV_F32;
         gp_model *m = load_on(test_fixture("model-tiny/model"), GP_DEVICE_CUDA, prec);
         REQUIRE(m);
-        const int H = m->cfg.backbone.hidden_size, C = m->cfg.num_channels;
+        const int C = m->cfg.num_channels;
         for (int k = 0; k < 3; k++) {
             const cJSON *tc = golden_case(&g, "teacher_forced", keys[k]);
             REQUIRE(tc);
@@ -456,7 +413,6 @@ TEST(cuda_teacher_forced_tiny) {
             free(frames);
             free(want);
             free(want_stop);
-            (void)H;
         }
         gp_model_free(m);
     }
@@ -614,7 +570,7 @@ TEST(cuda_real_size_against_reference) {
             gp_kv_pool *kv = tiny_pool(m, 64);
             gp_gen_stream *s = NULL;
             REQUIRE_OK(gp_gen_create(m, &p, ids, (int)n_ids, NULL, 0, NULL, &s, &err), &err);
-            REQUIRE_OK(run_streams(&s, 1, kv, 512, &err), &err);
+            REQUIRE_OK(gen_run_streams(&s, 1, kv, 512, &err), &err);
             int eq = 0;
             for (int t = 0; t < T && t < s->n_frames; t++)
                 eq += memcmp(s->frames + (size_t)t * C, codes + (size_t)t * C,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen_cases.h"
 #include "golden.h"
 #include "model/compressor.h"
 #include "model/generate.h"
@@ -14,59 +15,11 @@
 #include "model/sampler.h"
 #include "test.h"
 
-/* Layout ids of a fixture text, taken from the teacher_forced cases (the
- * tokenizer has its own tests). */
-static int32_t *layout_for_text(const golden *g, const char *text, size_t *n) {
-    const cJSON *arr = cJSON_GetObjectItem(g->json, "teacher_forced"), *c;
-    cJSON_ArrayForEach(c, arr) {
-        if (strcmp(cJSON_GetObjectItem(c, "text")->valuestring, text) == 0)
-            return golden_int_array(cJSON_GetObjectItem(c, "layout_ids"), n);
-    }
-    return NULL;
-}
-
-static gp_gen_params params_from_json(const cJSON *o) {
-    gp_gen_params p = gp_gen_default_params();
-    const cJSON *v;
-    if ((v = cJSON_GetObjectItem(o, "temperature"))) p.temperature = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "top_k"))) p.top_k = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "max_frames"))) p.max_frames = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "stop_threshold"))) p.stop_threshold = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "repetition_penalty")))
-        p.repetition_penalty = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "repetition_window"))) p.repetition_window = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "cfg_scale"))) p.cfg_scale = (float)v->valuedouble;
-    if ((v = cJSON_GetObjectItem(o, "cfg_frames")) && !cJSON_IsNull(v)) p.cfg_frames = v->valueint;
-    if ((v = cJSON_GetObjectItem(o, "cfg_uncond_mode")))
-        p.cfg_uncond =
-            strcmp(v->valuestring, "audio_only") == 0 ? GP_CFG_AUDIO_ONLY : GP_CFG_EMPTY_TEXT;
-    if ((v = cJSON_GetObjectItem(o, "force_stop_frames")) && !cJSON_IsNull(v))
-        p.force_stop_frames = v->valueint;
-    return p;
-}
-
 typedef struct run_result {
     int32_t *frames; /* [T][C] */
     int n_frames;
     gp_stop_reason reason;
 } run_result;
-
-/* Run streams to completion through gp_gen_step with a small row budget so
- * prefill is chunked. */
-static int run_streams(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows,
-                       gp_error *err) {
-    gp_gen_workspace w;
-    gp_gen_workspace_init(&w);
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) rc = gp_gen_reserve(streams[i], kv, err);
-    for (int guard = 0; !rc && guard < 100000; guard++) {
-        int r = gp_gen_step(streams, n, kv, &w, max_rows, NULL, err);
-        if (r < 0) rc = -r;
-        if (r == 0) break;
-    }
-    gp_gen_workspace_free(&w);
-    return rc;
-}
 
 static gp_model *load_tiny(void) {
     gp_model_load_options o = {.weight_format = GP_WEIGHTS_F32};
@@ -101,9 +54,9 @@ static void run_generate_case(const char *key) {
     const cJSON *gc = golden_case(&g, "generate", key);
     REQUIRE(gc);
     size_t n_ids;
-    int32_t *ids = layout_for_text(&g, cJSON_GetObjectItem(gc, "text")->valuestring, &n_ids);
+    int32_t *ids = gen_case_layout(&g, cJSON_GetObjectItem(gc, "text")->valuestring, &n_ids);
     REQUIRE(ids);
-    gp_gen_params p = params_from_json(cJSON_GetObjectItem(gc, "options"));
+    gp_gen_params p = gen_case_params(cJSON_GetObjectItem(gc, "options"));
     gp_error err;
     const int H = m->cfg.backbone.hidden_size, C = m->cfg.num_channels;
     float *prefix = NULL;
@@ -123,7 +76,7 @@ static void run_generate_case(const char *key) {
                &err);
     gp_gen_stream *s;
     REQUIRE_OK(gp_gen_create(m, &p, ids, (int)n_ids, prefix, prefix_rows, NULL, &s, &err), &err);
-    REQUIRE_OK(run_streams(&s, 1, kv, 7, &err), &err);
+    REQUIRE_OK(gen_run_streams(&s, 1, kv, 7, &err), &err);
     check_codes(&g, key, s, C);
     test_note("%s: %d frames, stop reason %d", key, s->n_frames, s->stop_reason);
     gp_gen_free(s, kv);
@@ -168,8 +121,8 @@ TEST(sampling_probabilities_match_reference) {
     const cJSON *sc = golden_case(&g, "sampling_probs", "sample0");
     REQUIRE(sc);
     size_t n_ids;
-    int32_t *ids = layout_for_text(&g, cJSON_GetObjectItem(sc, "text")->valuestring, &n_ids);
-    gp_gen_params p = params_from_json(cJSON_GetObjectItem(sc, "options"));
+    int32_t *ids = gen_case_layout(&g, cJSON_GetObjectItem(sc, "text")->valuestring, &n_ids);
+    gp_gen_params p = gen_case_params(cJSON_GetObjectItem(sc, "options"));
     gp_error err;
     gp_kv_pool *kv;
     REQUIRE_OK(gp_kv_pool_create(m->cfg.backbone.num_layers, m->cfg.backbone.num_kv_heads,
@@ -183,7 +136,7 @@ TEST(sampling_probabilities_match_reference) {
     s->on_probs = record_probs;
     s->pick = pick_argmax;
     s->user = &pr;
-    REQUIRE_OK(run_streams(&s, 1, kv, 64, &err), &err);
+    REQUIRE_OK(gen_run_streams(&s, 1, kv, 64, &err), &err);
     CHECK_EQ_INT(pr.n, n_want);
     double diff = test_max_abs_diff(pr.probs, want, pr.n < n_want ? pr.n : n_want);
     test_note("sampling probabilities: max abs error %.3g (tolerance 1e-5)", diff);
@@ -206,8 +159,8 @@ static void run_lora_case(bool merge, const char *file) {
     const cJSON *lc = golden_case(&g, "lora", "lora0");
     REQUIRE(lc);
     size_t n_ids;
-    int32_t *ids = layout_for_text(&g, cJSON_GetObjectItem(lc, "text")->valuestring, &n_ids);
-    gp_gen_params p = params_from_json(cJSON_GetObjectItem(lc, "options"));
+    int32_t *ids = gen_case_layout(&g, cJSON_GetObjectItem(lc, "text")->valuestring, &n_ids);
+    gp_gen_params p = gen_case_params(cJSON_GetObjectItem(lc, "options"));
     double alpha = cJSON_GetObjectItem(lc, "alpha")->valuedouble;
     gp_error err;
     gp_lora_adapter *ad;
@@ -222,7 +175,7 @@ static void run_lora_case(bool merge, const char *file) {
                &err);
     gp_gen_stream *s;
     REQUIRE_OK(gp_gen_create(m, &p, ids, (int)n_ids, NULL, 0, merge ? NULL : ad, &s, &err), &err);
-    REQUIRE_OK(run_streams(&s, 1, kv, 64, &err), &err);
+    REQUIRE_OK(gen_run_streams(&s, 1, kv, 64, &err), &err);
     check_codes(&g, "lora0", s, m->cfg.num_channels);
     gp_gen_free(s, kv);
     gp_kv_pool_free(kv);
@@ -275,12 +228,12 @@ TEST(batched_streams_equal_individual_runs) {
     for (int i = 0; i < 4; i++) {
         const cJSON *gc = golden_case(&g, "generate", keys[i]);
         size_t n_ids;
-        int32_t *ids = layout_for_text(&g, cJSON_GetObjectItem(gc, "text")->valuestring, &n_ids);
-        gp_gen_params p = params_from_json(cJSON_GetObjectItem(gc, "options"));
+        int32_t *ids = gen_case_layout(&g, cJSON_GetObjectItem(gc, "text")->valuestring, &n_ids);
+        gp_gen_params p = gen_case_params(cJSON_GetObjectItem(gc, "options"));
         REQUIRE_OK(gp_gen_create(m, &p, ids, (int)n_ids, NULL, 0, NULL, &streams[i], &err), &err);
         free(ids);
     }
-    REQUIRE_OK(run_streams(streams, 4, kv, 5, &err), &err);
+    REQUIRE_OK(gen_run_streams(streams, 4, kv, 5, &err), &err);
     for (int i = 0; i < 4; i++) {
         check_codes(&g, keys[i], streams[i], m->cfg.num_channels);
         gp_gen_free(streams[i], kv);

@@ -225,6 +225,28 @@ __device__ __forceinline__ void load_vec<__nv_bfloat16, 8>(const __nv_bfloat16 *
     }
 }
 
+/* One position of the online softmax for the G query heads of a warp:
+ * scores from the lane's key dims (reduced over the warp), then the running
+ * max, sum and weighted values. */
+template <int G, int DPL>
+__device__ __forceinline__ void attend_position(const float (&qv)[G][DPL], const float *kk,
+                                                const float *vv, float scale, float (&m)[G],
+                                                float (&l)[G], float (&acc)[G][DPL]) {
+#pragma unroll
+    for (int gg = 0; gg < G; gg++) {
+        float dot = 0;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) dot += qv[gg][j] * kk[j];
+        const float sc = warp_sum(dot) * scale;
+        const float mn = fmaxf(m[gg], sc);
+        const float c = expf(m[gg] - mn), e = expf(sc - mn);
+        l[gg] = l[gg] * c + e;
+        m[gg] = mn;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) acc[gg][j] = acc[gg][j] * c + e * vv[j];
+    }
+}
+
 /* Keys and values of one position for one lane (DPL dims). */
 template <typename KT, int DPL>
 __device__ __forceinline__ void load_kv(const attn_dims &d, const KT *kv, const int *bt, int p,
@@ -320,19 +342,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
     for (; p < end; p += ATTN_WARPS) {
         float kn[DPL], vn[DPL];
         if (p + ATTN_WARPS < end) load_kv<KT, DPL>(d, kv, bt, p + ATTN_WARPS, g, lane, kn, vn);
-#pragma unroll
-        for (int gg = 0; gg < G; gg++) {
-            float dot = 0;
-#pragma unroll
-            for (int j = 0; j < DPL; j++) dot += qv[gg][j] * kk[j];
-            const float s = warp_sum(dot) * scale;
-            const float mn = fmaxf(m[gg], s);
-            const float c = expf(m[gg] - mn), e = expf(s - mn);
-            l[gg] = l[gg] * c + e;
-            m[gg] = mn;
-#pragma unroll
-            for (int j = 0; j < DPL; j++) acc[gg][j] = acc[gg][j] * c + e * vv[j];
-        }
+        attend_position<G, DPL>(qv, kk, vv, scale, m, l, acc);
 #pragma unroll
         for (int j = 0; j < DPL; j++) {
             kk[j] = kn[j];
@@ -622,19 +632,7 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
                 vv[j] = vnew[j];
             }
         }
-#pragma unroll
-        for (int gg = 0; gg < G; gg++) {
-            float dot = 0;
-#pragma unroll
-            for (int j = 0; j < DPL; j++) dot += qv[gg][j] * kk[j];
-            const float sc = warp_sum(dot) * scale;
-            const float mn = fmaxf(m[gg], sc);
-            const float c = expf(m[gg] - mn), e = expf(sc - mn);
-            l[gg] = l[gg] * c + e;
-            m[gg] = mn;
-#pragma unroll
-            for (int j = 0; j < DPL; j++) acc[gg][j] = acc[gg][j] * c + e * vv[j];
-        }
+        attend_position<G, DPL>(qv, kk, vv, scale, m, l, acc);
 #pragma unroll
         for (int j = 0; j < DPL; j++) {
             kk[j] = kn[j];

@@ -252,8 +252,8 @@ int gp_cuda_lora_upload(gp_dev_runner *r, uint64_t id, const gp_dev_lora_module 
                                 "1..256 at run time (merge larger adapters)",
                                 src->layer, src->rank);
         gp_cuda_lora_module *dst = &e->mods[e->n];
-        *dst = (gp_cuda_lora_module){src->layer, (int)src->which, src->rank, src->in, src->out,
-                                     src->scale, NULL, NULL};
+        *dst = (gp_cuda_lora_module){src->layer, (int)src->which, src->rank, src->in,
+                                     src->out,   src->scale,      NULL,      NULL};
         const size_t na = (size_t)src->rank * src->in, nb = (size_t)src->out * src->rank;
         e->n++;
         GP_CUDA_TRY(cudaMalloc((void **)&dst->A, na * 4), "LoRA weights");
@@ -273,8 +273,8 @@ static void apply_loras(gp_dev_runner *r, int l, gp_dev_matrix which, const void
         const gp_cuda_lora *e = &r->loras[r->uses[u].lora];
         const int k = e->index[l * GP_DEV_MATRICES + which];
         if (k >= 0)
-            gp_cuda_lora_apply(x, r->m->wide, ldx, r->uses[u].row0, r->uses[u].rows, &e->mods[k],
-                               y, ldy, s);
+            gp_cuda_lora_apply(x, r->m->wide, ldx, r->uses[u].row0, r->uses[u].rows, &e->mods[k], y,
+                               ldy, s);
     }
 }
 
@@ -406,11 +406,9 @@ static void fill_meta(gp_dev_runner *r, const gp_dev_kv *kv, const gp_dev_step *
         int *bt = meta + L.block_table + (size_t)s * r->bt_stride;
         for (int b = 0; b < r->bt_stride; b++) bt[b] = spare;
     }
-    (void)rows_eff;
     for (int i = 0; i < p->n_decode_rows; i++)
         meta[L.decode_row_frame + i] = p->decode_row_frame[i];
-    for (int i = p->n_decode_rows; i < rows_eff && i < seqs_eff; i++)
-        if (i >= p->n_rows) meta[L.decode_row_frame + i] = 0;
+    for (int i = p->n_rows; i < rows_eff; i++) meta[L.decode_row_frame + i] = 0; /* padding */
     memcpy(meta + L.codes, p->codes, (size_t)p->n_frames * C * sizeof(int32_t));
     memset(meta + L.codes + (size_t)p->n_frames * C, 0,
            (size_t)(frames_eff - p->n_frames) * C * sizeof(int32_t));
@@ -479,8 +477,8 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
         r->uses[r->n_uses++] = (gp_cuda_lora_use){row, p->seq_rows[s], idx};
     }
     const bool graph = p->graph_ok && r->n_uses == 0 && p->n_rows == p->n_seqs &&
-                       p->n_decode_rows == p->n_rows &&
-                       p->n_frames <= p->n_rows && getenv("GEPARD_CUDA_GRAPHS") == NULL;
+                       p->n_decode_rows == p->n_rows && p->n_frames <= p->n_rows &&
+                       getenv("GEPARD_CUDA_GRAPHS") == NULL;
     const int rows_eff = graph ? bucket_for(p->n_rows) : p->n_rows;
     const int seqs_eff = graph ? rows_eff : p->n_seqs;
     const int frames_eff = graph ? rows_eff : p->n_frames;

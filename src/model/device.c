@@ -352,8 +352,6 @@ int gp_device_kv_attach(const gp_model *m, gp_kv_pool *kv, gp_error *err) {
     }
     kv->device = d;
     kv->device_free = device_kv_free;
-    /* The host copy of the blocks is never written: give back its address
-     * space reservation's huge-page hint cost by leaving it untouched. */
     return GEPARD_OK;
 }
 

@@ -280,7 +280,8 @@ static void stop_task(void *ctx, int i, int worker) {
 }
 
 /* Draw stream i's frame from logits rows row[i] (cond) and row[i] + 1
- * (uncond, when guided); status[i] gets the result. */
+ * (uncond, when guided), or, with logits NULL, from the logits the device
+ * left in its branches; status[i] gets the result. */
 typedef struct sample_job {
     gp_gen_stream **streams;
     const int *row;
@@ -293,8 +294,15 @@ static void sample_task(void *ctx, int i, int worker) {
     (void)worker;
     sample_job *j = ctx;
     gp_gen_stream *s = j->streams[i];
-    const float *cond = j->logits + (size_t)j->row[i] * j->total, *uncond = NULL;
-    if (s->uncond.used && gp_gen_guided(s, s->n_frames)) uncond = cond + j->total;
+    const bool guided = s->uncond.used && gp_gen_guided(s, s->n_frames);
+    const float *cond, *uncond = NULL;
+    if (j->logits) {
+        cond = j->logits + (size_t)j->row[i] * j->total;
+        if (guided) uncond = cond + j->total;
+    } else {
+        cond = s->cond.logits;
+        if (guided) uncond = s->uncond.logits;
+    }
     gp_error e;
     j->status[i] = gp_gen_sample_frame(s, cond, uncond, &e);
 }
@@ -353,11 +361,11 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
      * need heads: frame 0 after a complete prefill, or a decode step that did
      * not stop. Each stream's check and draw touch only that stream, so with
      * many streams they run on the pool's threads. */
-    int n_run = 0, worked = 0;
+    int n_run = 0;
     gp_gen_stream **sampling = w->sampling;
     for (int i = 0; i < n; i++)
         if (streams[i]->step_mark == w->step_id) sampling[n_run++] = streams[i];
-    worked = n_run;
+    const int worked = n_run;
     stop_job sj = {sampling, w->seq_start};
     run_tasks(pool, n_run, stop_task, &sj);
     int n_heads = 0;
@@ -372,24 +380,19 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
         }
         sampling[n_heads++] = s;
     }
-    /* One head evaluation for all (the device already computed them): rows
-     * [cond, uncond?] per sampling stream. */
+    /* One head evaluation for all on the CPU: rows [cond, uncond?] per
+     * sampling stream (a device already left each branch's logits). */
     int head_rows = 0;
-    for (int i = 0; i < n_heads; i++) {
+    for (int i = 0; i < n_heads && !dev_logits; i++) {
         gp_gen_stream *s = sampling[i];
         const bool guided = s->uncond.used && gp_gen_guided(s, s->n_frames);
         gp_gen_branch *b[2] = {&s->cond, &s->uncond};
         w->seq_rows[i] = head_rows;
-        for (int k = 0; k < 1 + guided; k++, head_rows++) {
-            if (dev_logits)
-                memcpy(w->logits + (size_t)head_rows * total, b[k]->logits,
-                       (size_t)total * sizeof(float));
-            else
-                memcpy(w->rows + (size_t)head_rows * H, b[k]->hidden, (size_t)H * sizeof(float));
-        }
+        for (int k = 0; k < 1 + guided; k++, head_rows++)
+            memcpy(w->rows + (size_t)head_rows * H, b[k]->hidden, (size_t)H * sizeof(float));
     }
-    if (head_rows && !dev_logits) gp_overlay_heads(m, w->rows, head_rows, w->logits, pool);
-    sample_job job = {sampling, w->seq_rows, w->logits, total, w->seq_start};
+    if (head_rows) gp_overlay_heads(m, w->rows, head_rows, w->logits, pool);
+    sample_job job = {sampling, w->seq_rows, dev_logits ? NULL : w->logits, total, w->seq_start};
     run_tasks(pool, n_heads, sample_task, &job);
     for (int i = 0; i < n_heads; i++) {
         gp_gen_stream *s = sampling[i];

@@ -627,3 +627,35 @@ TEST(cuda_errors_are_clear) {
     gp_kv_pool_free(kv);
     gp_model_free(m);
 }
+
+/* Runs everywhere (no GPU needed): a bad --device or --gpu-precision is a
+ * message and exit 1; without a usable GPU, --device cuda says what is
+ * missing instead of falling back silently. */
+TEST(cli_device_choice_errors) {
+    const char *model = test_fixture("model-tiny/model");
+    test_cmd_result r;
+    const char *bogus[] = {"codes", "--model", model, "--device", "bogus", "Hi.", NULL};
+    test_run_gepard(&r, NULL, 0, 60, bogus);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(r.err && strstr(r.err, "unknown device 'bogus'"), "message: %s", r.err);
+    test_cmd_result_free(&r);
+    const char *prec[] = {"codes", "--model", model, "--gpu-precision", "fp8", "Hi.", NULL};
+    test_run_gepard(&r, NULL, 0, 60, prec);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(r.err && strstr(r.err, "unknown GPU precision 'fp8'"), "message: %s", r.err);
+    test_cmd_result_free(&r);
+    gp_error err;
+    gp_error_clear(&err);
+    const gp_dev_plugin *p = gp_device_cuda_plugin(&err);
+    gp_dev_status st = {0, ""};
+    if (p && p->device_count(&st) > 0) {
+        test_note("a GPU is present: the no-GPU message is not checked here");
+        return;
+    }
+    const char *cuda[] = {"codes", "--model", model, "--device", "cuda", "Hi.", NULL};
+    test_run_gepard(&r, NULL, 0, 60, cuda);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(r.err && strstr(r.err, "--device cuda"), "message: %s", r.err);
+    test_note("without a GPU: %s", r.err ? r.err : "");
+    test_cmd_result_free(&r);
+}

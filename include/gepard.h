@@ -381,6 +381,12 @@ typedef struct gepard_codec_params {
     /* Fast-path arithmetic; a CPU without the instructions it needs runs the nearest slower
      * path (gepard_codec_kernels() names the one that runs). */
     gepard_codec_precision precision;
+    /* Where the decoder runs: "cpu", "cuda", "cuda:N" or "auto" (NULL: auto — a GPU when
+     * one is usable, as gepard_load_params.device). The encoder stays on the CPU. */
+    const char *device;
+    /* GPU arithmetic of the decoder: "tf32" (default: TF32 tensor cores, f32 sums) or "f32"
+     * (f32 throughout, the exactness path); "bf16" is taken as "tf32". */
+    const char *gpu_precision;
 } gepard_codec_params;
 
 gepard_codec_params gepard_codec_default_params(void);
@@ -389,7 +395,8 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
                                             gepard_codec **out);
 void gepard_codec_free(gepard_codec *codec);
 
-/* The decoder path that runs: "f32", "mixed", "bf16", "blas" or "reference". */
+/* The decoder path that runs: "f32", "mixed", "bf16", "blas" or "reference" on the CPU,
+ * "cuda:N tf32" or "cuda:N f32" on a GPU. */
 const char *gepard_codec_kernels(const gepard_codec *codec);
 int gepard_codec_sample_rate(const gepard_codec *codec);       /* e.g. 22050 */
 int gepard_codec_samples_per_frame(const gepard_codec *codec); /* e.g. 1024 */

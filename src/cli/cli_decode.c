@@ -18,7 +18,9 @@ static const cli_option decode_options[] = {
     {"output", 'o', "OUT", "OUT.wav (22.05 kHz mono), OUT.f32 (raw float32) or - (stdout)"},
     {"float", 0, NULL, "write 32-bit float WAV instead of 16-bit PCM"},
     {"threads", 't', "N", "threads for the decoder (default: all CPUs)"},
-    {"reference", 0, NULL, "use the slow reference kernels (for checking)"},
+    {"reference", 0, NULL, "use the slow reference kernels (for checking; on the CPU)"},
+    {"device", 0, "DEV", "cpu, cuda, cuda:N or auto (default: a GPU when one is usable)"},
+    {"gpu-precision", 0, "P", "GPU arithmetic: tf32 (default) or f32"},
 };
 
 #define N_DECODE_OPTIONS ((int)(sizeof decode_options / sizeof decode_options[0]))

@@ -29,6 +29,11 @@ int cli_codec_open(const cli_args *args, const char *path, gepard_codec **out) {
     gepard_codec_params p = gepard_codec_default_params();
     p.n_threads = (int)threads;
     p.reference_kernels = cli_flag(args, "reference");
+    /* decode's --device; the encoder itself runs on the CPU */
+    p.device = cli_get(args, "device");
+    p.gpu_precision = cli_get(args, "gpu-precision");
+    if (!p.device && (p.reference_kernels || strcmp(args->command, "encode") == 0))
+        p.device = "cpu";
     if (gepard_codec_load_with_params(path, &p, out) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());
     return CLI_EXIT_OK;

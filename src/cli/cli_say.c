@@ -35,6 +35,7 @@ static const cli_option say_options[] = {
     {"revision", 0, "REV", "Hub revision of the model (default main)"},
     {"offline", 0, NULL, "use only files already in the Hugging Face cache"},
     CLI_SAMPLING_OPTIONS,
+    CLI_CODEC_DEVICE_OPTION,
 };
 #define N_SAY_OPTIONS ((int)(sizeof say_options / sizeof say_options[0]))
 
@@ -189,6 +190,7 @@ int cli_say(int argc, char **argv) {
     gepard_codec_params cp = gepard_codec_default_params();
     cp.n_threads = threads > 0 ? threads : 0;
     cp.hub = &codec_lp;
+    cli_read_codec_device(&a, &cp);
     if (gepard_model_load(model_path, &lp, &model) != GEPARD_OK ||
         gepard_codec_load_with_params(codec_path, &cp, &codec) != GEPARD_OK) {
         rc = cli_runtime_error("%s", gepard_last_error());

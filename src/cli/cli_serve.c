@@ -65,6 +65,7 @@ static const cli_option serve_options[] = {
     {"revision", 0, "REV", "Hub revision of the model (default main)"},
     {"offline", 0, NULL, "use only files already in the Hugging Face cache"},
     CLI_DEVICE_OPTIONS,
+    CLI_CODEC_DEVICE_OPTION,
 };
 #define N_SERVE_OPTIONS ((int)(sizeof serve_options / sizeof serve_options[0]))
 
@@ -74,6 +75,7 @@ typedef struct serve_config {
     gepard_load_params load;
     double drain_s;
     const char *model, *codec, *voices;
+    const char *codec_device;
     bool streams_given, queue_given; /* else sized for the device once the model is loaded */
 } serve_config;
 
@@ -179,6 +181,7 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->model = cli_get(a, "model") ? cli_get(a, "model") : DEFAULT_MODEL;
     c->codec = cli_get(a, "codec") ? cli_get(a, "codec") : DEFAULT_CODEC;
     c->voices = cli_get(a, "voices");
+    c->codec_device = cli_get(a, "codec-device");
     return CLI_EXIT_OK;
 }
 
@@ -200,6 +203,8 @@ static int load_backend(serve_config *c, serve_backend *b) {
     gepard_codec_params cp = gepard_codec_default_params();
     cp.n_threads = c->engine.threads;
     cp.hub = &codec_lp;
+    cp.device = c->codec_device ? c->codec_device : c->load.device;
+    cp.gpu_precision = c->load.gpu_precision;
     if (gepard_model_load(c->model, &c->load, &b->model) != GEPARD_OK ||
         gepard_codec_load_with_params(c->codec, &cp, &b->codec) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());

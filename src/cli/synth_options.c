@@ -132,6 +132,11 @@ void cli_read_device(const cli_args *a, gepard_load_params *lp) {
     lp->gpu_precision = cli_get(a, "gpu-precision");
 }
 
+void cli_read_codec_device(const cli_args *a, gepard_codec_params *cp) {
+    cp->device = cli_get(a, "codec-device") ? cli_get(a, "codec-device") : cli_get(a, "device");
+    cp->gpu_precision = cli_get(a, "gpu-precision");
+}
+
 int cli_load_model(const cli_args *a, gepard_weight_format weights, gepard_model **model,
                    gepard_lora **lora) {
     *model = NULL;

@@ -12,6 +12,13 @@
         "gpu-precision", 0, "P", "GPU arithmetic: bf16 (default) or f32 (reproduces the CPU)"      \
     }
 
+/* Where the codec decodes (say, serve). */
+#define CLI_CODEC_DEVICE_OPTION                                                                    \
+    {                                                                                              \
+        "codec-device", 0, "DEV",                                                                  \
+            "where the codec decodes: cpu, cuda, cuda:N or auto (default: as --device)"            \
+    }
+
 /* Entries to splice into a command's option table. */
 #define CLI_SAMPLING_OPTIONS                                                                       \
     {"temperature", 0, "F", "sampling temperature (default 1.0; <= 0 is greedy)"},                 \
@@ -42,6 +49,8 @@ int cli_read_text(const cli_args *args, const char *file_option, char **text);
 
 /* --device / --gpu-precision into load params (strings point into args). */
 void cli_read_device(const cli_args *args, gepard_load_params *lp);
+/* --codec-device (else --device) and --gpu-precision into codec params. */
+void cli_read_codec_device(const cli_args *args, gepard_codec_params *cp);
 
 /* The adapter named by --lora (alpha from --lora-alpha), or NULL. */
 int cli_load_lora(const cli_args *args, gepard_model *model, gepard_lora **lora);

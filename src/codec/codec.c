@@ -81,8 +81,17 @@ int gp_codec_load(const char *path, const gp_codec_options *opt, gp_codec **out,
     return rc;
 }
 
+void gp_codec_set_accel(gp_codec *c, gp_codec_accel *accel) {
+    if (c->accel) {
+        c->accel->release(c->accel->impl);
+        free(c->accel);
+    }
+    c->accel = accel;
+}
+
 void gp_codec_free(gp_codec *c) {
     if (!c) return;
+    gp_codec_set_accel(c, NULL);
     gp_codec_decoder_free(&c->dec);
     gp_codec_encoder_free(&c->enc);
     gp_pool_free(c->pool);
@@ -94,10 +103,12 @@ int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **ou
     gp_codec_code_stream *s = calloc(1, sizeof *s);
     if (!s) return gp_fail_oom(err, "codec stream", sizeof *s);
     s->codec = codec;
+    s->slot = -1;
     size_t n = (size_t)codec->fsq.channels * GP_CODEC_STEP_FRAMES;
     s->latent = gp_aligned_alloc(n * sizeof(float));
-    int rc = s->latent ? gp_codec_stream_create(&codec->dec, &s->stream, err)
-                       : gp_fail_oom(err, "codec stream", n * sizeof(float));
+    int rc = !s->latent     ? gp_fail_oom(err, "codec stream", n * sizeof(float))
+             : codec->accel ? codec->accel->slot_open(codec->accel->impl, &s->slot, err)
+                            : gp_codec_stream_create(&codec->dec, &s->stream, err);
     if (rc) {
         gp_codec_code_stream_free(s);
         return rc;
@@ -108,22 +119,71 @@ int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **ou
 
 void gp_codec_code_stream_free(gp_codec_code_stream *s) {
     if (!s) return;
+    if (s->slot >= 0) s->codec->accel->slot_close(s->codec->accel->impl, s->slot);
     gp_codec_stream_free(s->stream);
     gp_aligned_free(s->latent);
     free(s);
 }
 
-void gp_codec_code_stream_reset(gp_codec_code_stream *s) { gp_codec_stream_reset(s->stream); }
+void gp_codec_code_stream_reset(gp_codec_code_stream *s) {
+    if (s->slot < 0) {
+        gp_codec_stream_reset(s->stream);
+        return;
+    }
+    gp_error err;
+    gp_error_clear(&err);
+    if (s->codec->accel->slot_reset(s->codec->accel->impl, s->slot, &err))
+        fprintf(stderr, "gepard: warning: %s\n", err.message);
+}
+
+/* Frame-major latents of n streams' codes, decoded on the accelerator. */
+static int accel_decode_codes(const gp_codec *c, gp_codec_code_stream *const *streams,
+                              const int32_t *const *codes, int n, size_t frames, float *const *pcm,
+                              gp_error *err) {
+    const size_t C = (size_t)c->fsq.channels;
+    float *lat = malloc((size_t)n * frames * C * sizeof(float));
+    int *slots = malloc((size_t)n * sizeof(int));
+    if (!lat || !slots) {
+        free(lat);
+        free(slots);
+        return gp_fail_oom(err, "codec latents", (size_t)n * frames * C * sizeof(float));
+    }
+    for (int i = 0; i < n; i++) {
+        gp_fsq_dequantize_frames(&c->fsq, codes[i], frames, lat + (size_t)i * frames * C);
+        slots[i] = streams[i]->slot;
+    }
+    int rc = c->accel->decode(c->accel->impl, n, slots, frames, lat, pcm, err);
+    free(lat);
+    free(slots);
+    return rc;
+}
 
 int gp_codec_code_stream_push(gp_codec_code_stream *s, const int32_t *codes, size_t frames,
                               float *pcm, gp_error *err) {
     const gp_codec *c = s->codec;
     int rc = gp_fsq_check_codes(&c->fsq, codes, frames, err);
     if (rc) return rc;
+    if (s->slot >= 0) return accel_decode_codes(c, &s, &codes, 1, frames, &pcm, err);
     const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
     for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
         size_t n = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
         gp_fsq_dequantize(&c->fsq, codes + f * C, n, s->latent, GP_CODEC_STEP_FRAMES);
+        gp_codec_stream_push_latent(s->stream, s->latent, GP_CODEC_STEP_FRAMES, n, pcm + f * spf);
+    }
+    return GEPARD_OK;
+}
+
+int gp_codec_code_stream_push_latent(gp_codec_code_stream *s, const float *latent, size_t frames,
+                                     float *pcm, gp_error *err) {
+    const gp_codec *c = s->codec;
+    if (s->slot >= 0)
+        return c->accel->decode(c->accel->impl, 1, &s->slot, frames, latent, &pcm, err);
+    const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
+    for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
+        size_t n = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
+        for (size_t t = 0; t < n; t++) /* frame-major -> channel-major */
+            for (size_t ch = 0; ch < C; ch++)
+                s->latent[ch * GP_CODEC_STEP_FRAMES + t] = latent[(f + t) * C + ch];
         gp_codec_stream_push_latent(s->stream, s->latent, GP_CODEC_STEP_FRAMES, n, pcm + f * spf);
     }
     return GEPARD_OK;
@@ -139,6 +199,7 @@ int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *co
         if (gp_fsq_check_codes(&codec->fsq, codes[i], frames, err))
             return gp_error_prefix(err, "stream %d: ", i);
     }
+    if (codec->accel) return accel_decode_codes(codec, streams, codes, n, frames, pcm, err);
     const size_t C = (size_t)codec->fsq.channels, spf = (size_t)codec->cfg.samples_per_frame;
     for (int g = 0; g < n; g += GP_CODEC_MULTI_MAX) {
         const int count = n - g < GP_CODEC_MULTI_MAX ? n - g : GP_CODEC_MULTI_MAX;

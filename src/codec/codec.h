@@ -32,12 +32,30 @@ typedef struct gp_codec_options {
     const char *stage_types;
 } gp_codec_options;
 
+/* A decoder that runs somewhere else (a GPU: model/device_codec.c installs it).
+ * A codec with one decodes every stream there: each stream holds a state slot
+ * of the accelerator instead of a CPU decoder state. Latents are frame-major
+ * [T][C]. Calls come from any thread; the accelerator serialises them. */
+typedef struct gp_codec_accel {
+    void *impl;
+    char name[96]; /* where it runs, e.g. "cuda:0 (tf32)" */
+    int (*slot_open)(void *impl, int *slot, gp_error *err);
+    int (*slot_reset)(void *impl, int slot, gp_error *err);
+    void (*slot_close)(void *impl, int slot);
+    /* n streams (distinct slots), `frames` frames each: latent [n][frames][C],
+     * pcm[i] gets frames · samples_per_frame samples. */
+    int (*decode)(void *impl, int n, const int *slots, size_t frames, const float *latent,
+                  float *const *pcm, gp_error *err);
+    void (*release)(void *impl);
+} gp_codec_accel;
+
 typedef struct gp_codec {
     gp_codec_config cfg;
     gp_fsq fsq;
     gp_codec_decoder dec;
     gp_codec_encoder enc;
     gp_pool *pool;
+    gp_codec_accel *accel; /* NULL: the CPU decodes (owned) */
 } gp_codec;
 
 void gp_codec_options_default(gp_codec_options *opt);
@@ -45,12 +63,15 @@ int gp_codec_load(const char *path, const gp_codec_options *opt, gp_codec **out,
 int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt, gp_codec **out,
                          gp_error *err);
 void gp_codec_free(gp_codec *codec);
+/* Hand decoding to `accel` (taken over, also on failure); only before any stream exists. */
+void gp_codec_set_accel(gp_codec *codec, gp_codec_accel *accel);
 
 /* A decoding stream: the decoder state plus room to dequantise codes. */
 typedef struct gp_codec_code_stream {
     const gp_codec *codec;
-    gp_codec_stream *stream;
-    float *latent; /* [channels][GP_CODEC_STEP_FRAMES] */
+    gp_codec_stream *stream; /* CPU state (NULL with an accelerator) */
+    int slot;                /* the accelerator's state slot (-1 on the CPU) */
+    float *latent;           /* [channels][GP_CODEC_STEP_FRAMES]; with an accelerator [8][C] */
 } gp_codec_code_stream;
 
 int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out, gp_error *err);
@@ -60,6 +81,10 @@ void gp_codec_code_stream_reset(gp_codec_code_stream *s);
  * Codes are range-checked first; on error nothing is decoded and the state is unchanged. */
 int gp_codec_code_stream_push(gp_codec_code_stream *s, const int32_t *codes, size_t frames,
                               float *pcm, gp_error *err);
+
+/* The same from a frame-major latent [frames][C] (no range check needed). */
+int gp_codec_code_stream_push_latent(gp_codec_code_stream *s, const float *latent, size_t frames,
+                                     float *pcm, gp_error *err);
 
 /* Several streams of one codec at once, `frames` frames each (codes[i] -> pcm[i] for
  * streams[i]): the samples are those of pushing each stream alone, but the streams'

@@ -48,6 +48,17 @@ void gp_fsq_dequantize(const gp_fsq *fsq, const int32_t *codes, size_t frames, f
     }
 }
 
+void gp_fsq_dequantize_frames(const gp_fsq *fsq, const int32_t *codes, size_t frames,
+                              float *latent) {
+    const size_t C = (size_t)fsq->channels;
+    for (size_t t = 0; t < frames; t++) {
+        for (size_t c = 0; c < C; c++) {
+            const float h = (float)fsq->half[c % (size_t)fsq->n_levels];
+            latent[t * C + c] = ((float)codes[t * C + c] - h) / h;
+        }
+    }
+}
+
 float gp_fsq_compress(const gp_fsq *fsq, int channel, float x) {
     int d = channel % fsq->n_levels;
     return fsq->scale[d] * tanhf(x + fsq->shift[d]) - fsq->offset[d];

@@ -35,6 +35,9 @@ int gp_fsq_check_codes(const gp_fsq *fsq, const int32_t *codes, size_t frames, g
 /* codes [T][C] -> latent rows [C] of `ld` floats (frames 0..T-1). Codes must be valid. */
 void gp_fsq_dequantize(const gp_fsq *fsq, const int32_t *codes, size_t frames, float *latent,
                        size_t ld);
+/* codes [T][C] -> latent [T][C] (frame-major, the layout of the GPU decoder's input). */
+void gp_fsq_dequantize_frames(const gp_fsq *fsq, const int32_t *codes, size_t frames,
+                              float *latent);
 /* latent rows [C] (stride ld) -> codes [T][C]. */
 void gp_fsq_quantize(const gp_fsq *fsq, const float *latent, size_t ld, size_t frames,
                      int32_t *codes);

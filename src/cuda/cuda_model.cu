@@ -477,6 +477,20 @@ double gp_cuda_step_gpu_ms(gp_dev_runner *r);
 int gp_cuda_lora_upload(gp_dev_runner *r, uint64_t id, const gp_dev_lora_module *mods, int n,
                         gp_dev_status *st);
 
+extern "C" {
+int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **out, gp_dev_status *st);
+void gp_cuda_codec_free(gp_dev_codec *c);
+size_t gp_cuda_codec_bytes(const gp_dev_codec *c);
+int gp_cuda_codec_slot_open(gp_dev_codec *c, int *slot, gp_dev_status *st);
+int gp_cuda_codec_slot_reset(gp_dev_codec *c, int slot, gp_dev_status *st);
+void gp_cuda_codec_slot_close(gp_dev_codec *c, int slot);
+int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, int frames, const float *latent,
+                         float *const *pcm, gp_dev_status *st);
+double gp_cuda_codec_gpu_ms(gp_dev_codec *c);
+int gp_cuda_codec_measure(int device, gp_dev_codec_precision precision, double *tflops,
+                          gp_dev_status *st);
+}
+
 static const gp_dev_plugin plugin = {
     GP_DEVICE_PLUGIN_ABI,
     "cuda",
@@ -498,6 +512,15 @@ static const gp_dev_plugin plugin = {
     gp_cuda_lora_upload,
     gp_cuda_step_gpu_ms,
     measure,
+    gp_cuda_codec_create,
+    gp_cuda_codec_free,
+    gp_cuda_codec_bytes,
+    gp_cuda_codec_slot_open,
+    gp_cuda_codec_slot_reset,
+    gp_cuda_codec_slot_close,
+    gp_cuda_codec_decode,
+    gp_cuda_codec_gpu_ms,
+    gp_cuda_codec_measure,
 };
 
 extern "C" __attribute__((visibility("default"))) const gp_dev_plugin *gp_device_plugin_v1(void) {

@@ -9,10 +9,17 @@
 #include "engine/api_internal.h"
 #include "engine/hub_paths.h"
 #include "gepard.h"
+#include "model/device_codec.h"
 
 gepard_codec_params gepard_codec_default_params(void) {
     gepard_codec_params p = {
-        .n_threads = 0, .reference_kernels = 0, .hub = NULL, .precision = GEPARD_CODEC_AUTO};
+        .n_threads = 0,
+        .reference_kernels = 0,
+        .hub = NULL,
+        .precision = GEPARD_CODEC_AUTO,
+        .device = NULL,
+        .gpu_precision = NULL,
+    };
     return p;
 }
 
@@ -39,6 +46,15 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
     }
     gp_error err;
     gp_error_clear(&err);
+    gp_device_spec spec;
+    gp_dev_codec_precision gpu_precision;
+    char note[256] = "";
+    if (gp_device_parse(params->device, &spec, &err) ||
+        gp_device_codec_precision_parse(params->gpu_precision, &gpu_precision, &err) ||
+        gp_device_resolve(&spec, note, sizeof note, &err))
+        return gp_api_fail(&err);
+    /* The GPU decoder takes the f32 weights the BLAS path keeps unpacked. */
+    if (spec.kind == GP_DEVICE_CUDA && !opt.reference) opt.kernels = GP_CODEC_KERNELS_BLAS;
     char *local = NULL;
     if (gp_resolve_codec_path(path, params->hub, &local, &err)) return gp_api_fail(&err);
     gepard_codec *c = calloc(1, sizeof *c);
@@ -48,6 +64,10 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
     }
     int rc = gp_codec_load(local, &opt, &c->codec, &err);
     free(local);
+    if (rc == GEPARD_OK && spec.kind == GP_DEVICE_CUDA) {
+        rc = gp_device_codec_attach(c->codec, &spec, gpu_precision, &err);
+        if (rc) gp_codec_free(c->codec);
+    }
     if (rc) {
         free(c);
         return gp_api_fail(&err);
@@ -67,7 +87,8 @@ void gepard_codec_free(gepard_codec *codec) {
 }
 
 const char *gepard_codec_kernels(const gepard_codec *c) {
-    return c ? gp_codec_kernels_name(c->codec->dec.kernels) : "";
+    if (!c) return "";
+    return c->codec->accel ? c->codec->accel->name : gp_codec_kernels_name(c->codec->dec.kernels);
 }
 int gepard_codec_sample_rate(const gepard_codec *c) { return c ? c->codec->cfg.sample_rate : 0; }
 int gepard_codec_samples_per_frame(const gepard_codec *c) {
@@ -109,17 +130,12 @@ gepard_status gepard_codec_stream_create(const gepard_codec *codec, gepard_codec
                             "gepard_codec_stream_create: NULL argument");
     *out = NULL;
     gepard_codec_stream *s = calloc(1, sizeof *s);
-    size_t n = (size_t)codec->codec->fsq.channels * GP_CODEC_STEP_FRAMES;
-    if (s) s->latent = malloc(n * sizeof(float));
-    if (!s || !s->latent) {
-        if (s) free(s->latent);
-        free(s);
+    if (!s) {
         return gp_api_failf(GEPARD_ERR_NOMEM, "out of memory creating a codec stream");
     }
     gp_error err;
     gp_error_clear(&err);
     if (gp_codec_code_stream_create(codec->codec, &s->stream, &err)) {
-        free(s->latent);
         free(s);
         return gp_api_fail(&err);
     }
@@ -142,16 +158,10 @@ gepard_status gepard_codec_stream_push_latent(gepard_codec_stream *s, const floa
     if (!s || (n_frames && (!latent || !pcm)))
         return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT,
                             "gepard_codec_stream_push_latent: NULL argument");
-    const gp_codec *c = s->stream->codec;
-    const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
-    for (size_t f = 0; f < n_frames; f += GP_CODEC_STEP_FRAMES) {
-        size_t n = n_frames - f < GP_CODEC_STEP_FRAMES ? n_frames - f : GP_CODEC_STEP_FRAMES;
-        for (size_t t = 0; t < n; t++) /* frame-major -> channel-major */
-            for (size_t ch = 0; ch < C; ch++)
-                s->latent[ch * GP_CODEC_STEP_FRAMES + t] = latent[(f + t) * C + ch];
-        gp_codec_stream_push_latent(s->stream->stream, s->latent, GP_CODEC_STEP_FRAMES, n,
-                                    pcm + f * spf);
-    }
+    gp_error err;
+    gp_error_clear(&err);
+    if (gp_codec_code_stream_push_latent(s->stream, latent, n_frames, pcm, &err))
+        return gp_api_fail(&err);
     return gp_api_ok();
 }
 
@@ -162,7 +172,6 @@ void gepard_codec_stream_reset(gepard_codec_stream *s) {
 void gepard_codec_stream_free(gepard_codec_stream *s) {
     if (!s) return;
     gp_codec_code_stream_free(s->stream);
-    free(s->latent);
     free(s);
 }
 

@@ -42,7 +42,6 @@ struct gepard_codec {
 
 struct gepard_codec_stream {
     gp_codec_code_stream *stream;
-    float *latent; /* [channels][GP_CODEC_STEP_FRAMES] for push_latent */
 };
 
 /* Fill a tokenizer handle from a model directory (tokenizer.json, plus the

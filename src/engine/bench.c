@@ -179,6 +179,7 @@ static int bench_codec_paths(const gepard_bench_params *p, int threads, double f
         gepard_codec_params cp = gepard_codec_default_params();
         cp.n_threads = threads;
         cp.precision = paths[i].precision;
+        cp.device = "cpu";
         gepard_codec *c;
         if (gepard_codec_load_with_params(p->codec, &cp, &c) != GEPARD_OK)
             return gp_fail(err, GEPARD_ERR_IO, "%s", gepard_last_error());
@@ -322,6 +323,8 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
     cJSON_AddNumberToObject(root, "bf16_dot_peak_gflops", bf16);
     gepard_codec_params cp = gepard_codec_default_params();
     cp.n_threads = threads;
+    cp.device = p->device;
+    cp.gpu_precision = p->gpu_precision;
     gepard_codec *codec = NULL;
     if (gepard_codec_load_with_params(p->codec, &cp, &codec) != GEPARD_OK) {
         cJSON_Delete(root);
@@ -346,6 +349,7 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
         gp_progress("bench: codec paths");
         rc = bench_codec_paths(p, threads, fma, bf16, root, &err);
     }
+    if (!rc) rc = gp_bench_gpu_codec(p, root, &err);
     if (!rc && p->compare != GEPARD_WEIGHTS_NONE) {
         gp_progress("bench: %s weights", format_name(p->compare));
         cJSON *other = cJSON_AddObjectToObject(root, "compare");

@@ -16,6 +16,11 @@
  * sequence's KV block table) and returns, per sequence, the final-normed
  * hidden state of its last row and the heads' logits for it.
  *
+ * The codec's decoder has its own handle (gp_dev_codec): the core describes
+ * its layers once (host f32 weights, the CPU decoder's layouts), opens one
+ * state slot per stream (the causal left context of every convolution, kept
+ * on the device) and decodes the newest frames of many streams per call.
+ *
  * Every fallible call returns 0 or a GEPARD_ERR_* code and fills a
  * gp_dev_status with a sentence for the user.
  */
@@ -29,7 +34,7 @@
 extern "C" {
 #endif
 
-#define GP_DEVICE_PLUGIN_ABI 1
+#define GP_DEVICE_PLUGIN_ABI 2
 #define GP_DEVICE_PLUGIN_SYMBOL "gp_device_plugin_v1"
 
 typedef struct gp_dev_status {
@@ -121,6 +126,69 @@ typedef struct gp_dev_info {
     int driver_version, runtime_version;
 } gp_dev_info;
 
+/* ---- the codec decoder (NanoCodec's CausalHiFiGANDecoder, CODEC.md §A) ---- */
+
+typedef enum gp_dev_codec_precision {
+    GP_DEV_CODEC_TF32 = 0, /* f32 signals, convolutions on TF32 tensor cores (f32 sums) */
+    GP_DEV_CODEC_F32 = 1,  /* f32 throughout on the CUDA cores: the exactness path */
+} gp_dev_codec_precision;
+
+/* The same values as compute/conv.h's gp_act_kind. */
+typedef enum gp_dev_act_kind {
+    GP_DEV_ACT_IDENTITY = 0,
+    GP_DEV_ACT_LRELU,
+    GP_DEV_ACT_SNAKE,
+    GP_DEV_ACT_HALF_SNAKE,
+    GP_DEV_ACT_ELU,
+} gp_dev_act_kind;
+
+typedef struct gp_dev_codec_act {
+    int kind, channels, n_snake; /* Snake on channels [0, n_snake) */
+    float slope;                 /* LeakyReLU */
+    const float *alpha;          /* [n_snake] */
+    const float *inv_alpha;      /* [n_snake]: 1 / (alpha + 1e-9) */
+} gp_dev_codec_act;
+
+/* Causal stride-1 convolution: weight [c_out][c_in][kernel], bias [c_out]. */
+typedef struct gp_dev_codec_conv {
+    int c_in, c_out, kernel, dilation;
+    const float *weight, *bias;
+} gp_dev_codec_conv;
+
+/* Causal grouped transposed convolution (output trimmed to n_in·stride):
+ * weight [c_in][c_out / groups][kernel], bias [c_out]. */
+typedef struct gp_dev_codec_convt {
+    int c_in, c_out, kernel, stride, groups;
+    const float *weight, *bias;
+} gp_dev_codec_convt;
+
+typedef struct gp_dev_codec_block { /* ResidualBlock: x + conv(act(conv(act(x)))) */
+    gp_dev_codec_act in_act, skip_act;
+    gp_dev_codec_conv in_conv, skip_conv;
+} gp_dev_codec_block;
+
+typedef struct gp_dev_codec_stage {
+    gp_dev_codec_act act;             /* before the up-sampling convolution */
+    gp_dev_codec_convt up;            /* rate = up.stride */
+    const gp_dev_codec_block *blocks; /* [n_kernels][n_dilations] */
+} gp_dev_codec_stage;
+
+#define GP_DEV_CODEC_MAX_STAGES 8
+
+typedef struct gp_dev_codec_desc {
+    int device;
+    gp_dev_codec_precision precision;
+    int input_dim, samples_per_frame;
+    int n_stages, n_kernels, n_dilations;
+    int clamp_output; /* 1: clamp to [-1, 1]; 0: tanh */
+    gp_dev_codec_conv pre;
+    gp_dev_codec_stage stages[GP_DEV_CODEC_MAX_STAGES];
+    gp_dev_codec_act post_act;
+    gp_dev_codec_conv post;
+} gp_dev_codec_desc;
+
+typedef struct gp_dev_codec gp_dev_codec;
+
 typedef struct gp_dev_plugin {
     int abi;
     const char *name; /* "cuda" */
@@ -170,6 +238,26 @@ typedef struct gp_dev_plugin {
     /* Measured ceilings of the device: copy bandwidth (read + write) and bf16
      * GEMM rate on an n³ product. */
     int (*measure)(int device, double *bandwidth_gbs, double *bf16_tflops, gp_dev_status *st);
+
+    /* The decoder's weights on the device (copied from the host arrays). */
+    int (*codec_create)(const gp_dev_codec_desc *desc, gp_dev_codec **out, gp_dev_status *st);
+    void (*codec_free)(gp_dev_codec *c);
+    size_t (*codec_bytes)(const gp_dev_codec *c);
+    /* A stream's state on the device, all zeros (a new utterance); thread-safe. */
+    int (*codec_slot_open)(gp_dev_codec *c, int *slot, gp_dev_status *st);
+    int (*codec_slot_reset)(gp_dev_codec *c, int slot, gp_dev_status *st);
+    void (*codec_slot_close)(gp_dev_codec *c, int slot);
+    /* Decode `frames` frames for each of n streams (distinct slots, each at
+     * its own position): latent [n][frames][input_dim] host f32, frame-major;
+     * pcm[i] receives frames · samples_per_frame samples. Synchronous;
+     * calls from several threads are serialised. */
+    int (*codec_decode)(gp_dev_codec *c, int n, const int *slots, int frames, const float *latent,
+                        float *const *pcm, gp_dev_status *st);
+    /* GPU time of the last decode call (all its pieces), ms. */
+    double (*codec_gpu_ms)(gp_dev_codec *c);
+    /* Measured ceiling of the codec's arithmetic: TF32 (or f32 FMA) GEMM rate. */
+    int (*codec_measure)(int device, gp_dev_codec_precision precision, double *tflops,
+                         gp_dev_status *st);
 } gp_dev_plugin;
 
 typedef const gp_dev_plugin *(*gp_dev_plugin_entry)(void);

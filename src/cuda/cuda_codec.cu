@@ -1,0 +1,517 @@
+/* cuda_codec.cu — the codec decoder on the GPU behind device_plugin.h's
+ * gp_dev_codec: the weights (one device arena, convolution taps reordered
+ * for the implicit GEMM), the streams' state slots, and the decode call that
+ * walks the layers of CODEC.md §A for a batch of streams.
+ *
+ * State: a slot holds every causal layer's history twice (the "current" and
+ * the "next" copy); a decode reads one and writes the other and the slot's
+ * parity flips, so streams at different positions share every kernel.
+ * A call with more frame columns (streams × frames) than the work buffers
+ * hold is cut into pieces — by streams, then by frames, in order — which
+ * gives the same samples because the state carries across pieces.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_codec.h"
+
+#define CODEC_MAX_COLS 512  /* frame columns (streams × frames) per piece */
+#define CODEC_SLOT_CHUNK 32 /* slots allocated together */
+
+typedef struct codec_block {
+    gp_cuda_codec_act in_act, skip_act;
+    gp_cuda_codec_conv in_conv, skip_conv;
+} codec_block;
+
+typedef struct codec_stage {
+    int c_in, c_out, rate;
+    gp_cuda_codec_act act;
+    gp_cuda_codec_convt up;
+    codec_block *blocks; /* host array of device descriptions */
+} codec_stage;
+
+struct gp_dev_codec {
+    int device;
+    bool tensor;
+    int input_dim, spf, n_stages, nk, nd, clamp;
+    gp_cuda_codec_conv pre, post;
+    gp_cuda_codec_act post_act;
+    codec_stage stages[GP_DEV_CODEC_MAX_STAGES];
+    void *params; /* every weight, bias and alpha */
+    size_t bytes;
+    size_t state_floats; /* one copy of a slot's state */
+    /* slots */
+    pthread_mutex_t lock;
+    int cap_slots;
+    float **slot_state; /* [cap] device: 2 · state_floats */
+    unsigned char *parity, *used;
+    void **chunks;
+    int n_chunks;
+    /* work */
+    cudaStream_t stream;
+    cudaEvent_t t0, t1;
+    float *sig, *acc, *run, *tmp, *win, *pcm, *lat;
+    float **ptrs; /* device [2][CODEC_MAX_COLS] state pointers */
+    char *h_in;   /* pinned: pointers then latent */
+    float *h_pcm; /* pinned */
+    size_t x_floats, win_floats;
+    double last_ms;
+};
+
+/* ---------------- the weights ---------------- */
+
+/* Parameters are packed into one host buffer (sizes first, then copies) and
+ * uploaded once; `dev` is the arena's device base. */
+typedef struct param_pack {
+    char *host; /* NULL while sizing */
+    size_t used;
+    char *dev;
+} param_pack;
+
+static const float *pack_floats(param_pack *p, const float *src, size_t n) {
+    const size_t at = p->used;
+    p->used += (n * sizeof(float) + 255) & ~(size_t)255;
+    if (!p->host) return NULL;
+    memcpy(p->host + at, src, n * sizeof(float));
+    return (const float *)(p->dev + at);
+}
+
+static void pack_act(param_pack *p, const gp_dev_codec_act *a, gp_cuda_codec_act *out) {
+    out->kind = a->kind;
+    out->n_snake = a->n_snake;
+    out->slope = a->slope;
+    out->alpha = a->n_snake ? pack_floats(p, a->alpha, (size_t)a->n_snake) : NULL;
+    out->inv_alpha = a->n_snake ? pack_floats(p, a->inv_alpha, (size_t)a->n_snake) : NULL;
+}
+
+/* [c_out][c_in][k] → [c_out][k][c_in] */
+static void pack_conv(param_pack *p, const gp_dev_codec_conv *c, gp_cuda_codec_conv *out) {
+    out->c_in = c->c_in;
+    out->c_out = c->c_out;
+    out->kernel = c->kernel;
+    out->dilation = c->dilation;
+    out->hist = (c->kernel - 1) * c->dilation;
+    const size_t n = (size_t)c->c_out * c->c_in * c->kernel;
+    const size_t at = p->used;
+    p->used += (n * sizeof(float) + 255) & ~(size_t)255;
+    if (p->host) {
+        float *dst = (float *)(p->host + at);
+        for (int o = 0; o < c->c_out; o++)
+            for (int i = 0; i < c->c_in; i++)
+                for (int t = 0; t < c->kernel; t++)
+                    dst[((size_t)o * c->kernel + t) * c->c_in + i] =
+                        c->weight[((size_t)o * c->c_in + i) * c->kernel + t];
+        out->weight = (const float *)(p->dev + at);
+    }
+    out->bias = pack_floats(p, c->bias, (size_t)c->c_out);
+}
+
+static void pack_convt(param_pack *p, const gp_dev_codec_convt *c, gp_cuda_codec_convt *out) {
+    out->c_in = c->c_in;
+    out->c_out = c->c_out;
+    out->kernel = c->kernel;
+    out->stride = c->stride;
+    out->groups = c->groups;
+    out->hist = (c->kernel - 1) / c->stride;
+    out->weight =
+        pack_floats(p, c->weight, (size_t)c->c_in * (c->c_out / c->groups) * (size_t)c->kernel);
+    out->bias = pack_floats(p, c->bias, (size_t)c->c_out);
+}
+
+static void pack_all(gp_dev_codec *c, const gp_dev_codec_desc *d, param_pack *p) {
+    pack_conv(p, &d->pre, &c->pre);
+    for (int i = 0; i < d->n_stages; i++) {
+        const gp_dev_codec_stage *ds = &d->stages[i];
+        codec_stage *st = &c->stages[i];
+        pack_act(p, &ds->act, &st->act);
+        pack_convt(p, &ds->up, &st->up);
+        for (int b = 0; b < d->n_kernels * d->n_dilations; b++) {
+            pack_act(p, &ds->blocks[b].in_act, &st->blocks[b].in_act);
+            pack_act(p, &ds->blocks[b].skip_act, &st->blocks[b].skip_act);
+            pack_conv(p, &ds->blocks[b].in_conv, &st->blocks[b].in_conv);
+            pack_conv(p, &ds->blocks[b].skip_conv, &st->blocks[b].skip_conv);
+        }
+    }
+    pack_act(p, &d->post_act, &c->post_act);
+    pack_conv(p, &d->post, &c->post);
+}
+
+/* Place every layer's history in the state and size the work buffers. */
+static void codec_layout(gp_dev_codec *c) {
+    size_t off = 0, x = (size_t)c->input_dim, win = 0;
+    const size_t M = CODEC_MAX_COLS;
+    int R = 1;
+    auto place = [&](gp_cuda_codec_conv *cv, int rate) {
+        cv->st_off = off;
+        off += (size_t)cv->hist * cv->c_in;
+        const size_t w = (size_t)cv->c_in * ((size_t)cv->hist + (size_t)rate);
+        if (w > win) win = w;
+    };
+    place(&c->pre, 1);
+    if ((size_t)c->pre.c_out > x) x = (size_t)c->pre.c_out;
+    for (int i = 0; i < c->n_stages; i++) {
+        codec_stage *st = &c->stages[i];
+        st->up.st_off = off;
+        off += (size_t)st->up.hist * st->up.c_in;
+        R *= st->rate;
+        if ((size_t)R * st->c_out > x) x = (size_t)R * st->c_out;
+        for (int b = 0; b < c->nk * c->nd; b++) {
+            place(&st->blocks[b].in_conv, R);
+            place(&st->blocks[b].skip_conv, R);
+        }
+    }
+    place(&c->post, R);
+    c->state_floats = off ? off : 1;
+    c->x_floats = M * x;
+    c->win_floats = M * win;
+}
+
+static void codec_release(gp_dev_codec *c) {
+    if (!c) return;
+    cudaSetDevice(c->device);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < c->n_chunks; i++) cudaFree(c->chunks[i]);
+    free(c->chunks);
+    free(c->slot_state);
+    free(c->parity);
+    free(c->used);
+    cudaFree(c->params);
+    float *bufs[] = {c->sig, c->acc, c->run, c->tmp, c->win, c->pcm, c->lat};
+    for (float *b : bufs) cudaFree(b);
+    cudaFree(c->ptrs);
+    cudaFreeHost(c->h_in);
+    cudaFreeHost(c->h_pcm);
+    if (c->t0) cudaEventDestroy(c->t0);
+    if (c->t1) cudaEventDestroy(c->t1);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    for (int i = 0; i < GP_DEV_CODEC_MAX_STAGES; i++) free(c->stages[i].blocks);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static int codec_check_desc(const gp_dev_codec_desc *d, gp_dev_status *st) {
+    if (d->n_stages < 1 || d->n_stages > GP_DEV_CODEC_MAX_STAGES || d->n_kernels < 1 ||
+        d->n_dilations < 1 || d->input_dim < 1 || d->samples_per_frame < 1)
+        return gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT,
+                            "codec description out of range for the GPU decoder");
+    if (d->post.c_out != 1)
+        return gp_cuda_fail(st, GEPARD_ERR_UNSUPPORTED,
+                            "the GPU decoder needs a one-channel output (post_conv has %d)",
+                            d->post.c_out);
+    int R = 1;
+    for (int i = 0; i < d->n_stages; i++) {
+        const gp_dev_codec_convt *u = &d->stages[i].up;
+        if (u->groups < 1 || u->c_in % u->groups || u->c_out % u->groups || u->stride < 1)
+            return gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT,
+                                "codec stage %d: bad transposed convolution shape", i);
+        R *= u->stride;
+    }
+    if (R != d->samples_per_frame)
+        return gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT,
+                            "codec rates give %d samples per frame, not %d", R,
+                            d->samples_per_frame);
+    return 0;
+}
+
+extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **out,
+                                    gp_dev_status *st) {
+    *out = NULL;
+    int rc = codec_check_desc(d, st);
+    if (rc) return rc;
+    GP_CUDA_TRY(cudaSetDevice(d->device), "selecting the GPU");
+    gp_dev_codec *c = (gp_dev_codec *)calloc(1, sizeof *c);
+    if (!c) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of memory for the GPU codec");
+    pthread_mutex_init(&c->lock, NULL);
+    c->device = d->device;
+    c->tensor = d->precision == GP_DEV_CODEC_TF32;
+    c->input_dim = d->input_dim;
+    c->spf = d->samples_per_frame;
+    c->n_stages = d->n_stages;
+    c->nk = d->n_kernels;
+    c->nd = d->n_dilations;
+    c->clamp = d->clamp_output;
+    for (int i = 0; i < d->n_stages; i++) {
+        c->stages[i].c_in = d->stages[i].up.c_in;
+        c->stages[i].c_out = d->stages[i].up.c_out;
+        c->stages[i].rate = d->stages[i].up.stride;
+        c->stages[i].blocks = (codec_block *)calloc((size_t)(c->nk * c->nd), sizeof(codec_block));
+        if (!c->stages[i].blocks) {
+            codec_release(c);
+            return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of memory for the GPU codec");
+        }
+    }
+    param_pack p = {NULL, 0, NULL};
+    pack_all(c, d, &p); /* sizes only */
+    const size_t bytes = p.used;
+    cudaError_t e = cudaMalloc(&c->params, bytes);
+    p.host = (char *)malloc(bytes);
+    if (e != cudaSuccess || !p.host) {
+        free(p.host);
+        codec_release(c);
+        return e != cudaSuccess ? gp_cuda_check(e, "codec weights", st)
+                                : gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");
+    }
+    p.used = 0;
+    p.dev = (char *)c->params;
+    pack_all(c, d, &p);
+    e = cudaMemcpy(c->params, p.host, bytes, cudaMemcpyHostToDevice);
+    free(p.host);
+    c->bytes = bytes;
+    codec_layout(c);
+    const size_t M = CODEC_MAX_COLS;
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreate(&c->t0);
+    if (e == cudaSuccess) e = cudaEventCreate(&c->t1);
+    float **bufs[] = {&c->sig, &c->acc, &c->run, &c->tmp};
+    for (float **b : bufs)
+        if (e == cudaSuccess) e = cudaMalloc(b, c->x_floats * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&c->win, c->win_floats * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&c->pcm, M * c->spf * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&c->lat, M * c->input_dim * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&c->ptrs, 2 * M * sizeof(float *));
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&c->h_in, 2 * M * sizeof(float *) + M * c->input_dim * sizeof(float));
+    if (e == cudaSuccess) e = cudaMallocHost(&c->h_pcm, M * c->spf * sizeof(float));
+    if (e != cudaSuccess) {
+        rc = gp_cuda_check(e, "codec buffers", st);
+        codec_release(c);
+        return rc;
+    }
+    c->bytes += (4 * c->x_floats + c->win_floats + M * (c->spf + c->input_dim)) * sizeof(float);
+    *out = c;
+    return 0;
+}
+
+extern "C" void gp_cuda_codec_free(gp_dev_codec *c) { codec_release(c); }
+
+extern "C" size_t gp_cuda_codec_bytes(const gp_dev_codec *c) { return c ? c->bytes : 0; }
+
+/* ---------------- slots ---------------- */
+
+static int slot_zero(gp_dev_codec *c, int slot, gp_dev_status *st) {
+    c->parity[slot] = 0;
+    return gp_cuda_check(
+        cudaMemsetAsync(c->slot_state[slot], 0, 2 * c->state_floats * sizeof(float), c->stream),
+        "clearing a codec state", st);
+}
+
+static int slot_grow(gp_dev_codec *c, gp_dev_status *st) {
+    const int cap = c->cap_slots + CODEC_SLOT_CHUNK;
+    void *chunk = NULL;
+    const size_t per = 2 * c->state_floats * sizeof(float);
+    GP_CUDA_TRY(cudaMalloc(&chunk, per * CODEC_SLOT_CHUNK), "codec stream states");
+    float **ss = (float **)realloc(c->slot_state, (size_t)cap * sizeof *ss);
+    if (ss) c->slot_state = ss;
+    unsigned char *par = ss ? (unsigned char *)realloc(c->parity, (size_t)cap) : NULL;
+    if (par) c->parity = par;
+    unsigned char *used = par ? (unsigned char *)realloc(c->used, (size_t)cap) : NULL;
+    if (used) c->used = used;
+    void **chunks =
+        used ? (void **)realloc(c->chunks, (size_t)(c->n_chunks + 1) * sizeof(void *)) : NULL;
+    if (!chunks) {
+        cudaFree(chunk);
+        return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory for codec states");
+    }
+    c->chunks = chunks;
+    c->chunks[c->n_chunks++] = chunk;
+    for (int i = 0; i < CODEC_SLOT_CHUNK; i++) {
+        c->slot_state[c->cap_slots + i] = (float *)((char *)chunk + per * i);
+        c->used[c->cap_slots + i] = 0;
+        c->parity[c->cap_slots + i] = 0;
+    }
+    c->cap_slots = cap;
+    return 0;
+}
+
+extern "C" int gp_cuda_codec_slot_open(gp_dev_codec *c, int *slot, gp_dev_status *st) {
+    *slot = -1;
+    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
+    pthread_mutex_lock(&c->lock);
+    int s = 0;
+    while (s < c->cap_slots && c->used[s]) s++;
+    int rc = s == c->cap_slots ? slot_grow(c, st) : 0;
+    if (rc == 0) rc = slot_zero(c, s, st);
+    if (rc == 0) {
+        c->used[s] = 1;
+        *slot = s;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+extern "C" int gp_cuda_codec_slot_reset(gp_dev_codec *c, int slot, gp_dev_status *st) {
+    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
+    pthread_mutex_lock(&c->lock);
+    int rc = slot >= 0 && slot < c->cap_slots && c->used[slot]
+                 ? slot_zero(c, slot, st)
+                 : gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT, "no codec state slot %d", slot);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+extern "C" void gp_cuda_codec_slot_close(gp_dev_codec *c, int slot) {
+    pthread_mutex_lock(&c->lock);
+    if (slot >= 0 && slot < c->cap_slots) c->used[slot] = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---------------- decoding ---------------- */
+
+/* The layers for n streams of T frames whose latent is in c->lat and state
+ * pointers in c->ptrs; samples land in c->pcm [n][T·spf]. */
+static void codec_run(gp_dev_codec *c, int n, int T) {
+    cudaStream_t s = c->stream;
+    const float *const *in = (const float *const *)c->ptrs;
+    float *const *outp = c->ptrs + CODEC_MAX_COLS;
+    const bool tc = c->tensor;
+    gp_cuda_codec_act ident = {GP_DEV_ACT_IDENTITY, 0, 0.0f, NULL, NULL};
+    gp_cuda_codec_epilogue ep = {GP_CODEC_EP_STORE, c->sig, NULL, 0, 0.0f};
+    gp_cuda_codec_run_window(c->lat, n, T, c->input_dim, c->pre.hist, &ident, in, outp,
+                             c->pre.st_off, c->win, s);
+    gp_cuda_codec_run_conv(&c->pre, c->win, n, T, &ep, tc, s);
+    float *sig = c->sig, *acc = c->acc, *run = c->run, *tmp = c->tmp;
+    for (int i = 0; i < c->n_stages; i++) {
+        codec_stage *stg = &c->stages[i];
+        gp_cuda_codec_run_convt(sig, n, T, &stg->up, &stg->act, in, outp, stg->up.st_off, run, s);
+        T *= stg->rate;
+        float *t = sig;
+        sig = run;
+        run = t;
+        const int C = stg->c_out;
+        for (int j = 0; j < c->nk; j++) {
+            for (int m = 0; m < c->nd; m++) {
+                codec_block *b = &stg->blocks[j * c->nd + m];
+                const float *res = m == 0 ? sig : run;
+                gp_cuda_codec_run_window(res, n, T, C, b->in_conv.hist, &b->in_act, in, outp,
+                                         b->in_conv.st_off, c->win, s);
+                ep = {GP_CODEC_EP_STORE, tmp, NULL, 0, 0.0f};
+                gp_cuda_codec_run_conv(&b->in_conv, c->win, n, T, &ep, tc, s);
+                gp_cuda_codec_run_window(tmp, n, T, C, b->skip_conv.hist, &b->skip_act, in, outp,
+                                         b->skip_conv.st_off, c->win, s);
+                if (m < c->nd - 1)
+                    ep = {GP_CODEC_EP_RESIDUAL, run, res, 0, 0.0f};
+                else
+                    ep = {GP_CODEC_EP_BRANCH, acc, res, j == 0,
+                          j == c->nk - 1 ? (float)c->nk : 0.0f};
+                gp_cuda_codec_run_conv(&b->skip_conv, c->win, n, T, &ep, tc, s);
+            }
+        }
+        t = sig;
+        sig = acc;
+        acc = t;
+    }
+    gp_cuda_codec_run_window(sig, n, T, c->post.c_in, c->post.hist, &c->post_act, in, outp,
+                             c->post.st_off, c->win, s);
+    ep = {c->clamp ? GP_CODEC_EP_CLAMP : GP_CODEC_EP_TANH, c->pcm, NULL, 0, 0.0f};
+    gp_cuda_codec_run_conv(&c->post, c->win, n, T, &ep, tc, s);
+}
+
+/* One piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of each. */
+static int codec_piece(gp_dev_codec *c, int n, const int *slots, int frames, int f0, int T,
+                       const float *latent, float *const *pcm, gp_dev_status *st) {
+    const size_t D = (size_t)c->input_dim, M = CODEC_MAX_COLS;
+    float **h_ptrs = (float **)c->h_in;
+    float *h_lat = (float *)(c->h_in + 2 * M * sizeof(float *));
+    for (int i = 0; i < n; i++) {
+        float *base = c->slot_state[slots[i]];
+        const int p = c->parity[slots[i]];
+        h_ptrs[i] = base + (size_t)p * c->state_floats;
+        h_ptrs[M + i] = base + (size_t)(1 - p) * c->state_floats;
+        memcpy(h_lat + (size_t)i * T * D, latent + ((size_t)i * frames + f0) * D,
+               (size_t)T * D * sizeof(float));
+    }
+    cudaStream_t s = c->stream;
+    GP_CUDA_TRY(cudaEventRecord(c->t0, s), "codec timing");
+    GP_CUDA_TRY(
+        cudaMemcpyAsync(c->ptrs, h_ptrs, 2 * M * sizeof(float *), cudaMemcpyHostToDevice, s),
+        "codec upload");
+    GP_CUDA_TRY(cudaMemcpyAsync(c->lat, h_lat, (size_t)n * T * D * sizeof(float),
+                                cudaMemcpyHostToDevice, s),
+                "codec upload");
+    codec_run(c, n, T);
+    GP_CUDA_TRY(cudaGetLastError(), "codec kernels");
+    const size_t samples = (size_t)T * c->spf;
+    GP_CUDA_TRY(cudaMemcpyAsync(c->h_pcm, c->pcm, (size_t)n * samples * sizeof(float),
+                                cudaMemcpyDeviceToHost, s),
+                "codec download");
+    GP_CUDA_TRY(cudaEventRecord(c->t1, s), "codec timing");
+    GP_CUDA_TRY(cudaStreamSynchronize(s), "codec decode");
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, c->t0, c->t1) == cudaSuccess) c->last_ms += ms;
+    for (int i = 0; i < n; i++) {
+        memcpy(pcm[i] + (size_t)f0 * c->spf, c->h_pcm + (size_t)i * samples,
+               samples * sizeof(float));
+        c->parity[slots[i]] ^= 1;
+    }
+    return 0;
+}
+
+extern "C" int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, int frames,
+                                    const float *latent, float *const *pcm, gp_dev_status *st) {
+    if (n <= 0 || frames <= 0) return 0;
+    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
+    pthread_mutex_lock(&c->lock);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (slots[i] < 0 || slots[i] >= c->cap_slots || !c->used[slots[i]])
+            rc = gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT, "no codec state slot %d", slots[i]);
+    c->last_ms = 0.0;
+    const int group = n < CODEC_MAX_COLS ? n : CODEC_MAX_COLS;
+    for (int g = 0; g < n && rc == 0; g += group) {
+        const int gn = n - g < group ? n - g : group;
+        const int step = CODEC_MAX_COLS / gn;
+        for (int f = 0; f < frames && rc == 0; f += step) {
+            const int T = frames - f < step ? frames - f : step;
+            rc = codec_piece(c, gn, slots + g, frames, f, T,
+                             latent + (size_t)g * frames * c->input_dim, pcm + g, st);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+extern "C" double gp_cuda_codec_gpu_ms(gp_dev_codec *c) { return c ? c->last_ms : 0.0; }
+
+extern "C" int gp_cuda_codec_measure(int device, gp_dev_codec_precision precision, double *tflops,
+                                     gp_dev_status *st) {
+    *tflops = 0.0;
+    GP_CUDA_TRY(cudaSetDevice(device), "selecting the GPU");
+    const int n = 4096;
+    float *a = NULL, *b = NULL, *d = NULL;
+    cublasHandle_t h = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int rc = gp_cuda_check(cudaMalloc(&a, (size_t)n * n * sizeof(float)), "measure", st);
+    if (!rc) rc = gp_cuda_check(cudaMalloc(&b, (size_t)n * n * sizeof(float)), "measure", st);
+    if (!rc) rc = gp_cuda_check(cudaMalloc(&d, (size_t)n * n * sizeof(float)), "measure", st);
+    if (!rc) rc = gp_cuda_blas_check(cublasCreate(&h), "measure", st);
+    if (!rc) {
+        cudaMemset(a, 0, (size_t)n * n * sizeof(float));
+        cudaMemset(b, 0, (size_t)n * n * sizeof(float));
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        const cublasComputeType_t ct =
+            precision == GP_DEV_CODEC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        const float one = 1.0f, zero = 0.0f;
+        const int reps = 10;
+        for (int r = -2; r < reps && !rc; r++) {
+            if (r == 0) cudaEventRecord(e0, 0);
+            rc = gp_cuda_blas_check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a,
+                                                 CUDA_R_32F, n, b, CUDA_R_32F, n, &zero, d,
+                                                 CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT),
+                                    "measure", st);
+        }
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (!rc && ms > 0.0f) *tflops = 2.0 * n * (double)n * n * reps / (ms * 1e-3) / 1e12;
+    }
+    if (h) cublasDestroy(h);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(d);
+    return rc;
+}

@@ -1,0 +1,60 @@
+/* cuda_codec.h — what the codec decoder's two CUDA files share: the device
+ * form of its layers and the launch functions of cuda_codec_kernels.cu.
+ * Nothing outside src/cuda/ includes this file. */
+#ifndef GP_CUDA_CODEC_H
+#define GP_CUDA_CODEC_H
+
+#include "cuda/cuda_internal.h"
+
+/* An activation with its per-channel parameters on the device. */
+typedef struct gp_cuda_codec_act {
+    int kind, n_snake;
+    float slope;
+    const float *alpha, *inv_alpha; /* device [n_snake] */
+} gp_cuda_codec_act;
+
+/* A causal stride-1 convolution; weight [c_out][kernel][c_in] on the device
+ * (taps outermost, so a window row is one contiguous slice of the reduction). */
+typedef struct gp_cuda_codec_conv {
+    int c_in, c_out, kernel, dilation, hist; /* hist = (kernel − 1) · dilation */
+    const float *weight, *bias;
+    size_t st_off; /* its history in a stream's state: [hist][c_in] */
+} gp_cuda_codec_conv;
+
+/* A grouped causal transposed convolution; weight [c_in][c_out/groups][kernel]. */
+typedef struct gp_cuda_codec_convt {
+    int c_in, c_out, kernel, stride, groups, hist; /* hist = (kernel − 1) / stride */
+    const float *weight, *bias;
+    size_t st_off;
+} gp_cuda_codec_convt;
+
+/* What a convolution does with each result v = Σ + bias. */
+enum {
+    GP_CODEC_EP_STORE = 0, /* out = v */
+    GP_CODEC_EP_RESIDUAL,  /* out = res + v (res may be out) */
+    GP_CODEC_EP_BRANCH,    /* out = (first ? res + v : out + (res + v)), then / divide if > 0 */
+    GP_CODEC_EP_CLAMP,     /* out = clamp(v, −1, 1) */
+    GP_CODEC_EP_TANH,      /* out = tanh(v) */
+};
+typedef struct gp_cuda_codec_epilogue {
+    int mode;
+    float *out;
+    const float *res;
+    int first;
+    float divide;
+} gp_cuda_codec_epilogue;
+
+/* win [n][hist + T][C] = [history | act(x)] per stream; the last hist rows
+ * become the stream's next history (st_out, which must not be st_in). */
+void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
+                              const gp_cuda_codec_act *act, const float *const *st_in,
+                              float *const *st_out, size_t st_off, float *win, cudaStream_t s);
+/* out [n][T][c_out] from the windows; `tensor`: TF32 tensor cores, else f32 FMAs. */
+void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
+                            const gp_cuda_codec_epilogue *ep, bool tensor, cudaStream_t s);
+/* y [n][T·stride][c_out] = convt(act(x [n][T][c_in])) with the history in the state. */
+void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_convt *cv,
+                             const gp_cuda_codec_act *act, const float *const *st_in,
+                             float *const *st_out, size_t st_off, float *y, cudaStream_t s);
+
+#endif

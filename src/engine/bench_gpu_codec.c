@@ -1,0 +1,112 @@
+/* bench_gpu_codec.c — the codec figures of `gepard bench --device cuda`
+ * (bench_gpu.h): the decoder on the GPU in each precision it offers, one
+ * stream decoded frame by frame (the latency a listener sees per frame) and
+ * batches of streams each decoding its next frame in one call (the server's
+ * step), against the measured TF32 / f32 GEMM rate of the same GPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/timing.h"
+#include "engine/api_internal.h"
+#include "engine/bench_gpu.h"
+#include "model/device.h"
+
+#define FRAME_RATE (22050.0 / 1024.0)
+
+static void random_codes(const gp_codec *c, uint64_t *state, int32_t *codes, int n) {
+    for (int k = 0; k < n; k++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        codes[k] =
+            (int32_t)((*state >> 33) % (uint64_t)gp_fsq_levels(&c->fsq, k % c->fsq.channels));
+    }
+}
+
+/* n streams, `steps` timed calls of one frame each (after two warm-up calls):
+ * ms per call. */
+static int time_batch(const gp_codec *c, int n, int steps, double *ms_per_step, gp_error *err) {
+    const int C = c->fsq.channels, spf = c->cfg.samples_per_frame;
+    gp_codec_code_stream **s = calloc((size_t)n, sizeof *s);
+    int32_t *codes = malloc((size_t)n * C * sizeof(int32_t));
+    float *pcm = malloc((size_t)n * spf * sizeof(float));
+    const int32_t **cp = malloc((size_t)n * sizeof *cp);
+    float **pp = malloc((size_t)n * sizeof *pp);
+    int rc = s && codes && pcm && cp && pp ? GEPARD_OK : gp_fail_oom(err, "codec bench", 0);
+    for (int i = 0; !rc && i < n; i++) {
+        rc = gp_codec_code_stream_create(c, &s[i], err);
+        cp[i] = codes + (size_t)i * C;
+        pp[i] = pcm + (size_t)i * spf;
+    }
+    uint64_t state = 12345;
+    uint64_t t0 = 0;
+    for (int k = -2; !rc && k < steps; k++) {
+        random_codes(c, &state, codes, n * C);
+        if (k == 0) t0 = gp_now_ns();
+        rc = gp_codec_decode_frames_multi(c, s, cp, n, 1, pp, err);
+    }
+    if (!rc) *ms_per_step = (double)(gp_now_ns() - t0) * 1e-6 / steps;
+    for (int i = 0; s && i < n; i++) gp_codec_code_stream_free(s[i]);
+    free(s);
+    free(codes);
+    free(pcm);
+    free(cp);
+    free(pp);
+    return rc;
+}
+
+static int bench_path(const gepard_bench_params *p, const char *precision, double tflops,
+                      cJSON *into, gp_error *err) {
+    gepard_codec_params cp = gepard_codec_default_params();
+    cp.device = p->device;
+    cp.gpu_precision = precision;
+    gepard_codec *gc;
+    if (gepard_codec_load_with_params(p->codec, &cp, &gc) != GEPARD_OK)
+        return gp_fail(err, GEPARD_ERR_IO, "%s", gepard_last_error());
+    const gp_codec *c = gc->codec;
+    const double flop = 2.0 * gp_codec_decoder_macs_per_frame(&c->dec);
+    cJSON *o = cJSON_AddObjectToObject(into, precision);
+    cJSON_AddStringToObject(o, "kernels", gepard_codec_kernels(gc));
+    double ms = 0;
+    gp_progress("bench: GPU codec (%s), one stream", precision);
+    int rc = time_batch(c, 1, p->frames, &ms, err);
+    cJSON_AddNumberToObject(o, "single_stream_ms_per_frame", ms);
+    cJSON *arr = cJSON_AddArrayToObject(o, "batches");
+    static const int sizes[] = {16, 64, 256, 1024};
+    for (size_t i = 0; !rc && i < sizeof sizes / sizeof sizes[0]; i++) {
+        gp_progress("bench: GPU codec (%s), %d streams", precision, sizes[i]);
+        rc = time_batch(c, sizes[i], 16, &ms, err);
+        if (rc) break;
+        const double fps = sizes[i] / (ms * 1e-3);
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddNumberToObject(b, "streams", sizes[i]);
+        cJSON_AddNumberToObject(b, "ms_per_step", ms);
+        cJSON_AddNumberToObject(b, "frames_per_s", fps);
+        cJSON_AddNumberToObject(b, "realtime_x", fps / FRAME_RATE);
+        cJSON_AddNumberToObject(b, "tflops", fps * flop / 1e12);
+        cJSON_AddNumberToObject(b, "fraction_of_gemm_rate",
+                                tflops > 0 ? fps * flop / (tflops * 1e12) : 0);
+        cJSON_AddItemToArray(arr, b);
+    }
+    gepard_codec_free(gc);
+    return rc;
+}
+
+int gp_bench_gpu_codec(const gepard_bench_params *p, cJSON *root, gp_error *err) {
+    gp_device_spec spec;
+    int rc = gp_device_parse(p->device, &spec, err);
+    if (!rc) rc = gp_device_resolve(&spec, NULL, 0, err);
+    if (rc || spec.kind != GP_DEVICE_CUDA) return rc;
+    const gp_dev_plugin *plugin = gp_device_cuda_plugin(err);
+    if (!plugin) return GEPARD_ERR_UNSUPPORTED;
+    gp_dev_status st = {0, ""};
+    double tf32 = 0, f32 = 0;
+    if (plugin->codec_measure(spec.index, GP_DEV_CODEC_TF32, &tf32, &st) ||
+        plugin->codec_measure(spec.index, GP_DEV_CODEC_F32, &f32, &st))
+        return gp_device_error(&st, err);
+    cJSON *o = cJSON_AddObjectToObject(root, "gpu_codec");
+    cJSON_AddNumberToObject(o, "tf32_gemm_tflops", tf32);
+    cJSON_AddNumberToObject(o, "f32_gemm_tflops", f32);
+    rc = bench_path(p, "tf32", tf32, o, err);
+    if (!rc) rc = bench_path(p, "f32", f32, o, err);
+    return rc;
+}

@@ -8,8 +8,9 @@
 # tests: `gepard synth` writes the real-size synthetic checkpoint, then every
 #        CUDA test runs (release build) against the fixtures and real size.
 # bench: `gepard bench --device cuda` on the real-size checkpoint.
-# serve: `gepard serve --device cuda` driven by `gepard loadtest` (1 and 64
-#        concurrent streaming requests of 100 frames).
+# serve: `gepard serve --device cuda` (backbone and codec on the GPU) driven
+#        by `gepard loadtest` (1, 64 and 256 concurrent streaming requests of
+#        100 frames).
 # Logs and JSON go to $OUT (the device tool brings that folder back) or
 # ./.device/out when OUT is unset.
 set -u
@@ -38,12 +39,12 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     echo "bench exit $?"; tail -5 "$out/bench.err"; cat "$out/bench.json"
 fi
 if [ "$what" = serve ] || [ "$what" = all ]; then
-    # The server on the GPU (CPU codec): one stream, then 64 at once.
+    # The server on the GPU (backbone and codec): one stream, then 64 and 256 at once.
     "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
-        --port 18080 --max-streams 64 --max-queue 256 > "$out/serve.log" 2>&1 &
+        --port 18080 --max-streams 256 --max-queue 1024 --max-connections-per-client 4096 > "$out/serve.log" 2>&1 &
     pid=$!
     for i in $(seq 1 60); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
-    for c in 1 64; do
+    for c in 1 64 256; do
         "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $((c * 2)) \
             --body '{"max_frames":100,"stop_threshold":2,"seed":1}' > "$out/loadtest_$c.json"
         echo "loadtest -c $c: $(cat "$out/loadtest_$c.json")"

@@ -16,7 +16,8 @@
 
 #include "cuda/cuda_codec.h"
 
-#define CODEC_MAX_COLS 512  /* frame columns (streams × frames) per piece */
+#define CODEC_MAX_COLS GP_CUDA_CODEC_MAX_COLS
+#define CODEC_GRAPHS 10     /* one per power-of-two batch 1 .. CODEC_MAX_COLS */
 #define CODEC_SLOT_CHUNK 32 /* slots allocated together */
 
 typedef struct codec_block {
@@ -52,9 +53,15 @@ struct gp_dev_codec {
     cudaStream_t stream;
     cudaEvent_t t0, t1;
     float *sig, *acc, *run, *tmp, *win, *pcm, *lat;
-    float **ptrs; /* device [2][CODEC_MAX_COLS] state pointers */
-    char *h_in;   /* pinned: pointers then latent */
-    float *h_pcm; /* pinned */
+    float **ptrs;      /* device [2][CODEC_MAX_COLS] state pointers */
+    float *partial;    /* split-reduction workspace */
+    unsigned *tickets; /* per output tile, zero between convolutions */
+    size_t partial_floats, n_tickets;
+    float *dummy; /* state of the padding streams of a graph's batch (2 copies) */
+    bool use_graphs;
+    cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for 2^i streams */
+    char *h_in;                           /* pinned: pointers then latent */
+    float *h_pcm;                         /* pinned */
     size_t x_floats, win_floats;
     double last_ms;
 };
@@ -142,11 +149,18 @@ static void codec_layout(gp_dev_codec *c) {
     size_t off = 0, x = (size_t)c->input_dim, win = 0;
     const size_t M = CODEC_MAX_COLS;
     int R = 1;
+    size_t partial = 0, tickets = 1;
     auto place = [&](gp_cuda_codec_conv *cv, int rate) {
         cv->st_off = off;
         off += (size_t)cv->hist * cv->c_in;
         const size_t w = (size_t)cv->c_in * ((size_t)cv->hist + (size_t)rate);
         if (w > win) win = w;
+        gp_cuda_codec_conv_split(cv);
+        const int cols = (int)M * rate;
+        const size_t p = gp_cuda_codec_conv_partial_floats(cv, cols);
+        const size_t t = gp_cuda_codec_conv_tiles(cv, cols);
+        if (p > partial) partial = p;
+        if (t > tickets) tickets = t;
     };
     place(&c->pre, 1);
     if ((size_t)c->pre.c_out > x) x = (size_t)c->pre.c_out;
@@ -165,6 +179,8 @@ static void codec_layout(gp_dev_codec *c) {
     c->state_floats = off ? off : 1;
     c->x_floats = M * x;
     c->win_floats = M * win;
+    c->partial_floats = partial ? partial : 1;
+    c->n_tickets = tickets;
 }
 
 static void codec_release(gp_dev_codec *c) {
@@ -180,6 +196,11 @@ static void codec_release(gp_dev_codec *c) {
     float *bufs[] = {c->sig, c->acc, c->run, c->tmp, c->win, c->pcm, c->lat};
     for (float *b : bufs) cudaFree(b);
     cudaFree(c->ptrs);
+    cudaFree(c->partial);
+    cudaFree(c->tickets);
+    cudaFree(c->dummy);
+    for (int i = 0; i < CODEC_GRAPHS; i++)
+        if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cudaFreeHost(c->h_in);
     cudaFreeHost(c->h_pcm);
     if (c->t0) cudaEventDestroy(c->t0);
@@ -273,12 +294,21 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     if (e == cudaSuccess)
         e = cudaMallocHost(&c->h_in, 2 * M * sizeof(float *) + M * c->input_dim * sizeof(float));
     if (e == cudaSuccess) e = cudaMallocHost(&c->h_pcm, M * c->spf * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&c->partial, c->partial_floats * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&c->tickets, c->n_tickets * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(c->tickets, 0, c->n_tickets * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMalloc(&c->dummy, 2 * c->state_floats * sizeof(float));
+    if (e == cudaSuccess) e = cudaMemset(c->dummy, 0, 2 * c->state_floats * sizeof(float));
+    const char *g = getenv("GEPARD_CUDA_CODEC_GRAPHS");
+    c->use_graphs = !(g && !strcmp(g, "0"));
     if (e != cudaSuccess) {
         rc = gp_cuda_check(e, "codec buffers", st);
         codec_release(c);
         return rc;
     }
-    c->bytes += (4 * c->x_floats + c->win_floats + M * (c->spf + c->input_dim)) * sizeof(float);
+    c->bytes += (4 * c->x_floats + c->win_floats + M * (c->spf + c->input_dim) + c->partial_floats +
+                 2 * c->state_floats) *
+                sizeof(float);
     *out = c;
     return 0;
 }
@@ -369,7 +399,7 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     gp_cuda_codec_epilogue ep = {GP_CODEC_EP_STORE, c->sig, NULL, 0, 0.0f};
     gp_cuda_codec_run_window(c->lat, n, T, c->input_dim, c->pre.hist, &ident, in, outp,
                              c->pre.st_off, c->win, s);
-    gp_cuda_codec_run_conv(&c->pre, c->win, n, T, &ep, tc, s);
+    gp_cuda_codec_run_conv(&c->pre, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
     float *sig = c->sig, *acc = c->acc, *run = c->run, *tmp = c->tmp;
     for (int i = 0; i < c->n_stages; i++) {
         codec_stage *stg = &c->stages[i];
@@ -386,7 +416,8 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
                 gp_cuda_codec_run_window(res, n, T, C, b->in_conv.hist, &b->in_act, in, outp,
                                          b->in_conv.st_off, c->win, s);
                 ep = {GP_CODEC_EP_STORE, tmp, NULL, 0, 0.0f};
-                gp_cuda_codec_run_conv(&b->in_conv, c->win, n, T, &ep, tc, s);
+                gp_cuda_codec_run_conv(&b->in_conv, c->win, n, T, &ep, tc, c->partial, c->tickets,
+                                       s);
                 gp_cuda_codec_run_window(tmp, n, T, C, b->skip_conv.hist, &b->skip_act, in, outp,
                                          b->skip_conv.st_off, c->win, s);
                 if (m < c->nd - 1)
@@ -394,7 +425,8 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
                 else
                     ep = {GP_CODEC_EP_BRANCH, acc, res, j == 0,
                           j == c->nk - 1 ? (float)c->nk : 0.0f};
-                gp_cuda_codec_run_conv(&b->skip_conv, c->win, n, T, &ep, tc, s);
+                gp_cuda_codec_run_conv(&b->skip_conv, c->win, n, T, &ep, tc, c->partial, c->tickets,
+                                       s);
             }
         }
         t = sig;
@@ -404,13 +436,40 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     gp_cuda_codec_run_window(sig, n, T, c->post.c_in, c->post.hist, &c->post_act, in, outp,
                              c->post.st_off, c->win, s);
     ep = {c->clamp ? GP_CODEC_EP_CLAMP : GP_CODEC_EP_TANH, c->pcm, NULL, 0, 0.0f};
-    gp_cuda_codec_run_conv(&c->post, c->win, n, T, &ep, tc, s);
+    gp_cuda_codec_run_conv(&c->post, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
 }
 
-/* One piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of each. */
+/* The captured layers for nb streams of one frame (nb a power of two). */
+static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_status *st) {
+    int i = 0;
+    while ((1 << i) < nb) i++;
+    if (!c->graphs[i]) {
+        cudaGraph_t g = NULL;
+        GP_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
+                    "capturing the codec");
+        codec_run(c, nb, 1);
+        cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+        if (e == cudaSuccess) e = cudaGraphInstantiate(&c->graphs[i], g, 0);
+        if (g) cudaGraphDestroy(g);
+        if (e != cudaSuccess) {
+            c->graphs[i] = NULL;
+            return gp_cuda_check(e, "capturing the codec", st);
+        }
+    }
+    *out = c->graphs[i];
+    return 0;
+}
+
+/* One piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of each. One
+ * frame per stream runs as a captured graph for the next power-of-two batch
+ * (the padding streams decode zeros into a scratch state). */
 static int codec_piece(gp_dev_codec *c, int n, const int *slots, int frames, int f0, int T,
                        const float *latent, float *const *pcm, gp_dev_status *st) {
     const size_t D = (size_t)c->input_dim, M = CODEC_MAX_COLS;
+    const bool graph = c->use_graphs && T == 1;
+    int nb = n;
+    if (graph)
+        for (nb = 1; nb < n;) nb <<= 1;
     float **h_ptrs = (float **)c->h_in;
     float *h_lat = (float *)(c->h_in + 2 * M * sizeof(float *));
     for (int i = 0; i < n; i++) {
@@ -421,15 +480,28 @@ static int codec_piece(gp_dev_codec *c, int n, const int *slots, int frames, int
         memcpy(h_lat + (size_t)i * T * D, latent + ((size_t)i * frames + f0) * D,
                (size_t)T * D * sizeof(float));
     }
+    for (int i = n; i < nb; i++) {
+        h_ptrs[i] = c->dummy;
+        h_ptrs[M + i] = c->dummy + c->state_floats;
+        memset(h_lat + (size_t)i * T * D, 0, (size_t)T * D * sizeof(float));
+    }
     cudaStream_t s = c->stream;
+    cudaGraphExec_t exec = NULL;
+    if (graph) {
+        int rc = codec_graph(c, nb, &exec, st);
+        if (rc) return rc;
+    }
     GP_CUDA_TRY(cudaEventRecord(c->t0, s), "codec timing");
     GP_CUDA_TRY(
         cudaMemcpyAsync(c->ptrs, h_ptrs, 2 * M * sizeof(float *), cudaMemcpyHostToDevice, s),
         "codec upload");
-    GP_CUDA_TRY(cudaMemcpyAsync(c->lat, h_lat, (size_t)n * T * D * sizeof(float),
+    GP_CUDA_TRY(cudaMemcpyAsync(c->lat, h_lat, (size_t)nb * T * D * sizeof(float),
                                 cudaMemcpyHostToDevice, s),
                 "codec upload");
-    codec_run(c, n, T);
+    if (exec)
+        GP_CUDA_TRY(cudaGraphLaunch(exec, s), "codec graph");
+    else
+        codec_run(c, n, T);
     GP_CUDA_TRY(cudaGetLastError(), "codec kernels");
     const size_t samples = (size_t)T * c->spf;
     GP_CUDA_TRY(cudaMemcpyAsync(c->h_pcm, c->pcm, (size_t)n * samples * sizeof(float),

@@ -17,6 +17,7 @@ typedef struct gp_cuda_codec_act {
  * (taps outermost, so a window row is one contiguous slice of the reduction). */
 typedef struct gp_cuda_codec_conv {
     int c_in, c_out, kernel, dilation, hist; /* hist = (kernel − 1) · dilation */
+    int splits, ks; /* the reduction cut into `splits` slices of ks (fixed per layer) */
     const float *weight, *bias;
     size_t st_off; /* its history in a stream's state: [hist][c_in] */
 } gp_cuda_codec_conv;
@@ -49,9 +50,22 @@ typedef struct gp_cuda_codec_epilogue {
 void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, float *win, cudaStream_t s);
-/* out [n][T][c_out] from the windows; `tensor`: TF32 tensor cores, else f32 FMAs. */
+/* Frame columns per decode piece (streams × frames). */
+#define GP_CUDA_CODEC_MAX_COLS 512
+/* Reduction passes of 32 per split: a layer's reduction is cut into enough
+ * slices that one stream's frame still spreads over the GPU (the cut is fixed
+ * per layer, so every output is summed in the same order in any batch). */
+#define GP_CUDA_CODEC_CHUNKS_PER_SPLIT 16
+/* Set cv->splits and cv->ks for its reduction length. */
+void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv);
+/* Workspace floats and tickets a conv over `cols` output columns needs. */
+size_t gp_cuda_codec_conv_partial_floats(const gp_cuda_codec_conv *cv, int cols);
+size_t gp_cuda_codec_conv_tiles(const gp_cuda_codec_conv *cv, int cols);
+/* out [n][T][c_out] from the windows; `tensor`: TF32 tensor cores, else f32 FMAs.
+ * partial / tickets: the split workspace (tickets zero between convolutions). */
 void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
-                            const gp_cuda_codec_epilogue *ep, bool tensor, cudaStream_t s);
+                            const gp_cuda_codec_epilogue *ep, bool tensor, float *partial,
+                            unsigned *tickets, cudaStream_t s);
 /* y [n][T·stride][c_out] = convt(act(x [n][T][c_in])) with the history in the state. */
 void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_convt *cv,
                              const gp_cuda_codec_act *act, const float *const *st_in,

@@ -41,23 +41,24 @@ __device__ __forceinline__ float codec_act(const gp_cuda_codec_act &a, float x, 
 
 /* ---------------- window: [history | act(x)] and the next history ---------------- */
 
-__global__ void k_codec_window(const float *__restrict__ x, int n, int T, int C, int hist,
-                               gp_cuda_codec_act act, const float *const *st_in,
-                               float *const *st_out, size_t st_off, float *__restrict__ win) {
-    const size_t W = (size_t)hist + (size_t)T;
-    const size_t total = (size_t)n * W * (size_t)C;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % (size_t)C);
-        const size_t r = (i / (size_t)C) % W;
-        const int b = (int)(i / ((size_t)C * W));
+/* 32-bit indices: a piece holds at most GP_CUDA_CODEC_MAX_COLS frame columns, so every
+ * signal here has far fewer than 2^31 elements. */
+__global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned T, unsigned C,
+                               unsigned hist, gp_cuda_codec_act act, const float *const *st_in,
+                               float *const *st_out, unsigned st_off, float *__restrict__ win) {
+    const unsigned W = hist + T;
+    const unsigned total = n * W * C;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += gridDim.x * blockDim.x) {
+        const unsigned c = i % C, rows = i / C;
+        const unsigned r = rows % W, b = rows / W;
         float v;
-        if (r < (size_t)hist)
-            v = st_in[b][st_off + r * (size_t)C + (size_t)c];
+        if (r < hist)
+            v = st_in[b][st_off + r * C + c];
         else
-            v = codec_act(act, x[((size_t)b * T + (r - hist)) * (size_t)C + (size_t)c], c);
+            v = codec_act(act, x[(b * T + (r - hist)) * C + c], (int)c);
         win[i] = v;
-        if (r >= (size_t)T) st_out[b][st_off + (r - (size_t)T) * (size_t)C + (size_t)c] = v;
+        if (r >= T) st_out[b][st_off + (r - T) * C + c] = v;
     }
 }
 
@@ -69,8 +70,9 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
-    k_codec_window<<<(unsigned)blocks, threads, 0, s>>>(x, n, T, C, hist, *act, st_in, st_out,
-                                                        st_off, win);
+    k_codec_window<<<(unsigned)blocks, threads, 0, s>>>(x, (unsigned)n, (unsigned)T, (unsigned)C,
+                                                        (unsigned)hist, *act, st_in, st_out,
+                                                        (unsigned)st_off, win);
 }
 
 /* ---------------- the convolution as an implicit GEMM ---------------- */
@@ -80,29 +82,43 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
 #define CONV_KC 32 /* reduction slice (tap, channel) per pass */
 #define CONV_LDS (CONV_KC + 4)
 #define CONV_LDC (CONV_TM + 4)
+#define CONV_TILE (CONV_TM * CONV_TN)
 
 struct conv_smem {
     union {
         struct {
-            float a[CONV_TM][CONV_LDS]; /* weights [co][k] */
-            float b[CONV_TN][CONV_LDS]; /* window columns [col][k] */
+            float a[2][CONV_TM][CONV_LDS]; /* weights [co][k], double-buffered */
+            float b[2][CONV_TN][CONV_LDS]; /* window columns [col][k] */
         } in;
         float c[CONV_TN][CONV_LDC]; /* results [col][co] */
     };
+    long long colbase[CONV_TN]; /* each column's first window element, or −1 */
+    int last;
 };
 
+/* One 64 × 64 output tile over the reduction slice of split blockIdx.z. With
+ * several splits every split stores its partial tile; the split that finishes
+ * last (a ticket per tile) sums them in split order — the same order for any
+ * batch or chunking — and applies the epilogue. */
 template <bool TENSOR>
 __global__ void __launch_bounds__(128)
     k_codec_conv(const float *__restrict__ Wt, const float *__restrict__ bias,
                  const float *__restrict__ win, int n, int T, int hist, int C_in, int C_out,
-                 int kernel, int dil, gp_cuda_codec_epilogue ep) {
+                 int kernel, int dil, int ks, int splits, float *partial, unsigned *tickets,
+                 gp_cuda_codec_epilogue ep) {
     __shared__ __align__(128) conv_smem sm;
     const int tid = threadIdx.x;
     const int co0 = blockIdx.y * CONV_TM;
-    const long col0 = (long)blockIdx.x * CONV_TN;
-    const long cols = (long)n * T;
+    const int col0 = blockIdx.x * CONV_TN;
+    const int cols = n * T;
     const int K = kernel * C_in;
-    const size_t Wlen = (size_t)hist + (size_t)T;
+    const int kbeg = blockIdx.z * ks, kend = min(K, kbeg + ks);
+    if (tid < CONV_TN) {
+        const int g = col0 + tid;
+        sm.colbase[tid] =
+            g < cols ? ((long long)(g / T) * (hist + T) + (g % T)) * (long long)C_in : -1;
+    }
+    __syncthreads();
 
     /* FMA path: thread owns 4 output channels × 8 columns */
     const int fm = (tid % 16) * 4, fn = (tid / 16) * 8;
@@ -118,38 +134,59 @@ __global__ void __launch_bounds__(128)
             for (int j = 0; j < 8; j++) facc[i][j] = 0.0f;
     }
 
-    for (int k0 = 0; k0 < K; k0 += CONV_KC) {
-        for (int e = tid; e < CONV_TM * CONV_KC; e += 128) {
-            const int r = e / CONV_KC, kk = e % CONV_KC;
-            const int co = co0 + r, k = k0 + kk;
-            sm.in.a[r][kk] = (co < C_out && k < K) ? Wt[(size_t)co * K + k] : 0.0f;
+    /* Each pass's slice is staged through registers: the next slice's loads
+     * are issued before this one is multiplied, so their latency overlaps. */
+    const int kk = tid % CONV_KC, rg = tid / CONV_KC; /* this thread's slice column, row group */
+    constexpr int RPT = CONV_TM / (128 / CONV_KC);    /* rows per thread */
+    float ra[RPT], rb[RPT];
+    auto fetch = [&](int k0) {
+        const int k = k0 + kk;
+        const bool kin = k < kend;
+        int off = 0;
+        if (kin) {
+            const int tap = k / C_in;
+            off = tap * dil * C_in + (k - tap * C_in);
         }
-        for (int e = tid; e < CONV_TN * CONV_KC; e += 128) {
-            const int j = e / CONV_KC, kk = e % CONV_KC;
-            const long g = col0 + j;
-            const int k = k0 + kk;
-            float v = 0.0f;
-            if (g < cols && k < K) {
-                const long b = g / T, t = g % T;
-                const int tap = k / C_in, c = k % C_in;
-                v = win[((size_t)b * Wlen + (size_t)t + (size_t)tap * dil) * C_in + c];
-            }
-            sm.in.b[j][kk] = v;
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            const int r = rg + i * (128 / CONV_KC);
+            const int co = co0 + r;
+            ra[i] = kin && co < C_out ? __ldg(Wt + (size_t)co * K + k) : 0.0f;
+            const long long cb = sm.colbase[r];
+            rb[i] = kin && cb >= 0 ? __ldg(win + cb + off) : 0.0f;
         }
-        __syncthreads();
+    };
+    auto stage = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            const int r = rg + i * (128 / CONV_KC);
+            sm.in.a[buf][r][kk] = ra[i];
+            sm.in.b[buf][r][kk] = rb[i];
+        }
+    };
+    if (kbeg < kend) {
+        fetch(kbeg);
+        stage(0);
+    }
+    __syncthreads();
+    /* one barrier per pass: pass i multiplies buffer i % 2 while pass i + 1's
+     * slice is loaded into registers and then stored into the other buffer */
+    for (int k0 = kbeg, buf = 0; k0 < kend; k0 += CONV_KC, buf ^= 1) {
+        const bool more = k0 + CONV_KC < kend;
+        if (more) fetch(k0 + CONV_KC);
         if (TENSOR) {
-            for (int ks = 0; ks < CONV_KC; ks += 8) {
+            for (int q = 0; q < CONV_KC; q += 8) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>
                     fa[2];
                 wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>
                     fb[2];
                 for (int i = 0; i < 2; i++) {
-                    wmma::load_matrix_sync(fa[i], &sm.in.a[wm + i * 16][ks], CONV_LDS);
+                    wmma::load_matrix_sync(fa[i], &sm.in.a[buf][wm + i * 16][q], CONV_LDS);
                     for (int t = 0; t < fa[i].num_elements; t++)
                         fa[i].x[t] = wmma::__float_to_tf32(fa[i].x[t]);
                 }
                 for (int j = 0; j < 2; j++) {
-                    wmma::load_matrix_sync(fb[j], &sm.in.b[wn + j * 16][ks], CONV_LDS);
+                    wmma::load_matrix_sync(fb[j], &sm.in.b[buf][wn + j * 16][q], CONV_LDS);
                     for (int t = 0; t < fb[j].num_elements; t++)
                         fb[j].x[t] = wmma::__float_to_tf32(fb[j].x[t]);
                 }
@@ -158,14 +195,15 @@ __global__ void __launch_bounds__(128)
                         wmma::mma_sync(tacc[i][j], fa[i], fb[j], tacc[i][j]);
             }
         } else {
-            for (int kk = 0; kk < CONV_KC; kk++) {
+            for (int q = 0; q < CONV_KC; q++) {
                 float a[4], bv[8];
-                for (int i = 0; i < 4; i++) a[i] = sm.in.a[fm + i][kk];
-                for (int j = 0; j < 8; j++) bv[j] = sm.in.b[fn + j][kk];
+                for (int i = 0; i < 4; i++) a[i] = sm.in.a[buf][fm + i][q];
+                for (int j = 0; j < 8; j++) bv[j] = sm.in.b[buf][fn + j][q];
                 for (int i = 0; i < 4; i++)
                     for (int j = 0; j < 8; j++) facc[i][j] = fmaf(a[i], bv[j], facc[i][j]);
             }
         }
+        if (more) stage(buf ^ 1);
         __syncthreads();
     }
     /* results to shared memory as [col][co] */
@@ -179,9 +217,28 @@ __global__ void __launch_bounds__(128)
             for (int j = 0; j < 8; j++) sm.c[fn + j][fm + i] = facc[i][j];
     }
     __syncthreads();
-    for (int e = tid; e < CONV_TM * CONV_TN; e += 128) {
+    if (splits > 1) {
+        const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+        float *mine = partial + (tile * splits + blockIdx.z) * CONV_TILE;
+        for (int e = tid; e < CONV_TILE; e += 128) mine[e] = sm.c[e / CONV_TM][e % CONV_TM];
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) sm.last = atomicAdd(&tickets[tile], 1u) == (unsigned)(splits - 1);
+        __syncthreads();
+        if (!sm.last) return;
+        if (tid == 0) tickets[tile] = 0; /* ready for the next convolution */
+        __threadfence();
+        const float *all = partial + tile * splits * CONV_TILE;
+        for (int e = tid; e < CONV_TILE; e += 128) {
+            float v = 0.0f;
+            for (int z = 0; z < splits; z++) v += __ldcg(all + (size_t)z * CONV_TILE + e);
+            sm.c[e / CONV_TM][e % CONV_TM] = v;
+        }
+        __syncthreads();
+    }
+    for (int e = tid; e < CONV_TILE; e += 128) {
         const int j = e / CONV_TM, r = e % CONV_TM;
-        const long g = col0 + j;
+        const int g = col0 + j;
         const int co = co0 + r;
         if (g >= cols || co >= C_out) continue;
         const size_t o = (size_t)g * C_out + co;
@@ -201,38 +258,65 @@ __global__ void __launch_bounds__(128)
     }
 }
 
+void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv) {
+    const int K = cv->kernel * cv->c_in;
+    const int chunks = (K + CONV_KC - 1) / CONV_KC;
+    int splits = (chunks + GP_CUDA_CODEC_CHUNKS_PER_SPLIT - 1) / GP_CUDA_CODEC_CHUNKS_PER_SPLIT;
+    if (splits > 16) splits = 16;
+    if (splits < 1) splits = 1;
+    cv->splits = splits;
+    cv->ks = (chunks + splits - 1) / splits * CONV_KC;
+    cv->splits = (K + cv->ks - 1) / cv->ks;
+}
+
+size_t gp_cuda_codec_conv_partial_floats(const gp_cuda_codec_conv *cv, int cols) {
+    if (cv->splits <= 1) return 0;
+    const size_t tiles =
+        (size_t)((cols + CONV_TN - 1) / CONV_TN) * (size_t)((cv->c_out + CONV_TM - 1) / CONV_TM);
+    return tiles * (size_t)cv->splits * CONV_TILE;
+}
+
+size_t gp_cuda_codec_conv_tiles(const gp_cuda_codec_conv *cv, int cols) {
+    return (size_t)((cols + CONV_TN - 1) / CONV_TN) * (size_t)((cv->c_out + CONV_TM - 1) / CONV_TM);
+}
+
 void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
-                            const gp_cuda_codec_epilogue *ep, bool tensor, cudaStream_t s) {
-    const long cols = (long)n * T;
+                            const gp_cuda_codec_epilogue *ep, bool tensor, float *partial,
+                            unsigned *tickets, cudaStream_t s) {
+    const int cols = n * T;
     dim3 grid((unsigned)((cols + CONV_TN - 1) / CONV_TN),
-              (unsigned)((cv->c_out + CONV_TM - 1) / CONV_TM));
+              (unsigned)((cv->c_out + CONV_TM - 1) / CONV_TM), (unsigned)cv->splits);
     if (tensor)
         k_codec_conv<true><<<grid, 128, 0, s>>>(cv->weight, cv->bias, win, n, T, cv->hist, cv->c_in,
-                                                cv->c_out, cv->kernel, cv->dilation, *ep);
+                                                cv->c_out, cv->kernel, cv->dilation, cv->ks,
+                                                cv->splits, partial, tickets, *ep);
     else
         k_codec_conv<false><<<grid, 128, 0, s>>>(cv->weight, cv->bias, win, n, T, cv->hist,
                                                  cv->c_in, cv->c_out, cv->kernel, cv->dilation,
-                                                 *ep);
+                                                 cv->ks, cv->splits, partial, tickets, *ep);
 }
 
 /* ---------------- grouped causal transposed convolution ---------------- */
 
 /* y[b][q·s + u][o] = bias[o] + Σ_(c in o's group) Σ_m a[c][q − m] · W[c][o_local][u + m·s],
  * a = act(x), a[c][j < 0] from the history (the last `hist` inputs, oldest first). */
-__global__ void k_codec_convt(const float *__restrict__ x, int n, int T, gp_cuda_codec_convt cv,
-                              gp_cuda_codec_act act, const float *const *st_in,
-                              float *const *st_out, size_t st_off, float *__restrict__ y) {
+__global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned T,
+                              gp_cuda_codec_convt cv, gp_cuda_codec_act act,
+                              const float *const *st_in, float *const *st_out, unsigned st_off,
+                              float *__restrict__ y) {
     const int s = cv.stride, k = cv.kernel, hist = cv.hist;
+    const unsigned cin = (unsigned)cv.c_in, cout = (unsigned)cv.c_out;
     const int ci_g = cv.c_in / cv.groups, co_g = cv.c_out / cv.groups;
-    const size_t outs = (size_t)n * T * s * cv.c_out;
-    const size_t states = (size_t)n * hist * cv.c_in;
-    const size_t total = outs > states ? outs : states;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    const unsigned Ts = T * (unsigned)s;
+    const unsigned outs = n * Ts * cout;
+    const unsigned states = n * (unsigned)hist * cin;
+    const unsigned total = outs > states ? outs : states;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += gridDim.x * blockDim.x) {
         if (i < outs) {
-            const int o = (int)(i % cv.c_out);
-            const size_t p = (i / cv.c_out) % ((size_t)T * s);
-            const int b = (int)(i / ((size_t)cv.c_out * T * s));
+            const int o = (int)(i % cout);
+            const unsigned rows = i / cout;
+            const unsigned p = rows % Ts, b = rows / Ts;
             const int q = (int)(p / s), u = (int)(p % s);
             const int g = o / co_g, ol = o % co_g;
             float acc = cv.bias[o];
@@ -240,22 +324,21 @@ __global__ void k_codec_convt(const float *__restrict__ x, int n, int T, gp_cuda
                 const float *w = cv.weight + ((size_t)c * co_g + ol) * k;
                 for (int m = 0; m <= hist && u + m * s < k; m++) {
                     const int j = q - m;
-                    const float a = j >= 0 ? codec_act(act, x[((size_t)b * T + j) * cv.c_in + c], c)
-                                           : st_in[b][st_off + (size_t)(hist + j) * cv.c_in + c];
+                    const float a = j >= 0 ? codec_act(act, x[(b * T + (unsigned)j) * cin + c], c)
+                                           : st_in[b][st_off + (unsigned)(hist + j) * cin + c];
                     acc += a * w[u + m * s];
                 }
             }
             y[i] = acc;
         }
         if (i < states) { /* next history: window rows T .. T + hist − 1 */
-            const int c = (int)(i % cv.c_in);
-            const int r = (int)((i / cv.c_in) % hist);
-            const int b = (int)(i / ((size_t)cv.c_in * hist));
-            const int wi = T + r; /* index in [history | x] */
-            const float v = wi < hist
-                                ? st_in[b][st_off + (size_t)wi * cv.c_in + c]
-                                : codec_act(act, x[((size_t)b * T + (wi - hist)) * cv.c_in + c], c);
-            st_out[b][st_off + (size_t)r * cv.c_in + c] = v;
+            const unsigned c = i % cin, rows = i / cin;
+            const unsigned r = rows % (unsigned)hist, b = rows / (unsigned)hist;
+            const unsigned wi = T + r; /* index in [history | x] */
+            const float v = wi < (unsigned)hist
+                                ? st_in[b][st_off + wi * cin + c]
+                                : codec_act(act, x[(b * T + (wi - hist)) * cin + c], (int)c);
+            st_out[b][st_off + r * cin + c] = v;
         }
     }
 }
@@ -270,6 +353,6 @@ void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_c
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
-    k_codec_convt<<<(unsigned)blocks, threads, 0, s>>>(x, n, T, *cv, *act, st_in, st_out, st_off,
-                                                       y);
+    k_codec_convt<<<(unsigned)blocks, threads, 0, s>>>(x, (unsigned)n, (unsigned)T, *cv, *act,
+                                                       st_in, st_out, (unsigned)st_off, y);
 }

@@ -1,0 +1,35 @@
+#!/bin/bash
+# ncu-codec.sh — on the GPU machine (after `make device-bundle` here): the GPU
+# time of every kernel of a real-size codec decode of N frames (one call),
+# summed per kernel and grid shape. Usage: scripts/ncu-codec.sh [FRAMES] [PRECISION]
+set -u
+. .device/env.sh
+b=.device/bin
+out=${OUT:-.device/out}
+mkdir -p "$out"
+[ -f /tmp/rs/codec/model_config.yaml ] || "$b/gepard" synth --preset gepard-1.0 --seed 1 --out /tmp/rs > /dev/null
+frames=${1:-1}
+python3 - "$frames" > /tmp/codes.json <<'PY'
+import sys, random
+random.seed(1)
+T = int(sys.argv[1])
+print('{"frames":%d,"codes":[%s]}' % (T, ",".join("[" + ",".join(str(random.randrange(5)) for _ in range(32)) + "]" for _ in range(T))))
+PY
+/usr/local/cuda/bin/ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --csv "$b/gepard" decode --codec /tmp/rs/codec --codes /tmp/codes.json --device cuda \
+    --gpu-precision "${2:-tf32}" -o /tmp/o.f32 > "$out/ncu.csv" 2> "$out/ncu.err"
+python3 - "$out/ncu.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; rows = rows[1:]
+ki = head.index("Kernel Name"); gi = head.index("Grid Size"); vi = head.index("Metric Value")
+by = collections.defaultdict(lambda: [0, 0.0])
+total = 0.0
+for r in rows:
+    v = float(r[vi].replace(",", "")) / 1e3  # ns -> us
+    k = (r[ki].split("(")[0][:40], r[gi])
+    by[k][0] += 1; by[k][1] += v; total += v
+print("kernels %d, total %.1f us" % (len(rows), total))
+for k, (n, us) in sorted(by.items(), key=lambda x: -x[1][1])[:25]:
+    print("%8.1f us %4d x  %-40s grid %s" % (us, n, k[0], k[1]))
+PY

@@ -150,12 +150,18 @@ static void codec_layout(gp_dev_codec *c) {
     const size_t M = CODEC_MAX_COLS;
     int R = 1;
     size_t partial = 0, tickets = 1;
+    const char *e1 = getenv("GEPARD_CUDA_CODEC_SPLIT_CHUNKS"),
+               *e2 = getenv("GEPARD_CUDA_CODEC_TILE");
+    const int per_split = e1 && atoi(e1) > 0 ? atoi(e1) : GP_CUDA_CODEC_CHUNKS_PER_SPLIT;
+    const int widest = e2 && (atoi(e2) == 32 || atoi(e2) == 64 || atoi(e2) == 128)
+                           ? atoi(e2)
+                           : GP_CUDA_CODEC_WIDEST_TILE;
     auto place = [&](gp_cuda_codec_conv *cv, int rate) {
         cv->st_off = off;
         off += (size_t)cv->hist * cv->c_in;
         const size_t w = (size_t)cv->c_in * ((size_t)cv->hist + (size_t)rate);
         if (w > win) win = w;
-        gp_cuda_codec_conv_split(cv);
+        gp_cuda_codec_conv_split(cv, per_split, widest);
         const int cols = (int)M * rate;
         const size_t p = gp_cuda_codec_conv_partial_floats(cv, cols);
         const size_t t = gp_cuda_codec_conv_tiles(cv, cols);
@@ -241,6 +247,7 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     int rc = codec_check_desc(d, st);
     if (rc) return rc;
     GP_CUDA_TRY(cudaSetDevice(d->device), "selecting the GPU");
+    GP_CUDA_TRY(gp_cuda_codec_kernels_init(), "configuring the codec kernels");
     gp_dev_codec *c = (gp_dev_codec *)calloc(1, sizeof *c);
     if (!c) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of memory for the GPU codec");
     pthread_mutex_init(&c->lock, NULL);

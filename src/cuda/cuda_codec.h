@@ -18,6 +18,7 @@ typedef struct gp_cuda_codec_act {
 typedef struct gp_cuda_codec_conv {
     int c_in, c_out, kernel, dilation, hist; /* hist = (kernel − 1) · dilation */
     int splits, ks; /* the reduction cut into `splits` slices of ks (fixed per layer) */
+    int tm;         /* output channels per tile: 32, 64 or 128 */
     const float *weight, *bias;
     size_t st_off; /* its history in a stream's state: [hist][c_in] */
 } gp_cuda_codec_conv;
@@ -54,10 +55,15 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
 #define GP_CUDA_CODEC_MAX_COLS 512
 /* Reduction passes of 32 per split: a layer's reduction is cut into enough
  * slices that one stream's frame still spreads over the GPU (the cut is fixed
- * per layer, so every output is summed in the same order in any batch). */
+ * per layer, so every output is summed in the same order in any batch).
+ * GEPARD_CUDA_CODEC_SPLIT_CHUNKS overrides it, GEPARD_CUDA_CODEC_TILE (32, 64,
+ * 128) caps the output channels per tile — for measurements. */
 #define GP_CUDA_CODEC_CHUNKS_PER_SPLIT 16
-/* Set cv->splits and cv->ks for its reduction length. */
-void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv);
+#define GP_CUDA_CODEC_WIDEST_TILE 64
+/* Let the convolution kernels use more than 48 KB of shared memory (once). */
+cudaError_t gp_cuda_codec_kernels_init(void);
+/* Set cv->tm, cv->splits and cv->ks for its shape. */
+void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv, int chunks_per_split, int widest_tile);
 /* Workspace floats and tickets a conv over `cols` output columns needs. */
 size_t gp_cuda_codec_conv_partial_floats(const gp_cuda_codec_conv *cv, int cols);
 size_t gp_cuda_codec_conv_tiles(const gp_cuda_codec_conv *cv, int cols);

@@ -77,70 +77,77 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
 
 /* ---------------- the convolution as an implicit GEMM ---------------- */
 
-#define CONV_TM 64 /* output channels per tile */
-#define CONV_TN 64 /* output columns (stream, time) per tile */
-#define CONV_KC 32 /* reduction slice (tap, channel) per pass */
+#define CONV_TN 128      /* output columns (stream, time) per tile */
+#define CONV_KC 32       /* reduction slice (tap, channel) per pass */
+#define CONV_THREADS 256 /* 8 warps: 2 along the channels × 4 along the columns */
 #define CONV_LDS (CONV_KC + 4)
-#define CONV_LDC (CONV_TM + 4)
-#define CONV_TILE (CONV_TM * CONV_TN)
 
-struct conv_smem {
-    union {
-        struct {
-            float a[2][CONV_TM][CONV_LDS]; /* weights [co][k], double-buffered */
-            float b[2][CONV_TN][CONV_LDS]; /* window columns [col][k] */
-        } in;
-        float c[CONV_TN][CONV_LDC]; /* results [col][co] */
-    };
-    long long colbase[CONV_TN]; /* each column's first window element, or −1 */
-    int last;
-};
+/* Dynamic shared memory of one tile: two buffers of the weight and window
+ * slices, reused for the results [col][co] (TM + 4 apart) after the loop. */
+template <int TM> constexpr size_t conv_smem_bytes() {
+    const size_t in = 2 * (size_t)(TM + CONV_TN) * CONV_LDS * sizeof(float);
+    const size_t out = (size_t)CONV_TN * (TM + 4) * sizeof(float);
+    return in > out ? in : out;
+}
 
-/* One 64 × 64 output tile over the reduction slice of split blockIdx.z. With
+/* One TM × 128 output tile over the reduction slice of split blockIdx.z. With
  * several splits every split stores its partial tile; the split that finishes
  * last (a ticket per tile) sums them in split order — the same order for any
- * batch or chunking — and applies the epilogue. */
-template <bool TENSOR>
-__global__ void __launch_bounds__(128)
+ * batch or chunking — and applies the epilogue. VEC: 16-byte loads (every
+ * channel count a multiple of 4). */
+template <bool TENSOR, int TM, bool VEC>
+__global__ void __launch_bounds__(CONV_THREADS)
     k_codec_conv(const float *__restrict__ Wt, const float *__restrict__ bias,
                  const float *__restrict__ win, int n, int T, int hist, int C_in, int C_out,
                  int kernel, int dil, int ks, int splits, float *partial, unsigned *tickets,
                  gp_cuda_codec_epilogue ep) {
-    __shared__ __align__(128) conv_smem sm;
+    extern __shared__ __align__(128) float dsm[];
+    float(*sa)[TM][CONV_LDS] = reinterpret_cast<float(*)[TM][CONV_LDS]>(dsm);
+    float(*sb)[CONV_TN][CONV_LDS] =
+        reinterpret_cast<float(*)[CONV_TN][CONV_LDS]>(dsm + 2 * TM * CONV_LDS);
+    float(*sc)[TM + 4] = reinterpret_cast<float(*)[TM + 4]>(dsm);
+    __shared__ long long colbase[CONV_TN]; /* each column's first window element, or −1 */
+    __shared__ int last;
+    constexpr int TILE = TM * CONV_TN;
     const int tid = threadIdx.x;
-    const int co0 = blockIdx.y * CONV_TM;
+    const int co0 = blockIdx.y * TM;
     const int col0 = blockIdx.x * CONV_TN;
     const int cols = n * T;
     const int K = kernel * C_in;
     const int kbeg = blockIdx.z * ks, kend = min(K, kbeg + ks);
     if (tid < CONV_TN) {
         const int g = col0 + tid;
-        sm.colbase[tid] =
+        colbase[tid] =
             g < cols ? ((long long)(g / T) * (hist + T) + (g % T)) * (long long)C_in : -1;
     }
     __syncthreads();
 
-    /* FMA path: thread owns 4 output channels × 8 columns */
-    const int fm = (tid % 16) * 4, fn = (tid / 16) * 8;
-    float facc[4][8];
-    /* tensor path: warp owns 32 × 32 */
-    const int warp = tid / 32, wm = (warp / 2) * 32, wn = (warp % 2) * 32;
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> tacc[2][2];
+    /* FMA path: thread owns TM/16 output channels × 8 columns */
+    constexpr int FM = TM / 16;
+    const int fm = (tid % 16) * FM, fn = (tid / 16) * 8;
+    float facc[FM][8];
+    /* tensor path: warp owns (TM/2) × 32 */
+    constexpr int FA = TM / 32;
+    const int warp = tid / 32, wm = (warp / 4) * (TM / 2), wn = (warp % 4) * 32;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> tacc[FA][2];
     if (TENSOR) {
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < FA; i++)
             for (int j = 0; j < 2; j++) wmma::fill_fragment(tacc[i][j], 0.0f);
     } else {
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < FM; i++)
             for (int j = 0; j < 8; j++) facc[i][j] = 0.0f;
     }
 
     /* Each pass's slice is staged through registers: the next slice's loads
      * are issued before this one is multiplied, so their latency overlaps. */
-    const int kk = tid % CONV_KC, rg = tid / CONV_KC; /* this thread's slice column, row group */
-    constexpr int RPT = CONV_TM / (128 / CONV_KC);    /* rows per thread */
-    float ra[RPT], rb[RPT];
+    constexpr int KV = VEC ? 4 : 1;         /* floats per load */
+    constexpr int TPR = CONV_KC / KV;       /* threads along a slice row */
+    constexpr int RPP = CONV_THREADS / TPR; /* rows per sweep of the block */
+    constexpr int RA = TM / RPP, RB = CONV_TN / RPP;
+    const int kq = (tid % TPR) * KV, rg = tid / TPR;
+    float ra[RA][KV], rb[RB][KV];
     auto fetch = [&](int k0) {
-        const int k = k0 + kk;
+        const int k = k0 + kq;
         const bool kin = k < kend;
         int off = 0;
         if (kin) {
@@ -148,21 +155,44 @@ __global__ void __launch_bounds__(128)
             off = tap * dil * C_in + (k - tap * C_in);
         }
 #pragma unroll
-        for (int i = 0; i < RPT; i++) {
-            const int r = rg + i * (128 / CONV_KC);
-            const int co = co0 + r;
-            ra[i] = kin && co < C_out ? __ldg(Wt + (size_t)co * K + k) : 0.0f;
-            const long long cb = sm.colbase[r];
-            rb[i] = kin && cb >= 0 ? __ldg(win + cb + off) : 0.0f;
+        for (int i = 0; i < RA; i++) {
+            const int co = co0 + rg + i * RPP;
+            if (VEC) {
+                float4 v = kin && co < C_out
+                               ? __ldg(reinterpret_cast<const float4 *>(Wt + (size_t)co * K + k))
+                               : make_float4(0.f, 0.f, 0.f, 0.f);
+                ra[i][0] = v.x;
+                ra[i][KV > 1 ? 1 : 0] = v.y;
+                ra[i][KV > 2 ? 2 : 0] = v.z;
+                ra[i][KV > 3 ? 3 : 0] = v.w;
+            } else {
+                ra[i][0] = kin && co < C_out ? __ldg(Wt + (size_t)co * K + k) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RB; i++) {
+            const long long cb = colbase[rg + i * RPP];
+            if (VEC) {
+                float4 v = kin && cb >= 0 ? __ldg(reinterpret_cast<const float4 *>(win + cb + off))
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+                rb[i][0] = v.x;
+                rb[i][KV > 1 ? 1 : 0] = v.y;
+                rb[i][KV > 2 ? 2 : 0] = v.z;
+                rb[i][KV > 3 ? 3 : 0] = v.w;
+            } else {
+                rb[i][0] = kin && cb >= 0 ? __ldg(win + cb + off) : 0.0f;
+            }
         }
     };
     auto stage = [&](int buf) {
 #pragma unroll
-        for (int i = 0; i < RPT; i++) {
-            const int r = rg + i * (128 / CONV_KC);
-            sm.in.a[buf][r][kk] = ra[i];
-            sm.in.b[buf][r][kk] = rb[i];
-        }
+        for (int i = 0; i < RA; i++)
+#pragma unroll
+            for (int v = 0; v < KV; v++) sa[buf][rg + i * RPP][kq + v] = ra[i][v];
+#pragma unroll
+        for (int i = 0; i < RB; i++)
+#pragma unroll
+            for (int v = 0; v < KV; v++) sb[buf][rg + i * RPP][kq + v] = rb[i][v];
     };
     if (kbeg < kend) {
         fetch(kbeg);
@@ -175,31 +205,32 @@ __global__ void __launch_bounds__(128)
         const bool more = k0 + CONV_KC < kend;
         if (more) fetch(k0 + CONV_KC);
         if (TENSOR) {
+#pragma unroll
             for (int q = 0; q < CONV_KC; q += 8) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>
-                    fa[2];
+                    fa[FA];
                 wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>
                     fb[2];
-                for (int i = 0; i < 2; i++) {
-                    wmma::load_matrix_sync(fa[i], &sm.in.a[buf][wm + i * 16][q], CONV_LDS);
+                for (int i = 0; i < FA; i++) {
+                    wmma::load_matrix_sync(fa[i], &sa[buf][wm + i * 16][q], CONV_LDS);
                     for (int t = 0; t < fa[i].num_elements; t++)
                         fa[i].x[t] = wmma::__float_to_tf32(fa[i].x[t]);
                 }
                 for (int j = 0; j < 2; j++) {
-                    wmma::load_matrix_sync(fb[j], &sm.in.b[buf][wn + j * 16][q], CONV_LDS);
+                    wmma::load_matrix_sync(fb[j], &sb[buf][wn + j * 16][q], CONV_LDS);
                     for (int t = 0; t < fb[j].num_elements; t++)
                         fb[j].x[t] = wmma::__float_to_tf32(fb[j].x[t]);
                 }
-                for (int i = 0; i < 2; i++)
+                for (int i = 0; i < FA; i++)
                     for (int j = 0; j < 2; j++)
                         wmma::mma_sync(tacc[i][j], fa[i], fb[j], tacc[i][j]);
             }
         } else {
             for (int q = 0; q < CONV_KC; q++) {
-                float a[4], bv[8];
-                for (int i = 0; i < 4; i++) a[i] = sm.in.a[buf][fm + i][q];
-                for (int j = 0; j < 8; j++) bv[j] = sm.in.b[buf][fn + j][q];
-                for (int i = 0; i < 4; i++)
+                float a[FM], bv[8];
+                for (int i = 0; i < FM; i++) a[i] = sa[buf][fm + i][q];
+                for (int j = 0; j < 8; j++) bv[j] = sb[buf][fn + j][q];
+                for (int i = 0; i < FM; i++)
                     for (int j = 0; j < 8; j++) facc[i][j] = fmaf(a[i], bv[j], facc[i][j]);
             }
         }
@@ -208,41 +239,41 @@ __global__ void __launch_bounds__(128)
     }
     /* results to shared memory as [col][co] */
     if (TENSOR) {
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < FA; i++)
             for (int j = 0; j < 2; j++)
-                wmma::store_matrix_sync(&sm.c[wn + j * 16][wm + i * 16], tacc[i][j], CONV_LDC,
+                wmma::store_matrix_sync(&sc[wn + j * 16][wm + i * 16], tacc[i][j], TM + 4,
                                         wmma::mem_col_major);
     } else {
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 8; j++) sm.c[fn + j][fm + i] = facc[i][j];
+        for (int i = 0; i < FM; i++)
+            for (int j = 0; j < 8; j++) sc[fn + j][fm + i] = facc[i][j];
     }
     __syncthreads();
     if (splits > 1) {
         const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
-        float *mine = partial + (tile * splits + blockIdx.z) * CONV_TILE;
-        for (int e = tid; e < CONV_TILE; e += 128) mine[e] = sm.c[e / CONV_TM][e % CONV_TM];
+        float *mine = partial + (tile * splits + blockIdx.z) * TILE;
+        for (int e = tid; e < TILE; e += CONV_THREADS) mine[e] = sc[e / TM][e % TM];
         __threadfence();
         __syncthreads();
-        if (tid == 0) sm.last = atomicAdd(&tickets[tile], 1u) == (unsigned)(splits - 1);
+        if (tid == 0) last = atomicAdd(&tickets[tile], 1u) == (unsigned)(splits - 1);
         __syncthreads();
-        if (!sm.last) return;
+        if (!last) return;
         if (tid == 0) tickets[tile] = 0; /* ready for the next convolution */
         __threadfence();
-        const float *all = partial + tile * splits * CONV_TILE;
-        for (int e = tid; e < CONV_TILE; e += 128) {
+        const float *all = partial + tile * splits * TILE;
+        for (int e = tid; e < TILE; e += CONV_THREADS) {
             float v = 0.0f;
-            for (int z = 0; z < splits; z++) v += __ldcg(all + (size_t)z * CONV_TILE + e);
-            sm.c[e / CONV_TM][e % CONV_TM] = v;
+            for (int z = 0; z < splits; z++) v += __ldcg(all + (size_t)z * TILE + e);
+            sc[e / TM][e % TM] = v;
         }
         __syncthreads();
     }
-    for (int e = tid; e < CONV_TILE; e += 128) {
-        const int j = e / CONV_TM, r = e % CONV_TM;
+    for (int e = tid; e < TILE; e += CONV_THREADS) {
+        const int j = e / TM, r = e % TM;
         const int g = col0 + j;
         const int co = co0 + r;
         if (g >= cols || co >= C_out) continue;
         const size_t o = (size_t)g * C_out + co;
-        float v = sm.c[j][r] + bias[co];
+        float v = sc[j][r] + bias[co];
         switch (ep.mode) {
         case GP_CODEC_EP_STORE: ep.out[o] = v; break;
         case GP_CODEC_EP_RESIDUAL: ep.out[o] = ep.res[o] + v; break;
@@ -258,42 +289,89 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv) {
+/* Rows of output channels per tile for a layer: the smallest of 32/64/128
+ * that holds them, at most `widest`. */
+static int conv_tm(int c_out, int widest) {
+    const int tm = c_out <= 32 ? 32 : c_out <= 64 ? 64 : 128;
+    return tm < widest ? tm : widest;
+}
+
+void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv, int chunks_per_split, int widest_tile) {
+    cv->tm = conv_tm(cv->c_out, widest_tile);
     const int K = cv->kernel * cv->c_in;
     const int chunks = (K + CONV_KC - 1) / CONV_KC;
-    int splits = (chunks + GP_CUDA_CODEC_CHUNKS_PER_SPLIT - 1) / GP_CUDA_CODEC_CHUNKS_PER_SPLIT;
+    int splits = (chunks + chunks_per_split - 1) / chunks_per_split;
     if (splits > 16) splits = 16;
     if (splits < 1) splits = 1;
-    cv->splits = splits;
     cv->ks = (chunks + splits - 1) / splits * CONV_KC;
     cv->splits = (K + cv->ks - 1) / cv->ks;
 }
 
-size_t gp_cuda_codec_conv_partial_floats(const gp_cuda_codec_conv *cv, int cols) {
-    if (cv->splits <= 1) return 0;
-    const size_t tiles =
-        (size_t)((cols + CONV_TN - 1) / CONV_TN) * (size_t)((cv->c_out + CONV_TM - 1) / CONV_TM);
-    return tiles * (size_t)cv->splits * CONV_TILE;
+size_t gp_cuda_codec_conv_tiles(const gp_cuda_codec_conv *cv, int cols) {
+    return (size_t)((cols + CONV_TN - 1) / CONV_TN) * (size_t)((cv->c_out + cv->tm - 1) / cv->tm);
 }
 
-size_t gp_cuda_codec_conv_tiles(const gp_cuda_codec_conv *cv, int cols) {
-    return (size_t)((cols + CONV_TN - 1) / CONV_TN) * (size_t)((cv->c_out + CONV_TM - 1) / CONV_TM);
+size_t gp_cuda_codec_conv_partial_floats(const gp_cuda_codec_conv *cv, int cols) {
+    if (cv->splits <= 1) return 0;
+    return gp_cuda_codec_conv_tiles(cv, cols) * (size_t)cv->splits * (size_t)cv->tm * CONV_TN;
+}
+
+template <bool TENSOR, int TM, bool VEC> static cudaError_t conv_allow_smem() {
+    return cudaFuncSetAttribute(k_codec_conv<TENSOR, TM, VEC>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)conv_smem_bytes<TM>());
+}
+
+template <bool TENSOR> static cudaError_t conv_allow_all() {
+    cudaError_t e = conv_allow_smem<TENSOR, 32, false>();
+    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 32, true>();
+    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 64, false>();
+    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 64, true>();
+    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 128, false>();
+    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 128, true>();
+    return e;
+}
+
+cudaError_t gp_cuda_codec_kernels_init(void) {
+    cudaError_t e = conv_allow_all<true>();
+    return e == cudaSuccess ? conv_allow_all<false>() : e;
+}
+
+template <bool TENSOR, int TM, bool VEC>
+static void conv_launch(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
+                        const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
+                        cudaStream_t s) {
+    const int cols = n * T;
+    dim3 grid((unsigned)((cols + CONV_TN - 1) / CONV_TN), (unsigned)((cv->c_out + TM - 1) / TM),
+              (unsigned)cv->splits);
+    k_codec_conv<TENSOR, TM, VEC><<<grid, CONV_THREADS, conv_smem_bytes<TM>(), s>>>(
+        cv->weight, cv->bias, win, n, T, cv->hist, cv->c_in, cv->c_out, cv->kernel, cv->dilation,
+        cv->ks, cv->splits, partial, tickets, *ep);
+}
+
+template <bool TENSOR>
+static void conv_dispatch(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
+                          const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
+                          cudaStream_t s) {
+    const bool vec = cv->c_in % 4 == 0;
+    if (cv->tm == 32)
+        (vec ? conv_launch<TENSOR, 32, true> : conv_launch<TENSOR, 32, false>)(cv, win, n, T, ep,
+                                                                               partial, tickets, s);
+    else if (cv->tm == 64)
+        (vec ? conv_launch<TENSOR, 64, true> : conv_launch<TENSOR, 64, false>)(cv, win, n, T, ep,
+                                                                               partial, tickets, s);
+    else
+        (vec ? conv_launch<TENSOR, 128, true>
+             : conv_launch<TENSOR, 128, false>)(cv, win, n, T, ep, partial, tickets, s);
 }
 
 void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
                             const gp_cuda_codec_epilogue *ep, bool tensor, float *partial,
                             unsigned *tickets, cudaStream_t s) {
-    const int cols = n * T;
-    dim3 grid((unsigned)((cols + CONV_TN - 1) / CONV_TN),
-              (unsigned)((cv->c_out + CONV_TM - 1) / CONV_TM), (unsigned)cv->splits);
     if (tensor)
-        k_codec_conv<true><<<grid, 128, 0, s>>>(cv->weight, cv->bias, win, n, T, cv->hist, cv->c_in,
-                                                cv->c_out, cv->kernel, cv->dilation, cv->ks,
-                                                cv->splits, partial, tickets, *ep);
+        conv_dispatch<true>(cv, win, n, T, ep, partial, tickets, s);
     else
-        k_codec_conv<false><<<grid, 128, 0, s>>>(cv->weight, cv->bias, win, n, T, cv->hist,
-                                                 cv->c_in, cv->c_out, cv->kernel, cv->dilation,
-                                                 cv->ks, cv->splits, partial, tickets, *ep);
+        conv_dispatch<false>(cv, win, n, T, ep, partial, tickets, s);
 }
 
 /* ---------------- grouped causal transposed convolution ---------------- */

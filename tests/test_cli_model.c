@@ -276,6 +276,45 @@ TEST(cli_synth_tiny_checkpoint_runs) {
     test_cmd_result_free(&r);
 }
 
+/* The tiny preset's stop head is fitted to fire after ~2 s (it never fired:
+ * every trial request ran 2,000 frames, 93 s of noise). For two checkpoints,
+ * three texts and two sampling seeds each, a default request (max_frames
+ * 2000) ends by the stop head after 8 to 130 frames (0.4-6 s; measured
+ * 12-83). */
+TEST(synth_tiny_stop_head_fires_within_seconds) {
+    const char *seeds[] = {"3", "7"};
+    const char *texts[] = {"Hi", "Hello there, this is a test.",
+                           "This is a much longer sentence with many words in it, to see how the "
+                           "length of the text matters."};
+    for (int k = 0; k < 2; k++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/s%s", test_tmpdir(), seeds[k]);
+        const char *synth[] = {"synth", "--preset", "tiny", "--out", dir, "--seed", seeds[k], NULL};
+        test_cmd_result r;
+        REQUIRE(test_run_gepard(&r, NULL, 0, 120, synth) == 0);
+        REQUIRE_MSG(r.status == 0, "synth failed: %s", r.err);
+        test_cmd_result_free(&r);
+        char model[1100];
+        snprintf(model, sizeof model, "%s/model", dir);
+        for (int t = 0; t < 3; t++)
+            for (int seed = 1; seed <= 2; seed++) {
+                char s[8];
+                snprintf(s, sizeof s, "%d", seed);
+                const char *codes[] = {"codes", "--model", model, "--seed", s, texts[t], NULL};
+                REQUIRE(test_run_gepard(&r, NULL, 0, 120, codes) == 0);
+                cJSON *j = cJSON_Parse(r.out);
+                int frames = j ? cJSON_GetObjectItem(j, "frames")->valueint : -1;
+                cJSON_Delete(j);
+                test_note("checkpoint seed %s, text %d, seed %d: %d frames", seeds[k], t, seed,
+                          frames);
+                CHECK_MSG(r.status == 0 && frames >= 8 && frames <= 130,
+                          "checkpoint seed %s, text %d, seed %d: %d frames (exit %d)", seeds[k], t,
+                          seed, frames, r.status);
+                test_cmd_result_free(&r);
+            }
+    }
+}
+
 TEST(cli_bench_prints_the_required_keys) {
     const char *args[] = {
         "bench",    "--model", MODEL_DIR,   "--codec", test_fixture("codec-tiny/nano-tiny.nemo"),

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aac_decode.h"
 #include "fake_hub.h"
 #include "io/audio_file.h"
+#include "io/file.h"
 #include "io/json.h"
 #include "server_harness.h"
 #include "test.h"
@@ -216,10 +218,14 @@ TEST(say_bad_input) {
          1,
          "not valid UTF-8"},
         {{"say", "--model", NULL, "--codec", NULL, "-o", "x.xyz", "hi", NULL}, NULL, 2, "--format"},
-        {{"say", "--model", NULL, "--codec", NULL, "--format", "aac", "-o", NULL, "hi", NULL},
+        {{"say", "--model", NULL, "--codec", NULL, "--format", "vorbis", "-o", NULL, "hi", NULL},
          NULL,
          2,
-         "AAC is not supported"},
+         "--format must be"},
+        {{"say", "--model", NULL, "--codec", NULL, "--speed", "5", "-o", NULL, "hi", NULL},
+         NULL,
+         2,
+         "--speed must be between 0.25 and 4"},
         {{"say", "--model", NULL, "--codec", NULL, "-o", NULL, "--voice", "/nonexistent.wav", "hi",
           NULL},
          NULL,
@@ -237,7 +243,7 @@ TEST(say_bad_input) {
     const size_t n = sizeof cases / sizeof cases[0];
     /* test_fixture/test_tmp return rotating buffers: keep our own copies */
     char *model = strdup(MODEL), *codec = strdup(CODEC), *bad = strdup(test_tmp("bad.txt"));
-    char outs[8][512];
+    char outs[sizeof cases / sizeof cases[0]][512];
     for (size_t i = 0; i < n; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/o%zu.wav", test_tmpdir(), i);
         cases[i].args[2] = model;
@@ -247,7 +253,7 @@ TEST(say_bad_input) {
                 cases[i].args[k] = outs[i];
     }
     cases[2].args[8] = bad;
-    cases[7].args[8] = bad;
+    cases[8].args[8] = bad;
     for (size_t i = 0; i < n; i++) {
         test_cmd_result r;
         REQUIRE(run(&r, cases[i].input, cases[i].args) == 0);
@@ -306,4 +312,47 @@ TEST(say_from_hub_repo_ids_then_offline) {
     CHECK_EQ_INT(r.status, 1);
     CHECK_MSG(strstr(r.err, "cannot reach") && strstr(r.err, "--model"), "message: %s", r.err);
     test_cmd_result_free(&r);
+}
+
+/* `say --speed` goes through the server's speed changer (io/tempo.c): the
+ * file is 1/speed as long (the issue's 2 %); `-o x.aac` writes ADTS AAC
+ * that libavcodec decodes. */
+TEST(say_speed_and_aac) {
+    const double speeds[] = {0.5, 2.0};
+    for (int i = 0; i < 2; i++) {
+        char speed[16];
+        snprintf(speed, sizeof speed, "%g", speeds[i]);
+        const char *say[] = {"say",     "--model", MODEL, "--codec",         CODEC,          GREEDY,
+                             "--speed", speed,     "-o",  test_tmp("s.wav"), "Hello world!", NULL};
+        test_cmd_result r;
+        REQUIRE(run(&r, NULL, say) == 0);
+        REQUIRE_MSG(r.status == 0, "say --speed %s failed: %s", speed, r.err);
+        test_cmd_result_free(&r);
+        SF_INFO info;
+        float *a = read_wav(test_tmp("s.wav"), &info);
+        REQUIRE(a);
+        double want = 20 * 1024 / speeds[i], ratio = (double)info.frames / want;
+        test_note("--speed %s: %lld samples, %.4f of %.0f", speed, (long long)info.frames, ratio,
+                  want);
+        CHECK_MSG(fabs(ratio - 1) <= 0.02, "--speed %s: %lld samples", speed,
+                  (long long)info.frames);
+        free(a);
+    }
+    const char *say[] = {"say", "--model",         MODEL,          "--codec", CODEC, GREEDY,
+                         "-o",  test_tmp("a.aac"), "Hello world!", NULL};
+    test_cmd_result r;
+    REQUIRE(run(&r, NULL, say) == 0);
+    REQUIRE_MSG(r.status == 0, "say -o a.aac failed: %s", r.err);
+    test_cmd_result_free(&r);
+    char *bytes = NULL;
+    size_t len = 0, n = 0;
+    gp_error err;
+    REQUIRE_OK(gp_read_file(test_tmp("a.aac"), 1 << 24, &bytes, &len, &err), &err);
+    test_aac_info ai;
+    float *x = test_aac_decode(bytes, len, &n, &ai);
+    test_note("a.aac: %zu bytes, %zu samples at %d Hz", len, n, ai.rate);
+    CHECK(x && ai.rate == 22050 && ai.channels == 1 && ai.bad_frames == 0);
+    CHECK(n >= 20 * 1024 && n <= 20 * 1024 + 2048); /* priming + last-frame padding */
+    free(x);
+    free(bytes);
 }

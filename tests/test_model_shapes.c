@@ -29,6 +29,7 @@ static gp_synth_model_spec odd_spec(void) {
     s.attention_bias = true;
     s.no_repetition = true;
     s.tokenizer_merges = 300;
+    s.stop_after_frames = 0; /* every run here is fixed-length: no stop-head fit */
     return s;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -586,5 +587,31 @@ TEST(server_cli_checks_the_voices_directory_first) {
     CHECK_MSG(r.err && strstr(r.err, "/nonexistent/voices: the voices directory does not exist"),
               "%s", r.err);
     CHECK(r.err && !strstr(r.err, "listening")); /* nothing started */
+    test_cmd_result_free(&r);
+}
+
+/* `gepard serve` with one voice says "1 voice" (it said "1 voices"). */
+TEST(server_cli_ready_line_counts_voices) {
+    char voices[1024], cmd[4096];
+    snprintf(voices, sizeof voices, "%s/voices", test_tmpdir());
+    REQUIRE(mkdir(voices, 0755) == 0);
+    char wav[1100];
+    snprintf(wav, sizeof wav, "%s/solo.wav", voices);
+    test_write_reference_wav(wav);
+    const char *bin = getenv("GEPARD_BIN");
+    if (!bin || !*bin) bin = "build/asan/gepard";
+    /* start it, wait for the ready line (at most 100 s), stop it */
+    snprintf(cmd, sizeof cmd,
+             "'%s' serve --model '%s' --codec '%s' --voices '%s' --port 0 2>'%s/err' & pid=$!; "
+             "i=0; while [ $i -lt 500 ] && ! grep -q 'ready' '%s/err'; do sleep 0.2; "
+             "i=$((i+1)); done; kill $pid; wait $pid; cat '%s/err' >&2",
+             bin, test_fixture("model-tiny/model"), test_fixture("codec-tiny/nano-tiny.nemo"),
+             voices, test_tmpdir(), test_tmpdir(), test_tmpdir());
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    test_cmd_result r;
+    REQUIRE(test_run_program(&r, NULL, 0, 150, argv) == 0);
+    test_note("%s", r.err);
+    CHECK_MSG(r.err && strstr(r.err, "ready (1 voice from"), "%s", r.err);
+    CHECK(r.err && !strstr(r.err, "1 voices"));
     test_cmd_result_free(&r);
 }

@@ -14,6 +14,7 @@
 #include "gepard.h"
 #include "io/audio_sink.h"
 #include "io/playback.h"
+#include "io/tempo.h"
 
 #define DEFAULT_MODEL "nineninesix/gepard-1.0"
 #define DEFAULT_CODEC "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
@@ -22,10 +23,11 @@ static const cli_option say_options[] = {
     {"model", 'm', "PATH", "model directory or Hub repo id (default " DEFAULT_MODEL ")"},
     {"codec", 0, "PATH", "codec .nemo / directory or Hub repo id (default " DEFAULT_CODEC ")"},
     {"output", 'o', "FILE",
-     "write audio to FILE (.wav .flac .ogg/.opus .mp3 .pcm .f32); "
+     "write audio to FILE (.wav .flac .ogg/.opus .mp3 .aac .pcm .f32); "
      "- streams raw 16-bit PCM to stdout"},
-    {"format", 0, "FMT", "wav, flac, opus, mp3, pcm or f32 (default: from the file name)"},
+    {"format", 0, "FMT", "wav, flac, opus, mp3, aac, pcm or f32 (default: from the file name)"},
     {"float", 0, NULL, "write 32-bit float WAV instead of 16-bit"},
+    {"speed", 0, "F", "speak F times as fast, at the same pitch (0.25-4.0, default 1)"},
     {"play", 0, NULL, "play on the speakers (needs a PulseAudio/PipeWire server)"},
     {"file", 'f', "FILE", "read the text from FILE (- for standard input)"},
     {"voice", 0, "FILE", "clone the voice of a recording (any common format) or a saved voice"},
@@ -47,6 +49,12 @@ static void on_interrupt(int sig) {
 }
 
 typedef struct say_state {
+    const char *out; /* -o, "-" for stdout, NULL with --play only */
+    int format;      /* gp_audio_format of `out` */
+    double speed;
+    gp_tempo *tempo; /* NULL: speed 1 */
+    float *sped;
+    size_t n_sped, cap_sped;
     gp_audio_sink *sink;
     gp_playback *playback;
     int sample_rate;
@@ -62,14 +70,26 @@ static int write_stdout(const void *data, size_t len, void *user) {
     return fflush(stdout) == 0 ? 0 : -1;
 }
 
+/* Audio at its final speed to the file or stdout and the speakers. */
+static int say_emit(say_state *st, const float *samples, size_t n) {
+    if (n && st->sink && gp_audio_sink_write(st->sink, samples, n, &st->err)) return -1;
+    if (n && st->playback && gp_playback_write(st->playback, samples, n, &st->err)) return -1;
+    return 0;
+}
+
+/* Through the speed changer (in == NULL: its end) when --speed is not 1. */
+static int say_process(say_state *st, const float *samples, size_t n) {
+    if (!st->tempo) return samples ? say_emit(st, samples, n) : 0;
+    st->n_sped = 0;
+    if (gp_tempo_process(st->tempo, samples, n, &st->sped, &st->n_sped, &st->cap_sped, &st->err))
+        return -1;
+    return say_emit(st, st->sped, st->n_sped);
+}
+
 static int say_on_audio(const float *samples, size_t n, void *user) {
     say_state *st = user;
     if (interrupted) return 1;
-    if (st->sink && gp_audio_sink_write(st->sink, samples, n, &st->err)) {
-        st->failed = 1;
-        return 1;
-    }
-    if (st->playback && gp_playback_write(st->playback, samples, n, &st->err)) {
+    if (say_process(st, samples, n)) {
         st->failed = 1;
         return 1;
     }
@@ -85,8 +105,9 @@ static int say_on_audio(const float *samples, size_t n, void *user) {
     return 0;
 }
 
-/* Decide where audio goes; returns 0 or an exit code. */
-static int open_outputs(const cli_args *a, int rate, say_state *st) {
+/* Decide where the audio goes and in which format, before anything loads:
+ * a mistake here is reported at once. Returns 0 or an exit code. */
+static int plan_outputs(const cli_args *a, say_state *st) {
     const char *out = cli_get(a, "output"), *fmt_name = cli_get(a, "format");
     bool play = cli_flag(a, "play");
     if (!out && !play) {
@@ -94,38 +115,53 @@ static int open_outputs(const cli_args *a, int rate, say_state *st) {
             return cli_usage_error("say", "say where the audio goes: -o FILE, -o - or --play");
         out = "-";
     }
-    if (out) {
-        int fmt = -1;
-        const char *why = NULL;
-        if (fmt_name) {
-            fmt = gp_audio_format_parse(fmt_name, &why);
-            if (fmt < 0)
-                return cli_usage_error(
-                    "say", "%s", why ? why : "--format must be wav, flac, opus, mp3, pcm or f32");
-        } else if (strcmp(out, "-") == 0) {
-            fmt = GP_AUDIO_PCM16;
-        } else {
-            fmt = gp_audio_format_from_path(out);
-            if (fmt < 0)
-                return cli_usage_error("say",
-                                       "cannot tell the format of \"%s\" from its name; add "
-                                       "--format (wav, flac, opus, mp3, pcm, f32)",
-                                       out);
-        }
-        if (cli_flag(a, "float")) {
-            if (fmt != GP_AUDIO_WAV16 && fmt != GP_AUDIO_WAV_FLOAT)
-                return cli_usage_error("say", "--float applies to WAV output only");
-            fmt = GP_AUDIO_WAV_FLOAT;
-        }
-        gp_error err;
-        int rc = strcmp(out, "-") == 0
-                     ? gp_audio_sink_open_stream(write_stdout, NULL, (gp_audio_format)fmt, rate,
-                                                 &st->sink, &err)
-                     : gp_audio_sink_open_file(out, (gp_audio_format)fmt, rate, &st->sink, &err);
+    if (out && strcmp(out, "-") == 0 && isatty(STDOUT_FILENO))
+        return cli_usage_error("say", "-o - writes binary audio to standard output, which is a "
+                                      "terminal here; redirect it (-o - > speech.pcm, or pipe it: "
+                                      "-o - | aplay -f S16_LE -r 22050), or use -o FILE or --play");
+    st->out = out;
+    if (!out) return CLI_EXIT_OK;
+    int fmt = -1;
+    const char *why = NULL;
+    if (fmt_name) {
+        fmt = gp_audio_format_parse(fmt_name, &why);
+        if (fmt < 0)
+            return cli_usage_error(
+                "say", "%s", why ? why : "--format must be wav, flac, opus, mp3, aac, pcm or f32");
+    } else if (strcmp(out, "-") == 0) {
+        fmt = GP_AUDIO_PCM16;
+    } else {
+        fmt = gp_audio_format_from_path(out);
+        if (fmt < 0)
+            return cli_usage_error("say",
+                                   "cannot tell the format of \"%s\" from its name; add "
+                                   "--format (wav, flac, opus, mp3, aac, pcm, f32)",
+                                   out);
+    }
+    if (cli_flag(a, "float")) {
+        if (fmt != GP_AUDIO_WAV16 && fmt != GP_AUDIO_WAV_FLOAT)
+            return cli_usage_error("say", "--float applies to WAV output only");
+        fmt = GP_AUDIO_WAV_FLOAT;
+    }
+    st->format = fmt;
+    st->speed = 1.0;
+    return cli_get_float(a, "speed", GP_TEMPO_MIN, GP_TEMPO_MAX, &st->speed);
+}
+
+/* Open what plan_outputs chose, at the codec's rate. */
+static int open_outputs(const cli_args *a, int rate, say_state *st) {
+    gp_error err;
+    if (st->speed != 1.0 && gp_tempo_create(rate, st->speed, &st->tempo, &err))
+        return cli_runtime_error("%s", err.message);
+    if (st->out) {
+        int rc = strcmp(st->out, "-") == 0
+                     ? gp_audio_sink_open_stream(write_stdout, NULL, (gp_audio_format)st->format,
+                                                 rate, &st->sink, &err)
+                     : gp_audio_sink_open_file(st->out, (gp_audio_format)st->format, rate,
+                                               &st->sink, &err);
         if (rc) return cli_runtime_error("%s", err.message);
     }
-    if (play) {
-        gp_error err;
+    if (cli_flag(a, "play")) {
         if (gp_playback_open(rate, "gepard", &st->playback, &err))
             return cli_runtime_error("%s", err.message);
     }
@@ -158,7 +194,8 @@ int cli_say(int argc, char **argv) {
     int rc =
         cli_parse(&a, "say", "[OPTIONS] TEXT | -f FILE | -",
                   "Speak TEXT. Audio streams out as it is generated: to a file (-o), to\n"
-                  "stdout as raw 16-bit 22.05 kHz mono PCM (-o -), or to the speakers (--play).",
+                  "stdout as raw 16-bit 22.05 kHz mono PCM (-o -), or to the speakers (--play).\n"
+                  "--speed changes the speaking rate and keeps the pitch.",
                   say_options, N_SAY_OPTIONS, argc, argv);
     if (rc || a.help) return rc;
     gepard_synth_params params = gepard_synth_default_params();
@@ -174,7 +211,7 @@ int cli_say(int argc, char **argv) {
     memset(&st, 0, sizeof st);
     gepard_synth_result result;
     memset(&result, 0, sizeof result);
-    if ((rc = cli_read_sampling(&a, &params, &threads, &weights)) ||
+    if ((rc = plan_outputs(&a, &st)) || (rc = cli_read_sampling(&a, &params, &threads, &weights)) ||
         (rc = cli_read_text(&a, "file", &text)))
         goto done;
     params.split_text = !cli_flag(&a, "no-split");
@@ -227,6 +264,10 @@ int cli_say(int argc, char **argv) {
         goto done;
     }
     gp_error err;
+    if (say_process(&st, NULL, 0)) { /* what the speed changer holds */
+        rc = cli_runtime_error("%s%s", to_stdout ? "standard output: " : "", st.err.message);
+        goto done;
+    }
     if (st.sink) {
         gp_audio_sink *sink = st.sink;
         st.sink = NULL;
@@ -251,6 +292,8 @@ int cli_say(int argc, char **argv) {
 done:
     if (st.sink) gp_audio_sink_close(st.sink, false, NULL);
     if (st.playback) gp_playback_close(st.playback, 0, NULL);
+    gp_tempo_free(st.tempo);
+    free(st.sped);
     gepard_engine_free(engine);
     gepard_voice_free(voice);
     gepard_lora_free(lora);

@@ -10,7 +10,8 @@
 #include "model/synth.h"
 
 static const cli_option synth_options[] = {
-    {"preset", 'p', "NAME", "gepard-1.0 (real sizes, ~1.1 GB) or tiny"},
+    {"preset", 'p', "NAME",
+     "gepard-1.0 (real sizes, ~1.1 GB; runs to max_frames) or tiny (stops after ~1-5 s)"},
     {"out", 'o', "DIR", "output directory: DIR/model and DIR/codec"},
     {"seed", 0, "N", "random seed (default 1)"},
 };

@@ -3,7 +3,9 @@
  * A table of describers is tried in order; the first whose probe accepts the path
  * writes the description. Today: NeMo codecs (a .nemo archive, or a state dict with
  * model_config.yaml beside it, or a codec directory), any .safetensors file and any
- * torch.save checkpoint. Gepard model directories are added here the same way.
+ * torch.save checkpoint, and Gepard model directories. A lone tokenizer.json,
+ * model config or model_config.yaml is named for what it is, with where it
+ * belongs, rather than failing as "not a tar archive".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +17,10 @@
 #include "engine/api_error.h"
 #include "gepard.h"
 #include "io/file.h"
+#include "io/json.h"
 #include "io/safetensors.h"
 #include "io/torch.h"
+#include "io/yaml.h"
 #include "io/zip.h"
 #include "model/config.h"
 
@@ -219,6 +223,93 @@ static bool probe_torch(const char *path) {
     return gp_zip_looks_like(head, n) || gp_torch_is_legacy(head, n);
 }
 
+#define TEXT_CONFIG_MAX (64u << 20) /* a Qwen tokenizer.json is ~11 MB */
+
+static int count_items(const cJSON *item) { return item ? cJSON_GetArraySize(item) : 0; }
+
+/* A JSON file: a Hugging Face tokenizer, a model config, or something else. */
+static int describe_json(const char *path, gp_buf *out, gp_error *err) {
+    cJSON *j = NULL;
+    int rc = gp_json_load_file(path, TEXT_CONFIG_MAX, &j, err);
+    if (rc) return rc;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(model, "type"));
+    const char *base = gp_path_basename(path);
+    if (cJSON_IsObject(model) && cJSON_GetObjectItemCaseSensitive(model, "vocab")) {
+        gp_buf_printf(out,
+                      "%s: a Hugging Face tokenizer (tokenizer.json): %s, %d vocabulary entries, "
+                      "%d merges, %d added tokens\n",
+                      path, type ? type : "unknown type",
+                      count_items(cJSON_GetObjectItemCaseSensitive(model, "vocab")),
+                      count_items(cJSON_GetObjectItemCaseSensitive(model, "merges")),
+                      count_items(cJSON_GetObjectItemCaseSensitive(j, "added_tokens")));
+        gp_buf_append_str(out, "it is part of a model directory: gepard info DIR describes the "
+                               "model, gepard tokenize --model DIR TEXT uses the tokenizer\n");
+    } else if (strcmp(base, "gepard_config.json") == 0 || strcmp(base, "config.json") == 0 ||
+               cJSON_GetObjectItemCaseSensitive(j, "model_type")) {
+        const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "model_type"));
+        gp_buf_printf(out, "%s: a model configuration (JSON%s%s)\n", path,
+                      mt ? ", model_type " : "", mt ? mt : "");
+        gp_buf_append_str(out, "describe the model it configures with gepard info on its "
+                               "directory (the one holding model.safetensors)\n");
+    } else {
+        gp_buf_printf(out,
+                      "%s: a JSON file, not a model file: gepard info describes NanoCodec .nemo "
+                      "files, Gepard model directories, .safetensors files and torch "
+                      "checkpoints\n",
+                      path);
+    }
+    cJSON_Delete(j);
+    return GEPARD_OK;
+}
+
+/* A YAML file: a NanoCodec model_config.yaml (without its weights). */
+static int describe_yaml(const char *path, gp_buf *out, gp_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    int rc = gp_read_file(path, TEXT_CONFIG_MAX, &text, &len, err);
+    if (rc) return rc;
+    gp_yaml_doc *doc = NULL;
+    rc = gp_yaml_parse(text, len, path, &doc, err);
+    free(text);
+    if (rc) return rc;
+    gp_codec_config cfg;
+    gp_error why;
+    gp_error_clear(&why);
+    if (gp_codec_config_parse(doc, &cfg, &why) == 0) {
+        gp_buf_printf(out,
+                      "%s: a NanoCodec configuration (model_config.yaml): %d Hz, %d samples per "
+                      "frame, %d codes per frame (%d groups x",
+                      path, cfg.sample_rate, cfg.samples_per_frame,
+                      cfg.fsq.num_groups * cfg.fsq.n_levels, cfg.fsq.num_groups);
+        print_list(out, " FSQ levels", cfg.fsq.levels, cfg.fsq.n_levels);
+        gp_buf_printf(out, "), decoder base_channels %d\n", cfg.dec.base_channels);
+        gp_buf_append_str(out, "its weights are in the .nemo archive it came from, or in a state "
+                               "dict (.ckpt, .safetensors) beside it: gepard info on that file "
+                               "describes the codec\n");
+    } else {
+        gp_buf_printf(out,
+                      "%s: a YAML file, but not a NanoCodec model_config.yaml gepard can read "
+                      "(%s)\n",
+                      path, why.message);
+    }
+    gp_yaml_free(doc);
+    return GEPARD_OK;
+}
+
+/* JSON and YAML files by name, or by a leading '{'. */
+static bool probe_json(const char *path) {
+    if (gp_path_is_dir(path)) return false;
+    if (gp_path_has_suffix(path, ".json")) return true;
+    unsigned char head[1];
+    return read_head(path, head, 1) == 1 && head[0] == '{';
+}
+
+static bool probe_yaml(const char *path) {
+    return !gp_path_is_dir(path) &&
+           (gp_path_has_suffix(path, ".yaml") || gp_path_has_suffix(path, ".yml"));
+}
+
 gepard_status gepard_describe_file(const char *path, char **text) {
     if (!path || !text)
         return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "gepard_describe_file: NULL argument");
@@ -231,6 +322,8 @@ gepard_status gepard_describe_file(const char *path, char **text) {
         int (*describe)(const char *path, gp_buf *out, gp_error *err);
     } table[] = {
         {probe_gepard, describe_gepard},
+        {probe_json, describe_json},
+        {probe_yaml, describe_yaml},
         {probe_codec, describe_codec},
         {probe_safetensors, describe_safetensors},
         {probe_torch, describe_torch},

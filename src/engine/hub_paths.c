@@ -39,7 +39,15 @@ int gp_resolve_codec_path(const char *path_or_repo, const gepard_load_params *pa
     *path = NULL;
     if (!path_or_repo || !*path_or_repo)
         return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "no codec path or repo id given");
-    if (gp_path_exists(path_or_repo) || !gp_hub_is_repo_id(path_or_repo)) {
+    if (!gp_path_exists(path_or_repo) && !gp_hub_is_repo_id(path_or_repo))
+        return gp_fail(err, GEPARD_ERR_NOT_FOUND,
+                       "%s: No such file or directory — the codec is NVIDIA's NanoCodec: give "
+                       "its .nemo file (nemo-nano-codec-22khz-1.89kbps-21.5fps.nemo), a "
+                       "directory holding it, or the Hub repo id "
+                       "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
+                       " to download it (what gepard say and serve use when no codec is named)",
+                       path_or_repo);
+    if (gp_path_exists(path_or_repo)) {
         *path = strdup(path_or_repo);
         return *path ? GEPARD_OK : gp_fail_oom(err, "path", strlen(path_or_repo));
     }

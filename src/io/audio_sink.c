@@ -1,8 +1,8 @@
-/* audio_sink.c — streaming WAV/PCM/F32/FLAC/Opus/MP3 encoders behind one
+/* audio_sink.c — streaming WAV/PCM/F32/FLAC/Opus/MP3/AAC encoders behind one
  * interface (see audio_sink.h). FLAC uses libFLAC's stream encoder without a
  * seek callback so it works on pipes; Opus uses libopusenc's callbacks; MP3
  * uses LAME in constant bit rate without a Xing tag, so a stream needs no
- * patching at the end. */
+ * patching at the end; AAC goes out in self-contained ADTS frames. */
 #include "io/audio_sink.h"
 
 #include <FLAC/stream_encoder.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "io/aac_encoder.h"
 #include "io/file.h"
 
 #define SINK_CHUNK 4096
@@ -36,6 +37,7 @@ struct gp_audio_sink {
     lame_global_flags *lame;
     unsigned char *mp3;
     size_t mp3_cap;
+    gp_aac_encoder *aac;
     int16_t s16[SINK_CHUNK];
     FLAC__int32 i32[SINK_CHUNK];
 };
@@ -51,9 +53,7 @@ int gp_audio_format_parse(const char *name, const char **unsupported_reason) {
     if (!strcasecmp(name, "flac")) return GP_AUDIO_FLAC;
     if (!strcasecmp(name, "opus") || !strcasecmp(name, "ogg")) return GP_AUDIO_OPUS;
     if (!strcasecmp(name, "mp3")) return GP_AUDIO_MP3;
-    if (!strcasecmp(name, "aac") && unsupported_reason)
-        *unsupported_reason = "AAC is not supported: no AAC encoder library is available in "
-                              "this build — use mp3, opus, flac, wav or pcm";
+    if (!strcasecmp(name, "aac")) return GP_AUDIO_AAC;
     return -1;
 }
 
@@ -63,15 +63,16 @@ int gp_audio_format_from_path(const char *path) {
         gp_audio_format format;
     } exts[] = {{".wav", GP_AUDIO_WAV16}, {".pcm", GP_AUDIO_PCM16}, {".raw", GP_AUDIO_PCM16},
                 {".s16", GP_AUDIO_PCM16}, {".f32", GP_AUDIO_F32},   {".flac", GP_AUDIO_FLAC},
-                {".opus", GP_AUDIO_OPUS}, {".ogg", GP_AUDIO_OPUS},  {".mp3", GP_AUDIO_MP3}};
+                {".opus", GP_AUDIO_OPUS}, {".ogg", GP_AUDIO_OPUS},  {".mp3", GP_AUDIO_MP3},
+                {".aac", GP_AUDIO_AAC}};
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
         if (gp_path_has_suffix(path, exts[i].ext)) return exts[i].format;
     return -1;
 }
 
 const char *gp_audio_format_name(gp_audio_format f) {
-    static const char *names[] = {"wav", "wav-float", "pcm", "f32", "flac", "opus", "mp3"};
-    return (unsigned)f < 7 ? names[f] : "?";
+    static const char *names[] = {"wav", "wav-float", "pcm", "f32", "flac", "opus", "mp3", "aac"};
+    return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "?";
 }
 
 const char *gp_audio_format_mime(gp_audio_format f) {
@@ -83,6 +84,7 @@ const char *gp_audio_format_mime(gp_audio_format f) {
     case GP_AUDIO_FLAC: return "audio/flac";
     case GP_AUDIO_OPUS: return "audio/ogg";
     case GP_AUDIO_MP3: return "audio/mpeg";
+    case GP_AUDIO_AAC: return "audio/aac";
     }
     return "application/octet-stream";
 }
@@ -181,8 +183,14 @@ static int opus_close_cb(void *user) {
     return 0;
 }
 
+static int aac_write_cb(const void *data, size_t len, void *user) {
+    return sink_out(user, data, len);
+}
+
 static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
     switch (s->format) {
+    case GP_AUDIO_AAC: /* 64 kbit/s, as the MP3 */
+        return gp_aac_encoder_create(s->rate, 64000, aac_write_cb, s, &s->aac, err);
     case GP_AUDIO_WAV16:
     case GP_AUDIO_WAV_FLOAT: {
         unsigned char h[44];
@@ -252,6 +260,7 @@ static void sink_free(gp_audio_sink *s) {
     if (s->opus_comments) ope_comments_destroy(s->opus_comments);
     if (s->lame) lame_close(s->lame);
     free(s->mp3);
+    gp_aac_encoder_free(s->aac);
     free(s);
 }
 
@@ -338,6 +347,7 @@ static int sink_encode_chunk(gp_audio_sink *s, const float *x, size_t n) {
         int bytes = lame_encode_buffer(s->lame, s->s16, s->s16, (int)n, s->mp3, (int)s->mp3_cap);
         return bytes < 0 || sink_out(s, s->mp3, (size_t)bytes);
     }
+    case GP_AUDIO_AAC: return gp_aac_encoder_write(s->aac, x, n) || s->write_failed;
     }
     return 1;
 }
@@ -357,6 +367,7 @@ static int sink_finish_encoder(gp_audio_sink *s) {
     switch (s->format) {
     case GP_AUDIO_FLAC: return !FLAC__stream_encoder_finish(s->flac) || s->write_failed;
     case GP_AUDIO_OPUS: return ope_encoder_drain(s->opus) != OPE_OK || s->write_failed;
+    case GP_AUDIO_AAC: return gp_aac_encoder_finish(s->aac) || s->write_failed;
     case GP_AUDIO_MP3: {
         int bytes = lame_encode_flush(s->lame, s->mp3, (int)s->mp3_cap);
         return bytes < 0 || sink_out(s, s->mp3, (size_t)bytes);

@@ -3,8 +3,9 @@
  * HTTP response).
  *
  * Formats: WAV (16-bit PCM or 32-bit float), raw 16-bit little-endian PCM,
- * raw float32, FLAC (libsndfile), Ogg Opus (libopusenc, which resamples to
- * Opus's 48 kHz internally) and MP3 (LAME). A WAV sent to a stream cannot be
+ * raw float32, FLAC (libFLAC), Ogg Opus (libopusenc, which resamples to
+ * Opus's 48 kHz internally), MP3 (LAME) and AAC in ADTS (libavcodec;
+ * io/aac_encoder.h). A WAV sent to a stream cannot be
  * patched afterwards, so its header carries the 0xFFFFFFFF "unknown length"
  * sizes OpenAI's API also uses; a WAV written to a file gets exact sizes.
  * Files are written to a temporary and renamed on success, so a failed or
@@ -29,11 +30,12 @@ typedef enum gp_audio_format {
     GP_AUDIO_FLAC,
     GP_AUDIO_OPUS, /* Ogg Opus */
     GP_AUDIO_MP3,
+    GP_AUDIO_AAC, /* AAC-LC in ADTS frames (libavcodec's native encoder) */
 } gp_audio_format;
 
-/* "wav", "pcm", "f32", "flac", "opus"/"ogg", "mp3" (and "wav-float"); returns
- * -1 for unknown names and sets *unsupported_reason for known-but-missing
- * ones ("aac"). */
+/* "wav", "pcm", "f32", "flac", "opus"/"ogg", "mp3", "aac" (and "wav-float");
+ * returns -1 for unknown names and sets *unsupported_reason for known but
+ * unsupported ones (none at present). */
 int gp_audio_format_parse(const char *name, const char **unsupported_reason);
 /* From a file name's extension; -1 if none matches. */
 int gp_audio_format_from_path(const char *path);

@@ -1,7 +1,10 @@
 /* synth.c — writing a synthetic Gepard checkpoint (see synth.h). Weights are
  * uniform with the variance of a standard initialisation (1/fan_in for
  * linears), so activations keep realistic magnitudes; the stop head is biased
- * low so generations run to max_frames unless forced. */
+ * low so generations run to max_frames unless forced — except where the spec
+ * asks for a stop after some frames (the tiny preset): then the checkpoint is
+ * written, run to fit the stop head (synth_stop.c), and written again with
+ * that head (every other tensor the same). */
 #include "model/synth.h"
 
 #include <cjson/cJSON.h>
@@ -54,7 +57,8 @@ int gp_synth_model_preset(const char *name, gp_synth_model_spec *s) {
                                    .vc_layers = 1,
                                    .vc_heads = 4,
                                    .vc_ffn_multiplier = 2,
-                                   .tokenizer_merges = 4000};
+                                   .tokenizer_merges = 4000,
+                                   .stop_after_frames = 48}; /* ~2 s */
         return 0;
     }
     return -1;
@@ -66,6 +70,8 @@ typedef struct synth_writer {
     uint16_t **buffers;
     size_t n_buffers, cap_buffers;
     size_t params;
+    const float *stop_weight; /* a fitted stop head, or NULL */
+    float stop_bias;
 } synth_writer;
 
 /* Add a bf16 tensor of uniform values in [center - a, center + a]. */
@@ -163,7 +169,12 @@ static int write_overlay(synth_writer *w, const gp_synth_model_spec *s, gp_error
         (rc = add_uniform(w, "audio_embed_scale", 0, NULL, 0.03f, 0, err)) ||
         (rc = add_uniform(w, "stop_head.weight", 2, stop_shape, 0, 0.01f, err)))
         return rc;
-    return add_vector(w, "stop_head.bias", 1, -8.0f, 0.0f, err);
+    if (w->stop_weight) /* the random draws above are still made: the rest stays the same */
+        for (int i = 0; i < H; i++)
+            w->buffers[w->n_buffers - 1][i] = gp_f32_to_bf16(w->stop_weight[i]);
+    rc = add_vector(w, "stop_head.bias", 1, -8.0f, 0.0f, err);
+    if (!rc && w->stop_weight) w->buffers[w->n_buffers - 1][0] = gp_f32_to_bf16(w->stop_bias);
+    return rc;
 }
 
 static int write_compressor(synth_writer *w, const gp_synth_model_spec *s, gp_error *err) {
@@ -307,12 +318,14 @@ static int write_tokenizer(const char *dir, int merges, gp_error *err) {
     return rc;
 }
 
-int gp_synth_model_write(const char *dir, const gp_synth_model_spec *s, uint64_t seed,
-                         gp_error *err) {
+static int write_checkpoint(const char *dir, const gp_synth_model_spec *s, uint64_t seed,
+                            const float *stop_weight, float stop_bias, gp_error *err) {
     int rc = gp_make_dirs(dir, err);
     if (rc) return rc;
     synth_writer w;
     memset(&w, 0, sizeof w);
+    w.stop_weight = stop_weight;
+    w.stop_bias = stop_bias;
     gp_rng_seed(&w.rng, seed);
     w.st = gp_st_writer_create();
     if (!w.st) return gp_fail_oom(err, "writer", 0);
@@ -331,5 +344,17 @@ int gp_synth_model_write(const char *dir, const gp_synth_model_spec *s, uint64_t
     if (!rc) rc = write_json_file(dir, "gepard_config.json", gepard_json(s), err);
     if (!rc) rc = write_json_file(dir, "config.json", backbone_json(s), err);
     if (!rc) rc = write_tokenizer(dir, s->tokenizer_merges, err);
+    return rc;
+}
+
+int gp_synth_model_write(const char *dir, const gp_synth_model_spec *s, uint64_t seed,
+                         gp_error *err) {
+    int rc = write_checkpoint(dir, s, seed, NULL, 0, err);
+    if (rc || s->stop_after_frames <= 0) return rc;
+    float *weight = malloc((size_t)s->hidden * sizeof(float)), bias = 0;
+    if (!weight) return gp_fail_oom(err, "stop head", (size_t)s->hidden * sizeof(float));
+    rc = gp_synth_fit_stop_head(dir, s->stop_after_frames, seed, weight, &bias, err);
+    if (!rc) rc = write_checkpoint(dir, s, seed, weight, bias, err);
+    free(weight);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include "base/buf.h"
 #include "io/audio_sink.h"
 #include "io/resample.h"
+#include "io/tempo.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
@@ -252,6 +253,7 @@ typedef struct gp_speech_options {
     bool sse;
     bool stream;     /* false: the whole file in one response with Content-Length */
     int sample_rate; /* of the response; 0: 24000 for pcm, the codec's own otherwise */
+    double speed;    /* OpenAI's speed, 0.25-4.0; 1: as spoken */
     char voice[GP_VOICE_NAME_MAX];
     const gp_voice_entry *voice_entry; /* NULL: the default voice */
     const char *ref_audio;             /* base64, points into the request JSON */
@@ -284,7 +286,10 @@ struct gp_speech_job {
     gp_wake own_wake;                   /* a streamed response's (the request's is gone by then) */
     double next_check;                  /* of the socket and the deadline */
     int sample_rate, samples_per_frame; /* of the response; of the codec */
-    gp_resampler *resampler;            /* NULL: the codec's rate goes out as is */
+    gp_tempo *tempo;                    /* NULL: speed 1 */
+    float *tempo_out;
+    size_t n_tempo_out, cap_tempo_out;
+    gp_resampler *resampler; /* NULL: the codec's rate goes out as is */
     float *resampled;
     size_t n_resampled, cap_resampled;
     uint64_t samples_out; /* given to the encoder */
@@ -343,6 +348,9 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r);
 /* The request ended (the connection's completion callback): free what a
  * speech request still holds. */
 void gp_speech_pending_free(gp_http_request *r);
+/* The playground page (playground_page.c, generated from playground.html). */
+extern const char gp_playground_html[];
+extern const size_t gp_playground_html_len;
 enum MHD_Result gp_handle_playground(gp_http_request *r);
 
 #endif

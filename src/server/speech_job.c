@@ -5,8 +5,9 @@
  * wake (wake.c); it never waits for the client. job_on_done signals it
  * when the stream ends. The connection's thread (libmicrohttpd's content
  * reader, or a handler collecting a whole file) swaps the pending buffer
- * out, encodes it (WAV/PCM/FLAC/Opus/MP3 through gp_audio_sink) and frames it
- * (raw chunks, or SSE events with base64 audio); with nothing to do it
+ * out, changes its speed (libsonic) and rate (libsoxr) when asked, encodes
+ * it (WAV/PCM/FLAC/Opus/MP3/AAC through gp_audio_sink) and frames it (raw
+ * chunks, or SSE events with base64 audio); with nothing to do it
  * suspends the connection instead of waiting, so no thread is held. Each
  * pass checks whether the client closed the connection and whether the
  * request ran past its deadline (the ticker resumes a suspended connection
@@ -94,9 +95,9 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     pthread_mutex_init(&j->lock, NULL);
     gp_buf_init(&j->raw);
     gp_buf_init(&j->out);
-    int rc = j->sample_rate != native
-                 ? gp_resampler_create(native, j->sample_rate, &j->resampler, err)
-                 : GEPARD_OK;
+    int rc = o->speed != 1.0 ? gp_tempo_create(native, o->speed, &j->tempo, err) : GEPARD_OK;
+    if (!rc && j->sample_rate != native)
+        rc = gp_resampler_create(native, j->sample_rate, &j->resampler, err);
     if (!rc)
         rc = gp_audio_sink_open_stream(job_write_encoded, j, o->format, j->sample_rate, &j->sink,
                                        err);
@@ -135,20 +136,30 @@ static int job_frame_sse(gp_speech_job *j) {
     return rc;
 }
 
-/* Resample (in == NULL: flush) when the response's rate is not the codec's,
- * then encode. */
-static int job_encode(gp_speech_job *j, const float *x, size_t n) {
+/* Change the speed (libsonic) and the rate (libsoxr) when asked, then
+ * encode. `flush`: the end of the audio, so both give out what they hold. */
+static int job_encode(gp_speech_job *j, const float *x, size_t n, bool flush) {
     gp_error err;
     gp_error_clear(&err);
+    if (j->tempo) {
+        j->n_tempo_out = 0;
+        if ((n && gp_tempo_process(j->tempo, x, n, &j->tempo_out, &j->n_tempo_out,
+                                   &j->cap_tempo_out, &err)) ||
+            (flush && gp_tempo_process(j->tempo, NULL, 0, &j->tempo_out, &j->n_tempo_out,
+                                       &j->cap_tempo_out, &err)))
+            return job_fail(j, err.message);
+        x = j->tempo_out;
+        n = j->n_tempo_out;
+    }
     if (j->resampler) {
         j->n_resampled = 0;
-        if (gp_resampler_process(j->resampler, x, n, &j->resampled, &j->n_resampled,
-                                 &j->cap_resampled, &err))
+        if ((n && gp_resampler_process(j->resampler, x, n, &j->resampled, &j->n_resampled,
+                                       &j->cap_resampled, &err)) ||
+            (flush && gp_resampler_process(j->resampler, NULL, 0, &j->resampled, &j->n_resampled,
+                                           &j->cap_resampled, &err)))
             return job_fail(j, err.message);
         x = j->resampled;
         n = j->n_resampled;
-    } else if (!x) {
-        return 0;
     }
     size_t step = j->samples_per_frame > 0 ? (size_t)j->samples_per_frame : n;
     for (size_t i = 0; i < n; i += step) {
@@ -173,7 +184,7 @@ static size_t job_take(gp_speech_job *j) {
     pthread_mutex_unlock(&j->lock);
     j->taken = p;
     j->cap_taken = cap;
-    if (n && !j->failed) job_encode(j, p, n);
+    if (n && !j->failed) job_encode(j, p, n, false);
     if (overflow)
         job_fail(j, "the client is not reading the audio fast enough; the stream was stopped");
     return n;
@@ -208,7 +219,7 @@ static void job_finish(gp_speech_job *j) {
     if (!j->failed) {
         gp_error err;
         gp_error_clear(&err);
-        if (job_encode(j, NULL, 0) == 0) { /* the resampler's tail */
+        if (job_encode(j, NULL, 0, true) == 0) { /* what the speed and rate changers hold */
             gp_audio_sink *sink = j->sink;
             j->sink = NULL;
             if (gp_audio_sink_close(sink, true, &err) || job_frame_sse(j)) job_fail(j, err.message);
@@ -293,6 +304,8 @@ static void job_release(gp_speech_job *j) {
     }
     gp_wake_forget(j->server, &j->own_wake);
     gp_audio_sink_close(j->sink, false, NULL);
+    gp_tempo_free(j->tempo);
+    free(j->tempo_out);
     gp_resampler_free(j->resampler);
     free(j->resampled);
     gepard_voice_free(j->own_voice);

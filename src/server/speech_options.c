@@ -42,6 +42,7 @@ void gp_speech_options_init(gp_speech_options *o) {
     o->params = gepard_synth_default_params();
     o->format = GP_AUDIO_MP3; /* OpenAI's default */
     o->stream = true;
+    o->speed = 1.0;
     snprintf(o->voice, sizeof o->voice, "default");
 }
 
@@ -200,10 +201,11 @@ static int parse_format(const cJSON *obj, const char *prefix, gp_speech_options 
         int f = gp_audio_format_parse(name, &why);
         snprintf(param, sizeof param, "%sresponse_format", prefix);
         if (f < 0)
-            return gp_http_fail(e, 400, param, "unsupported_format", "%s",
-                                why ? why
-                                    : "response_format must be mp3, opus, flac, wav or pcm (or "
-                                      "f32, wav-float)");
+            return gp_http_fail(
+                e, 400, param, "unsupported_format", "%s",
+                why ? why
+                    : "response_format must be mp3, opus, aac, flac, wav or pcm (or "
+                      "f32, wav-float)");
         o->format = (gp_audio_format)f;
     }
     if (get_string(obj, "stream_format", prefix, &stream_format, e)) return -1;
@@ -246,15 +248,11 @@ static int parse_sample_rate(const cJSON *obj, const char *prefix, gp_speech_opt
     return 0;
 }
 
-static int parse_speed(const cJSON *obj, const char *prefix, gp_api_error *e) {
-    double speed = 1.0;
-    if (get_number(obj, "speed", prefix, 0.25, 4.0, &speed, NULL, e)) return -1;
-    if (speed != 1.0)
-        return gp_http_fail(e, 400, "speed", "unsupported_value",
-                            "speed %g is not supported: Gepard cannot change the speaking rate "
-                            "without changing the pitch — leave speed out or send 1.0",
-                            speed);
-    return 0;
+/* OpenAI's speed: the speaking rate changes, the pitch stays (libsonic,
+ * applied to the audio as it is delivered; io/tempo.h). */
+static int parse_speed(const cJSON *obj, const char *prefix, gp_speech_options *o,
+                       gp_api_error *e) {
+    return get_number(obj, "speed", prefix, GP_TEMPO_MIN, GP_TEMPO_MAX, &o->speed, NULL, e);
 }
 
 static int parse_sampling(const cJSON *obj, const gp_server *s, const char *prefix,
@@ -305,7 +303,7 @@ int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voice
     const char *ignored = NULL;
     if (parse_model(obj, s, prefix, e) || parse_voice(obj, voices, prefix, o, e) ||
         parse_format(obj, prefix, o, e) || parse_sample_rate(obj, prefix, o, e) ||
-        parse_speed(obj, prefix, e) || parse_sampling(obj, s, prefix, &o->params, e) ||
+        parse_speed(obj, prefix, o, e) || parse_sampling(obj, s, prefix, &o->params, e) ||
         get_string(obj, "instructions", prefix, &ignored, e))
         return -1;
     const char *ref = NULL;

@@ -26,7 +26,9 @@ BUILD ?= build
 PKGS := libcjson libpcre2-8 libutf8proc libarchive yaml-0.1 libcurl libmicrohttpd sndfile \
         libopusenc soxr openblas flac libpulse-simple libavcodec libavutil
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmp3lame -lsonic
+# FFmpeg (AAC only) is opened at run time (src/io/avcodec_runtime.c): headers, no link.
+PKG_LIBS = $(shell pkg-config --libs $(filter-out libavcodec libavutil,$(PKGS)) 2>/dev/null) \
+           -lmp3lame -lsonic
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wno-format-truncation
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-strict-aliasing

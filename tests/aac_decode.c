@@ -1,7 +1,8 @@
 /* aac_decode.c — see aac_decode.h. */
 #include "aac_decode.h"
 
-#include <libavcodec/avcodec.h>
+#include "io/avcodec_runtime.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,27 +21,30 @@ static int append(float **out, size_t *n, size_t *cap, const AVFrame *f) {
     return 0;
 }
 
-static void drain(AVCodecContext *ctx, AVFrame *frame, float **out, size_t *n, size_t *cap,
-                  test_aac_info *info) {
-    while (avcodec_receive_frame(ctx, frame) == 0) {
+static void drain(const gp_av *av, AVCodecContext *ctx, AVFrame *frame, float **out, size_t *n,
+                  size_t *cap, test_aac_info *info) {
+    while (av->avcodec_receive_frame(ctx, frame) == 0) {
         info->rate = frame->sample_rate;
         info->channels = frame->ch_layout.nb_channels;
         if (frame->format == AV_SAMPLE_FMT_FLTP) append(out, n, cap, frame);
-        av_frame_unref(frame);
+        av->av_frame_unref(frame);
     }
 }
 
 float *test_aac_decode(const void *data, size_t len, size_t *n, test_aac_info *info) {
     memset(info, 0, sizeof *info);
     *n = 0;
-    const AVCodec *codec = avcodec_find_decoder(AV_CODEC_ID_AAC);
-    AVCodecParserContext *parser = av_parser_init(AV_CODEC_ID_AAC);
-    AVCodecContext *ctx = codec ? avcodec_alloc_context3(codec) : NULL;
-    AVPacket *pkt = av_packet_alloc();
-    AVFrame *frame = av_frame_alloc();
+    gp_error err;
+    const gp_av *av = gp_av_get(&err);
+    if (!av) return NULL;
+    const AVCodec *codec = av->avcodec_find_decoder(AV_CODEC_ID_AAC);
+    AVCodecParserContext *parser = av->av_parser_init(AV_CODEC_ID_AAC);
+    AVCodecContext *ctx = codec ? av->avcodec_alloc_context3(codec) : NULL;
+    AVPacket *pkt = av->av_packet_alloc();
+    AVFrame *frame = av->av_frame_alloc();
     float *out = NULL;
     size_t cap = 0;
-    if (!parser || !ctx || !pkt || !frame || avcodec_open2(ctx, codec, NULL) < 0) goto done;
+    if (!parser || !ctx || !pkt || !frame || av->avcodec_open2(ctx, codec, NULL) < 0) goto done;
     /* the parser wants padded input */
     unsigned char *buf = calloc(len + AV_INPUT_BUFFER_PADDING_SIZE, 1);
     if (!buf) goto done;
@@ -50,8 +54,8 @@ float *test_aac_decode(const void *data, size_t len, size_t *n, test_aac_info *i
     for (;;) {
         uint8_t *frame_data = NULL;
         int frame_size = 0;
-        int used = av_parser_parse2(parser, ctx, &frame_data, &frame_size, p, (int)left,
-                                    AV_NOPTS_VALUE, AV_NOPTS_VALUE, 0);
+        int used = av->av_parser_parse2(parser, ctx, &frame_data, &frame_size, p, (int)left,
+                                        AV_NOPTS_VALUE, AV_NOPTS_VALUE, 0);
         if (used < 0) break;
         p += used;
         left -= (size_t)used;
@@ -59,20 +63,20 @@ float *test_aac_decode(const void *data, size_t len, size_t *n, test_aac_info *i
             info->frames++;
             pkt->data = frame_data;
             pkt->size = frame_size;
-            if (avcodec_send_packet(ctx, pkt) < 0) info->bad_frames++;
-            drain(ctx, frame, &out, n, &cap, info);
+            if (av->avcodec_send_packet(ctx, pkt) < 0) info->bad_frames++;
+            drain(av, ctx, frame, &out, n, &cap, info);
         }
         if (left == 0 && frame_size == 0) break; /* parser flushed */
     }
-    avcodec_send_packet(ctx, NULL);
-    drain(ctx, frame, &out, n, &cap, info);
+    av->avcodec_send_packet(ctx, NULL);
+    drain(av, ctx, frame, &out, n, &cap, info);
     info->profile = ctx->profile;
     free(buf);
 done:
-    av_frame_free(&frame);
-    av_packet_free(&pkt);
-    avcodec_free_context(&ctx);
-    if (parser) av_parser_close(parser);
+    av->av_frame_free(&frame);
+    av->av_packet_free(&pkt);
+    av->avcodec_free_context(&ctx);
+    if (parser) av->av_parser_close(parser);
     if (*n == 0) {
         free(out);
         out = NULL;

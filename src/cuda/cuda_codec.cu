@@ -92,22 +92,24 @@ static void pack_act(param_pack *p, const gp_dev_codec_act *a, gp_cuda_codec_act
     out->inv_alpha = a->n_snake ? pack_floats(p, a->inv_alpha, (size_t)a->n_snake) : NULL;
 }
 
-/* [c_out][c_in][k] → [c_out][k][c_in] */
+/* [c_out][c_in][k] → [c_out][k][c_pad], zeros in the padding channels */
 static void pack_conv(param_pack *p, const gp_dev_codec_conv *c, gp_cuda_codec_conv *out) {
     out->c_in = c->c_in;
+    out->c_pad = (c->c_in + 3) / 4 * 4;
     out->c_out = c->c_out;
     out->kernel = c->kernel;
     out->dilation = c->dilation;
     out->hist = (c->kernel - 1) * c->dilation;
-    const size_t n = (size_t)c->c_out * c->c_in * c->kernel;
+    const size_t n = (size_t)c->c_out * out->c_pad * c->kernel;
     const size_t at = p->used;
     p->used += (n * sizeof(float) + 255) & ~(size_t)255;
     if (p->host) {
         float *dst = (float *)(p->host + at);
+        memset(dst, 0, n * sizeof(float));
         for (int o = 0; o < c->c_out; o++)
             for (int i = 0; i < c->c_in; i++)
                 for (int t = 0; t < c->kernel; t++)
-                    dst[((size_t)o * c->kernel + t) * c->c_in + i] =
+                    dst[((size_t)o * c->kernel + t) * out->c_pad + i] =
                         c->weight[((size_t)o * c->c_in + i) * c->kernel + t];
         out->weight = (const float *)(p->dev + at);
     }
@@ -159,7 +161,7 @@ static void codec_layout(gp_dev_codec *c) {
     auto place = [&](gp_cuda_codec_conv *cv, int rate) {
         cv->st_off = off;
         off += (size_t)cv->hist * cv->c_in;
-        const size_t w = (size_t)cv->c_in * ((size_t)cv->hist + (size_t)rate);
+        const size_t w = (size_t)cv->c_pad * ((size_t)cv->hist + (size_t)rate);
         if (w > win) win = w;
         gp_cuda_codec_conv_split(cv, per_split, widest);
         const int cols = (int)M * rate;
@@ -404,8 +406,8 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     const bool tc = c->tensor;
     gp_cuda_codec_act ident = {GP_DEV_ACT_IDENTITY, 0, 0.0f, NULL, NULL};
     gp_cuda_codec_epilogue ep = {GP_CODEC_EP_STORE, c->sig, NULL, 0, 0.0f};
-    gp_cuda_codec_run_window(c->lat, n, T, c->input_dim, c->pre.hist, &ident, in, outp,
-                             c->pre.st_off, c->win, s);
+    gp_cuda_codec_run_window(c->lat, n, T, c->input_dim, c->pre.c_pad, c->pre.hist, &ident, in,
+                             outp, c->pre.st_off, c->win, s);
     gp_cuda_codec_run_conv(&c->pre, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
     float *sig = c->sig, *acc = c->acc, *run = c->run, *tmp = c->tmp;
     for (int i = 0; i < c->n_stages; i++) {
@@ -420,13 +422,13 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
             for (int m = 0; m < c->nd; m++) {
                 codec_block *b = &stg->blocks[j * c->nd + m];
                 const float *res = m == 0 ? sig : run;
-                gp_cuda_codec_run_window(res, n, T, C, b->in_conv.hist, &b->in_act, in, outp,
-                                         b->in_conv.st_off, c->win, s);
+                gp_cuda_codec_run_window(res, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
+                                         &b->in_act, in, outp, b->in_conv.st_off, c->win, s);
                 ep = {GP_CODEC_EP_STORE, tmp, NULL, 0, 0.0f};
                 gp_cuda_codec_run_conv(&b->in_conv, c->win, n, T, &ep, tc, c->partial, c->tickets,
                                        s);
-                gp_cuda_codec_run_window(tmp, n, T, C, b->skip_conv.hist, &b->skip_act, in, outp,
-                                         b->skip_conv.st_off, c->win, s);
+                gp_cuda_codec_run_window(tmp, n, T, C, b->skip_conv.c_pad, b->skip_conv.hist,
+                                         &b->skip_act, in, outp, b->skip_conv.st_off, c->win, s);
                 if (m < c->nd - 1)
                     ep = {GP_CODEC_EP_RESIDUAL, run, res, 0, 0.0f};
                 else
@@ -440,8 +442,8 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
         sig = acc;
         acc = t;
     }
-    gp_cuda_codec_run_window(sig, n, T, c->post.c_in, c->post.hist, &c->post_act, in, outp,
-                             c->post.st_off, c->win, s);
+    gp_cuda_codec_run_window(sig, n, T, c->post.c_in, c->post.c_pad, c->post.hist, &c->post_act, in,
+                             outp, c->post.st_off, c->win, s);
     ep = {c->clamp ? GP_CODEC_EP_CLAMP : GP_CODEC_EP_TANH, c->pcm, NULL, 0, 0.0f};
     gp_cuda_codec_run_conv(&c->post, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
 }

@@ -17,6 +17,7 @@ typedef struct gp_cuda_codec_act {
  * (taps outermost, so a window row is one contiguous slice of the reduction). */
 typedef struct gp_cuda_codec_conv {
     int c_in, c_out, kernel, dilation, hist; /* hist = (kernel − 1) · dilation */
+    int c_pad;      /* c_in rounded up to 4: the window's row stride (zeros beyond c_in) */
     int splits, ks; /* the reduction cut into `splits` slices of ks (fixed per layer) */
     int tm;         /* output channels per tile: 32, 64 or 128 */
     const float *weight, *bias;
@@ -46,9 +47,10 @@ typedef struct gp_cuda_codec_epilogue {
     float divide;
 } gp_cuda_codec_epilogue;
 
-/* win [n][hist + T][C] = [history | act(x)] per stream; the last hist rows
- * become the stream's next history (st_out, which must not be st_in). */
-void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
+/* win [n][hist + T][Cp] = [history | act(x)] per stream (channels C .. Cp − 1
+ * zero); the last hist rows become the stream's next history (st_out, which
+ * must not be st_in; [hist][C]). */
+void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, float *win, cudaStream_t s);
 /* Frame columns per decode piece (streams × frames). */
@@ -59,7 +61,7 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
  * GEPARD_CUDA_CODEC_SPLIT_CHUNKS overrides it, GEPARD_CUDA_CODEC_TILE (32, 64,
  * 128) caps the output channels per tile — for measurements. */
 #define GP_CUDA_CODEC_CHUNKS_PER_SPLIT 16
-#define GP_CUDA_CODEC_WIDEST_TILE 64
+#define GP_CUDA_CODEC_WIDEST_TILE 32
 /* Let the convolution kernels use more than 48 KB of shared memory (once). */
 cudaError_t gp_cuda_codec_kernels_init(void);
 /* Set cv->tm, cv->splits and cv->ks for its shape. */

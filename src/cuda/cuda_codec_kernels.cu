@@ -44,13 +44,18 @@ __device__ __forceinline__ float codec_act(const gp_cuda_codec_act &a, float x, 
 /* 32-bit indices: a piece holds at most GP_CUDA_CODEC_MAX_COLS frame columns, so every
  * signal here has far fewer than 2^31 elements. */
 __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned T, unsigned C,
-                               unsigned hist, gp_cuda_codec_act act, const float *const *st_in,
-                               float *const *st_out, unsigned st_off, float *__restrict__ win) {
+                               unsigned Cp, unsigned hist, gp_cuda_codec_act act,
+                               const float *const *st_in, float *const *st_out, unsigned st_off,
+                               float *__restrict__ win) {
     const unsigned W = hist + T;
-    const unsigned total = n * W * C;
+    const unsigned total = n * W * Cp;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += gridDim.x * blockDim.x) {
-        const unsigned c = i % C, rows = i / C;
+        const unsigned c = i % Cp, rows = i / Cp;
+        if (c >= C) {
+            win[i] = 0.0f;
+            continue;
+        }
         const unsigned r = rows % W, b = rows / W;
         float v;
         if (r < hist)
@@ -62,17 +67,17 @@ __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned
     }
 }
 
-void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int hist,
+void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, float *win, cudaStream_t s) {
-    const size_t total = (size_t)n * ((size_t)hist + (size_t)T) * (size_t)C;
+    const size_t total = (size_t)n * ((size_t)hist + (size_t)T) * (size_t)Cp;
     const int threads = 256;
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
     k_codec_window<<<(unsigned)blocks, threads, 0, s>>>(x, (unsigned)n, (unsigned)T, (unsigned)C,
-                                                        (unsigned)hist, *act, st_in, st_out,
-                                                        (unsigned)st_off, win);
+                                                        (unsigned)Cp, (unsigned)hist, *act, st_in,
+                                                        st_out, (unsigned)st_off, win);
 }
 
 /* ---------------- the convolution as an implicit GEMM ---------------- */
@@ -96,7 +101,7 @@ template <int TM> constexpr size_t conv_smem_bytes() {
  * batch or chunking — and applies the epilogue. VEC: 16-byte loads (every
  * channel count a multiple of 4). */
 template <bool TENSOR, int TM, bool VEC>
-__global__ void __launch_bounds__(CONV_THREADS)
+__global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
     k_codec_conv(const float *__restrict__ Wt, const float *__restrict__ bias,
                  const float *__restrict__ win, int n, int T, int hist, int C_in, int C_out,
                  int kernel, int dil, int ks, int splits, float *partial, unsigned *tickets,
@@ -184,15 +189,29 @@ __global__ void __launch_bounds__(CONV_THREADS)
             }
         }
     };
+    /* Tensor path: values are rounded to TF32 once here, not per fragment load. */
+    auto cvt = [&](float v) { return TENSOR ? wmma::__float_to_tf32(v) : v; };
     auto stage = [&](int buf) {
 #pragma unroll
-        for (int i = 0; i < RA; i++)
+        for (int i = 0; i < RA; i++) {
+            float *d = &sa[buf][rg + i * RPP][kq];
+            if (VEC)
+                *reinterpret_cast<float4 *>(d) =
+                    make_float4(cvt(ra[i][0]), cvt(ra[i][KV > 1 ? 1 : 0]),
+                                cvt(ra[i][KV > 2 ? 2 : 0]), cvt(ra[i][KV > 3 ? 3 : 0]));
+            else
+                d[0] = cvt(ra[i][0]);
+        }
 #pragma unroll
-            for (int v = 0; v < KV; v++) sa[buf][rg + i * RPP][kq + v] = ra[i][v];
-#pragma unroll
-        for (int i = 0; i < RB; i++)
-#pragma unroll
-            for (int v = 0; v < KV; v++) sb[buf][rg + i * RPP][kq + v] = rb[i][v];
+        for (int i = 0; i < RB; i++) {
+            float *d = &sb[buf][rg + i * RPP][kq];
+            if (VEC)
+                *reinterpret_cast<float4 *>(d) =
+                    make_float4(cvt(rb[i][0]), cvt(rb[i][KV > 1 ? 1 : 0]),
+                                cvt(rb[i][KV > 2 ? 2 : 0]), cvt(rb[i][KV > 3 ? 3 : 0]));
+            else
+                d[0] = cvt(rb[i][0]);
+        }
     };
     if (kbeg < kend) {
         fetch(kbeg);
@@ -211,16 +230,10 @@ __global__ void __launch_bounds__(CONV_THREADS)
                     fa[FA];
                 wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>
                     fb[2];
-                for (int i = 0; i < FA; i++) {
+                for (int i = 0; i < FA; i++)
                     wmma::load_matrix_sync(fa[i], &sa[buf][wm + i * 16][q], CONV_LDS);
-                    for (int t = 0; t < fa[i].num_elements; t++)
-                        fa[i].x[t] = wmma::__float_to_tf32(fa[i].x[t]);
-                }
-                for (int j = 0; j < 2; j++) {
+                for (int j = 0; j < 2; j++)
                     wmma::load_matrix_sync(fb[j], &sb[buf][wn + j * 16][q], CONV_LDS);
-                    for (int t = 0; t < fb[j].num_elements; t++)
-                        fb[j].x[t] = wmma::__float_to_tf32(fb[j].x[t]);
-                }
                 for (int i = 0; i < FA; i++)
                     for (int j = 0; j < 2; j++)
                         wmma::mma_sync(tacc[i][j], fa[i], fb[j], tacc[i][j]);
@@ -298,7 +311,7 @@ static int conv_tm(int c_out, int widest) {
 
 void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv, int chunks_per_split, int widest_tile) {
     cv->tm = conv_tm(cv->c_out, widest_tile);
-    const int K = cv->kernel * cv->c_in;
+    const int K = cv->kernel * cv->c_pad;
     const int chunks = (K + CONV_KC - 1) / CONV_KC;
     int splits = (chunks + chunks_per_split - 1) / chunks_per_split;
     if (splits > 16) splits = 16;
@@ -323,11 +336,8 @@ template <bool TENSOR, int TM, bool VEC> static cudaError_t conv_allow_smem() {
 }
 
 template <bool TENSOR> static cudaError_t conv_allow_all() {
-    cudaError_t e = conv_allow_smem<TENSOR, 32, false>();
-    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 32, true>();
-    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 64, false>();
+    cudaError_t e = conv_allow_smem<TENSOR, 32, true>();
     if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 64, true>();
-    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 128, false>();
     if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 128, true>();
     return e;
 }
@@ -345,7 +355,7 @@ static void conv_launch(const gp_cuda_codec_conv *cv, const float *win, int n, i
     dim3 grid((unsigned)((cols + CONV_TN - 1) / CONV_TN), (unsigned)((cv->c_out + TM - 1) / TM),
               (unsigned)cv->splits);
     k_codec_conv<TENSOR, TM, VEC><<<grid, CONV_THREADS, conv_smem_bytes<TM>(), s>>>(
-        cv->weight, cv->bias, win, n, T, cv->hist, cv->c_in, cv->c_out, cv->kernel, cv->dilation,
+        cv->weight, cv->bias, win, n, T, cv->hist, cv->c_pad, cv->c_out, cv->kernel, cv->dilation,
         cv->ks, cv->splits, partial, tickets, *ep);
 }
 
@@ -353,16 +363,13 @@ template <bool TENSOR>
 static void conv_dispatch(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
                           const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
                           cudaStream_t s) {
-    const bool vec = cv->c_in % 4 == 0;
+    /* window rows are padded to a multiple of 4 channels: 16-byte loads always */
     if (cv->tm == 32)
-        (vec ? conv_launch<TENSOR, 32, true> : conv_launch<TENSOR, 32, false>)(cv, win, n, T, ep,
-                                                                               partial, tickets, s);
+        conv_launch<TENSOR, 32, true>(cv, win, n, T, ep, partial, tickets, s);
     else if (cv->tm == 64)
-        (vec ? conv_launch<TENSOR, 64, true> : conv_launch<TENSOR, 64, false>)(cv, win, n, T, ep,
-                                                                               partial, tickets, s);
+        conv_launch<TENSOR, 64, true>(cv, win, n, T, ep, partial, tickets, s);
     else
-        (vec ? conv_launch<TENSOR, 128, true>
-             : conv_launch<TENSOR, 128, false>)(cv, win, n, T, ep, partial, tickets, s);
+        conv_launch<TENSOR, 128, true>(cv, win, n, T, ep, partial, tickets, s);
 }
 
 void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,

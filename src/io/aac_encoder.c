@@ -4,14 +4,13 @@
  * to the write callback. No libavformat: the header is 7 bytes. */
 #include "io/aac_encoder.h"
 
-#include <libavcodec/avcodec.h>
-#include <libavutil/channel_layout.h>
-#include <libavutil/frame.h>
-#include <libavutil/log.h>
+#include "io/avcodec_runtime.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 struct gp_aac_encoder {
+    const gp_av *av; /* FFmpeg, opened at run time */
     AVCodecContext *ctx;
     AVFrame *frame;
     AVPacket *packet;
@@ -37,21 +36,24 @@ int gp_aac_encoder_create(int rate, int bitrate, gp_aac_write_fn write, void *us
                        "AAC cannot carry %d Hz audio; use 22050 or 24000 Hz (AAC's rates run "
                        "from 7350 to 96000 Hz)",
                        rate);
+    const gp_av *av = gp_av_get(err);
+    if (!av) return GEPARD_ERR_UNSUPPORTED;
     /* The encoder reports statistics ("Qavg: ...") at the info level when
      * it closes; library code does not print. Errors still show. */
-    if (av_log_get_level() > AV_LOG_ERROR) av_log_set_level(AV_LOG_ERROR);
-    const AVCodec *codec = avcodec_find_encoder_by_name("aac");
+    if (av->av_log_get_level() > AV_LOG_ERROR) av->av_log_set_level(AV_LOG_ERROR);
+    const AVCodec *codec = av->avcodec_find_encoder_by_name("aac");
     if (!codec)
         return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
                        "this libavcodec has no native AAC encoder; use mp3 or opus instead");
     gp_aac_encoder *e = calloc(1, sizeof *e);
     if (!e) return gp_fail_oom(err, "AAC encoder", sizeof *e);
+    e->av = av;
     e->freq_index = index;
     e->write = write;
     e->user = user;
-    e->ctx = avcodec_alloc_context3(codec);
-    e->frame = av_frame_alloc();
-    e->packet = av_packet_alloc();
+    e->ctx = av->avcodec_alloc_context3(codec);
+    e->frame = av->av_frame_alloc();
+    e->packet = av->av_packet_alloc();
     if (!e->ctx || !e->frame || !e->packet) {
         gp_aac_encoder_free(e);
         return gp_fail_oom(err, "AAC encoder", 0);
@@ -61,11 +63,11 @@ int gp_aac_encoder_create(int rate, int bitrate, gp_aac_write_fn write, void *us
     e->ctx->bit_rate = bitrate;
     e->ctx->profile = FF_PROFILE_AAC_LOW;
     e->ctx->time_base = (AVRational){1, rate};
-    av_channel_layout_default(&e->ctx->ch_layout, 1);
-    int rc = avcodec_open2(e->ctx, codec, NULL);
+    av->av_channel_layout_default(&e->ctx->ch_layout, 1);
+    int rc = av->avcodec_open2(e->ctx, codec, NULL);
     if (rc < 0) {
         char why[AV_ERROR_MAX_STRING_SIZE] = "";
-        av_strerror(rc, why, sizeof why);
+        av->av_strerror(rc, why, sizeof why);
         gp_aac_encoder_free(e);
         return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the AAC encoder at %d Hz: %s", rate,
                        why);
@@ -73,8 +75,8 @@ int gp_aac_encoder_create(int rate, int bitrate, gp_aac_write_fn write, void *us
     e->frame->format = AV_SAMPLE_FMT_FLTP;
     e->frame->sample_rate = rate;
     e->frame->nb_samples = e->ctx->frame_size > 0 ? e->ctx->frame_size : 1024;
-    av_channel_layout_default(&e->frame->ch_layout, 1);
-    if (av_frame_get_buffer(e->frame, 0) < 0) {
+    av->av_channel_layout_default(&e->frame->ch_layout, 1);
+    if (av->av_frame_get_buffer(e->frame, 0) < 0) {
         gp_aac_encoder_free(e);
         return gp_fail_oom(err, "AAC frame", 0);
     }
@@ -96,19 +98,20 @@ static void adts_header(unsigned char h[7], int freq_index, size_t payload) {
 
 /* Send `frame` (NULL: end of input) and write every packet that comes out. */
 static int encode(gp_aac_encoder *e, AVFrame *frame) {
-    if (avcodec_send_frame(e->ctx, frame) < 0) return -1;
+    const gp_av *av = e->av;
+    if (av->avcodec_send_frame(e->ctx, frame) < 0) return -1;
     for (;;) {
-        int rc = avcodec_receive_packet(e->ctx, e->packet);
+        int rc = av->avcodec_receive_packet(e->ctx, e->packet);
         if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return 0;
         if (rc < 0) return -1;
         size_t n = (size_t)e->packet->size;
         if (n > sizeof e->buf - 7) {
-            av_packet_unref(e->packet);
+            av->av_packet_unref(e->packet);
             return -1;
         }
         adts_header(e->buf, e->freq_index, n);
         memcpy(e->buf + 7, e->packet->data, n);
-        av_packet_unref(e->packet);
+        av->av_packet_unref(e->packet);
         if (e->write(e->buf, n + 7, e->user)) return -1;
     }
 }
@@ -122,10 +125,11 @@ static int send_filled(gp_aac_encoder *e) {
 }
 
 int gp_aac_encoder_write(gp_aac_encoder *e, const float *x, size_t n) {
+    const gp_av *av = e->av;
     int size = e->ctx->frame_size > 0 ? e->ctx->frame_size : 1024;
     while (n > 0) {
         /* the encoder may still hold the last frame's buffer */
-        if (e->filled == 0 && av_frame_make_writable(e->frame) < 0) return -1;
+        if (e->filled == 0 && av->av_frame_make_writable(e->frame) < 0) return -1;
         e->frame->nb_samples = size;
         float *dst = (float *)e->frame->data[0];
         size_t m = (size_t)(size - e->filled) < n ? (size_t)(size - e->filled) : n;
@@ -148,8 +152,9 @@ int gp_aac_encoder_finish(gp_aac_encoder *e) {
 
 void gp_aac_encoder_free(gp_aac_encoder *e) {
     if (!e) return;
-    avcodec_free_context(&e->ctx);
-    av_frame_free(&e->frame);
-    av_packet_free(&e->packet);
+    const gp_av *av = e->av;
+    av->avcodec_free_context(&e->ctx);
+    av->av_frame_free(&e->frame);
+    av->av_packet_free(&e->packet);
     free(e);
 }

@@ -16,7 +16,8 @@ static const cli_option encode_options[] = {
     {"input", 'i', "IN", "mono audio at the codec's rate (WAV, FLAC, ...) or raw .f32 samples"},
     {"output", 'o', "FILE", "write the JSON here instead of stdout"},
     {"threads", 't', "N", "threads for the encoder (default: all CPUs)"},
-    {"reference", 0, NULL, "use the slow reference kernels (for checking)"},
+    {"reference", 0, NULL, "use the slow reference kernels (for checking; on the CPU)"},
+    {"device", 0, "DEV", "cpu, cuda, cuda:N or auto (default: a GPU when one is usable)"},
 };
 
 #define N_ENCODE_OPTIONS ((int)(sizeof encode_options / sizeof encode_options[0]))
@@ -29,11 +30,9 @@ int cli_codec_open(const cli_args *args, const char *path, gepard_codec **out) {
     gepard_codec_params p = gepard_codec_default_params();
     p.n_threads = (int)threads;
     p.reference_kernels = cli_flag(args, "reference");
-    /* decode's --device; the encoder itself runs on the CPU */
     p.device = cli_get(args, "device");
     p.gpu_precision = cli_get(args, "gpu-precision");
-    if (!p.device && (p.reference_kernels || strcmp(args->command, "encode") == 0))
-        p.device = "cpu";
+    if (!p.device && p.reference_kernels) p.device = "cpu";
     if (gepard_codec_load_with_params(path, &p, out) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());
     return CLI_EXIT_OK;

@@ -250,7 +250,9 @@ int gp_codec_encode(const gp_codec *codec, const float *audio, size_t n, int32_t
     if (!input || !lat || !out) rc = gp_fail_oom(err, "encoder input", padded * sizeof(float));
     if (rc == GEPARD_OK) {
         memcpy(input, audio, n * sizeof(float));
-        rc = gp_codec_encoder_run(&codec->enc, input, padded, lat, err);
+        rc = codec->accel && codec->accel->encode
+                 ? codec->accel->encode(codec->accel->impl, input, padded, lat, err)
+                 : gp_codec_encoder_run(&codec->enc, input, padded, lat, err);
     }
     gp_aligned_free(input);
     if (rc == GEPARD_OK) {

@@ -46,6 +46,9 @@ typedef struct gp_codec_accel {
      * pcm[i] gets frames · samples_per_frame samples. */
     int (*decode)(void *impl, int n, const int *slots, size_t frames, const float *latent,
                   float *const *pcm, gp_error *err);
+    /* The encoder there too (NULL: it runs on the CPU): n samples, a multiple of
+     * samples_per_frame, into latent [C][n / samples_per_frame]. */
+    int (*encode)(void *impl, const float *audio, size_t n, float *latent, gp_error *err);
     void (*release)(void *impl);
 } gp_codec_accel;
 

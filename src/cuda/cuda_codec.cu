@@ -16,55 +16,7 @@
 
 #include "cuda/cuda_codec.h"
 
-#define CODEC_MAX_COLS GP_CUDA_CODEC_MAX_COLS
-#define CODEC_GRAPHS 10     /* one per power-of-two batch 1 .. CODEC_MAX_COLS */
 #define CODEC_SLOT_CHUNK 32 /* slots allocated together */
-
-typedef struct codec_block {
-    gp_cuda_codec_act in_act, skip_act;
-    gp_cuda_codec_conv in_conv, skip_conv;
-} codec_block;
-
-typedef struct codec_stage {
-    int c_in, c_out, rate;
-    gp_cuda_codec_act act;
-    gp_cuda_codec_convt up;
-    codec_block *blocks; /* host array of device descriptions */
-} codec_stage;
-
-struct gp_dev_codec {
-    int device;
-    bool tensor;
-    int input_dim, spf, n_stages, nk, nd, clamp;
-    gp_cuda_codec_conv pre, post;
-    gp_cuda_codec_act post_act;
-    codec_stage stages[GP_DEV_CODEC_MAX_STAGES];
-    void *params; /* every weight, bias and alpha */
-    size_t bytes;
-    size_t state_floats; /* one copy of a slot's state */
-    /* slots */
-    pthread_mutex_t lock;
-    int cap_slots;
-    float **slot_state; /* [cap] device: 2 · state_floats */
-    unsigned char *parity, *used;
-    void **chunks;
-    int n_chunks;
-    /* work */
-    cudaStream_t stream;
-    cudaEvent_t t0, t1;
-    float *sig, *acc, *run, *tmp, *win, *pcm, *lat;
-    float **ptrs;      /* device [2][CODEC_MAX_COLS] state pointers */
-    float *partial;    /* split-reduction workspace */
-    unsigned *tickets; /* per output tile, zero between convolutions */
-    size_t partial_floats, n_tickets;
-    float *dummy; /* state of the padding streams of a graph's batch (2 copies) */
-    bool use_graphs;
-    cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for 2^i streams */
-    char *h_in;                           /* pinned: pointers then latent */
-    float *h_pcm;                         /* pinned */
-    size_t x_floats, win_floats;
-    double last_ms;
-};
 
 /* ---------------- the weights ---------------- */
 
@@ -99,6 +51,7 @@ static void pack_conv(param_pack *p, const gp_dev_codec_conv *c, gp_cuda_codec_c
     out->c_out = c->c_out;
     out->kernel = c->kernel;
     out->dilation = c->dilation;
+    out->stride = c->stride > 0 ? c->stride : 1;
     out->hist = (c->kernel - 1) * c->dilation;
     const size_t n = (size_t)c->c_out * out->c_pad * c->kernel;
     const size_t at = p->used;
@@ -144,6 +97,22 @@ static void pack_all(gp_dev_codec *c, const gp_dev_codec_desc *d, param_pack *p)
     }
     pack_act(p, &d->post_act, &c->post_act);
     pack_conv(p, &d->post, &c->post);
+    if (!d->enc.present) return;
+    const gp_dev_codec_enc_desc *e = &d->enc;
+    pack_conv(p, &e->pre, &c->enc.pre);
+    for (int i = 0; i < e->n_stages; i++) {
+        codec_enc_stage *st = &c->enc.stages[i];
+        for (int b = 0; b < d->n_kernels * d->n_dilations; b++) {
+            pack_act(p, &e->stages[i].blocks[b].in_act, &st->blocks[b].in_act);
+            pack_act(p, &e->stages[i].blocks[b].skip_act, &st->blocks[b].skip_act);
+            pack_conv(p, &e->stages[i].blocks[b].in_conv, &st->blocks[b].in_conv);
+            pack_conv(p, &e->stages[i].blocks[b].skip_conv, &st->blocks[b].skip_conv);
+        }
+        pack_act(p, &e->stages[i].act, &st->act);
+        pack_conv(p, &e->stages[i].down, &st->down);
+    }
+    pack_act(p, &e->post_act, &c->enc.post_act);
+    pack_conv(p, &e->post, &c->enc.post);
 }
 
 /* Place every layer's history in the state and size the work buffers. */
@@ -184,6 +153,17 @@ static void codec_layout(gp_dev_codec *c) {
         }
     }
     place(&c->post, R);
+    if (c->enc.present) { /* encoder convs: only their reduction cut (buffers per call) */
+        gp_cuda_codec_conv_split(&c->enc.pre, per_split, widest);
+        gp_cuda_codec_conv_split(&c->enc.post, per_split, widest);
+        for (int i = 0; i < c->enc.n_stages; i++) {
+            for (int b = 0; b < c->nk * c->nd; b++) {
+                gp_cuda_codec_conv_split(&c->enc.stages[i].blocks[b].in_conv, per_split, widest);
+                gp_cuda_codec_conv_split(&c->enc.stages[i].blocks[b].skip_conv, per_split, widest);
+            }
+            gp_cuda_codec_conv_split(&c->enc.stages[i].down, per_split, widest);
+        }
+    }
     c->state_floats = off ? off : 1;
     c->x_floats = M * x;
     c->win_floats = M * win;
@@ -214,7 +194,10 @@ static void codec_release(gp_dev_codec *c) {
     if (c->t0) cudaEventDestroy(c->t0);
     if (c->t1) cudaEventDestroy(c->t1);
     if (c->stream) cudaStreamDestroy(c->stream);
-    for (int i = 0; i < GP_DEV_CODEC_MAX_STAGES; i++) free(c->stages[i].blocks);
+    for (int i = 0; i < GP_DEV_CODEC_MAX_STAGES; i++) {
+        free(c->stages[i].blocks);
+        free(c->enc.stages[i].blocks);
+    }
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -269,6 +252,26 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
         if (!c->stages[i].blocks) {
             codec_release(c);
             return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of memory for the GPU codec");
+        }
+    }
+    if (d->enc.present) {
+        if (d->enc.n_stages < 1 || d->enc.n_stages > GP_DEV_CODEC_MAX_STAGES) {
+            codec_release(c);
+            return gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT,
+                                "encoder description out of range for the GPU");
+        }
+        c->enc.present = true;
+        c->enc.causal = d->enc.causal != 0;
+        c->enc.pad_mode = d->enc.pad_mode;
+        c->enc.encoded_dim = d->enc.encoded_dim;
+        c->enc.n_stages = d->enc.n_stages;
+        for (int i = 0; i < d->enc.n_stages; i++) {
+            c->enc.stages[i].blocks =
+                (codec_block *)calloc((size_t)(c->nk * c->nd), sizeof(codec_block));
+            if (!c->enc.stages[i].blocks) {
+                codec_release(c);
+                return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of memory for the GPU codec");
+            }
         }
     }
     param_pack p = {NULL, 0, NULL};

@@ -18,6 +18,7 @@ typedef struct gp_cuda_codec_act {
 typedef struct gp_cuda_codec_conv {
     int c_in, c_out, kernel, dilation, hist; /* hist = (kernel − 1) · dilation */
     int c_pad;      /* c_in rounded up to 4: the window's row stride (zeros beyond c_in) */
+    int stride;     /* 1 in the decoder; the encoder's down-sampling convs */
     int splits, ks; /* the reduction cut into `splits` slices of ks (fixed per layer) */
     int tm;         /* output channels per tile: 32, 64 or 128 */
     const float *weight, *bias;
@@ -74,9 +75,88 @@ size_t gp_cuda_codec_conv_tiles(const gp_cuda_codec_conv *cv, int cols);
 void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
                             const gp_cuda_codec_epilogue *ep, bool tensor, float *partial,
                             unsigned *tickets, cudaStream_t s);
+/* The same over windows of `wrows` rows per stream (output t reads rows
+ * t·stride + tap·dilation): the encoder's padded, strided convolutions. */
+void gp_cuda_codec_run_conv_rows(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
+                                 int wrows, const gp_cuda_codec_epilogue *ep, bool tensor,
+                                 float *partial, unsigned *tickets, cudaStream_t s);
+/* win [left + n + right][Cp] = pad(act(x [n][C])) for the encoder (mode: 0 zeros,
+ * 1 replicate, 2 reflect). */
+void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left, int right,
+                                  int mode, const gp_cuda_codec_act *act, float *win,
+                                  cudaStream_t s);
 /* y [n][T·stride][c_out] = convt(act(x [n][T][c_in])) with the history in the state. */
 void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_convt *cv,
                              const gp_cuda_codec_act *act, const float *const *st_in,
                              float *const *st_out, size_t st_off, float *y, cudaStream_t s);
+
+/* ---- the codec object (cuda_codec.cu; the encoder in cuda_codec_encoder.cu) ---- */
+
+#include <pthread.h>
+
+#define CODEC_MAX_COLS GP_CUDA_CODEC_MAX_COLS
+#define CODEC_GRAPHS 10 /* one per power-of-two batch 1 .. CODEC_MAX_COLS */
+
+typedef struct codec_block {
+    gp_cuda_codec_act in_act, skip_act;
+    gp_cuda_codec_conv in_conv, skip_conv;
+} codec_block;
+
+typedef struct codec_stage {
+    int c_in, c_out, rate;
+    gp_cuda_codec_act act;
+    gp_cuda_codec_convt up;
+    codec_block *blocks; /* host array of device descriptions */
+} codec_stage;
+
+typedef struct codec_enc_stage {
+    codec_block *blocks;
+    gp_cuda_codec_act act;
+    gp_cuda_codec_conv down;
+} codec_enc_stage;
+
+/* The encoder on the device (f32 FMA path: the same codes as the CPU). */
+typedef struct codec_encoder {
+    bool present, causal;
+    int pad_mode, encoded_dim, n_stages;
+    gp_cuda_codec_conv pre, post;
+    gp_cuda_codec_act post_act;
+    codec_enc_stage stages[GP_DEV_CODEC_MAX_STAGES];
+} codec_encoder;
+
+struct gp_dev_codec {
+    int device;
+    bool tensor;
+    int input_dim, spf, n_stages, nk, nd, clamp;
+    gp_cuda_codec_conv pre, post;
+    gp_cuda_codec_act post_act;
+    codec_stage stages[GP_DEV_CODEC_MAX_STAGES];
+    codec_encoder enc;
+    void *params; /* every weight, bias and alpha */
+    size_t bytes;
+    size_t state_floats; /* one copy of a slot's state */
+    /* slots */
+    pthread_mutex_t lock;
+    int cap_slots;
+    float **slot_state; /* [cap] device: 2 · state_floats */
+    unsigned char *parity, *used;
+    void **chunks;
+    int n_chunks;
+    /* work */
+    cudaStream_t stream;
+    cudaEvent_t t0, t1;
+    float *sig, *acc, *run, *tmp, *win, *pcm, *lat;
+    float **ptrs;      /* device [2][CODEC_MAX_COLS] state pointers */
+    float *partial;    /* split-reduction workspace */
+    unsigned *tickets; /* per output tile, zero between convolutions */
+    size_t partial_floats, n_tickets;
+    float *dummy; /* state of the padding streams of a graph's batch (2 copies) */
+    bool use_graphs;
+    cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for 2^i streams */
+    char *h_in;                           /* pinned: pointers then latent */
+    float *h_pcm;                         /* pinned */
+    size_t x_floats, win_floats;
+    double last_ms;
+};
 
 #endif

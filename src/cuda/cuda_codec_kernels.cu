@@ -103,9 +103,9 @@ template <int TM> constexpr size_t conv_smem_bytes() {
 template <bool TENSOR, int TM, bool VEC>
 __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
     k_codec_conv(const float *__restrict__ Wt, const float *__restrict__ bias,
-                 const float *__restrict__ win, int n, int T, int hist, int C_in, int C_out,
-                 int kernel, int dil, int ks, int splits, float *partial, unsigned *tickets,
-                 gp_cuda_codec_epilogue ep) {
+                 const float *__restrict__ win, int n, int T, int wrows, int stride, int C_in,
+                 int C_out, int kernel, int dil, int ks, int splits, float *partial,
+                 unsigned *tickets, gp_cuda_codec_epilogue ep) {
     extern __shared__ __align__(128) float dsm[];
     float(*sa)[TM][CONV_LDS] = reinterpret_cast<float(*)[TM][CONV_LDS]>(dsm);
     float(*sb)[CONV_TN][CONV_LDS] =
@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
     if (tid < CONV_TN) {
         const int g = col0 + tid;
         colbase[tid] =
-            g < cols ? ((long long)(g / T) * (hist + T) + (g % T)) * (long long)C_in : -1;
+            g < cols ? ((long long)(g / T) * wrows + (long long)(g % T) * stride) * (long long)C_in
+                     : -1;
     }
     __syncthreads();
 
@@ -348,37 +349,87 @@ cudaError_t gp_cuda_codec_kernels_init(void) {
 }
 
 template <bool TENSOR, int TM, bool VEC>
-static void conv_launch(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
+static void conv_launch(const gp_cuda_codec_conv *cv, const float *win, int n, int T, int wrows,
                         const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
                         cudaStream_t s) {
     const int cols = n * T;
     dim3 grid((unsigned)((cols + CONV_TN - 1) / CONV_TN), (unsigned)((cv->c_out + TM - 1) / TM),
               (unsigned)cv->splits);
     k_codec_conv<TENSOR, TM, VEC><<<grid, CONV_THREADS, conv_smem_bytes<TM>(), s>>>(
-        cv->weight, cv->bias, win, n, T, cv->hist, cv->c_pad, cv->c_out, cv->kernel, cv->dilation,
-        cv->ks, cv->splits, partial, tickets, *ep);
+        cv->weight, cv->bias, win, n, T, wrows, cv->stride, cv->c_pad, cv->c_out, cv->kernel,
+        cv->dilation, cv->ks, cv->splits, partial, tickets, *ep);
 }
 
 template <bool TENSOR>
-static void conv_dispatch(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
+static void conv_dispatch(const gp_cuda_codec_conv *cv, const float *win, int n, int T, int wrows,
                           const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
                           cudaStream_t s) {
     /* window rows are padded to a multiple of 4 channels: 16-byte loads always */
     if (cv->tm == 32)
-        conv_launch<TENSOR, 32, true>(cv, win, n, T, ep, partial, tickets, s);
+        conv_launch<TENSOR, 32, true>(cv, win, n, T, wrows, ep, partial, tickets, s);
     else if (cv->tm == 64)
-        conv_launch<TENSOR, 64, true>(cv, win, n, T, ep, partial, tickets, s);
+        conv_launch<TENSOR, 64, true>(cv, win, n, T, wrows, ep, partial, tickets, s);
     else
-        conv_launch<TENSOR, 128, true>(cv, win, n, T, ep, partial, tickets, s);
+        conv_launch<TENSOR, 128, true>(cv, win, n, T, wrows, ep, partial, tickets, s);
+}
+
+void gp_cuda_codec_run_conv_rows(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
+                                 int wrows, const gp_cuda_codec_epilogue *ep, bool tensor,
+                                 float *partial, unsigned *tickets, cudaStream_t s) {
+    if (tensor)
+        conv_dispatch<true>(cv, win, n, T, wrows, ep, partial, tickets, s);
+    else
+        conv_dispatch<false>(cv, win, n, T, wrows, ep, partial, tickets, s);
 }
 
 void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
                             const gp_cuda_codec_epilogue *ep, bool tensor, float *partial,
                             unsigned *tickets, cudaStream_t s) {
-    if (tensor)
-        conv_dispatch<true>(cv, win, n, T, ep, partial, tickets, s);
-    else
-        conv_dispatch<false>(cv, win, n, T, ep, partial, tickets, s);
+    gp_cuda_codec_run_conv_rows(cv, win, n, T, cv->hist + T, ep, tensor, partial, tickets, s);
+}
+
+/* ---------------- the encoder's padded windows ---------------- */
+
+/* win [left + n + right][Cp] from x [n][C] (one signal): act(x) in the middle,
+ * the edges by `mode` (0 zeros, 1 replicate, 2 reflect; as gp_pad1d_fill, on
+ * the activated values), channels C .. Cp − 1 zero. */
+__global__ void k_codec_window_pad(const float *__restrict__ x, unsigned n, unsigned C, unsigned Cp,
+                                   unsigned left, unsigned right, int mode, gp_cuda_codec_act act,
+                                   float *__restrict__ win) {
+    const unsigned W = left + n + right, total = W * Cp;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += gridDim.x * blockDim.x) {
+        const unsigned c = i % Cp, r = i / Cp;
+        if (c >= C) {
+            win[i] = 0.0f;
+            continue;
+        }
+        long long j = (long long)r - left; /* index into x */
+        if (j < 0 || j >= (long long)n) {
+            if (mode == 0) {
+                win[i] = 0.0f;
+                continue;
+            }
+            if (mode == 1)
+                j = j < 0 ? 0 : (long long)n - 1;
+            else
+                j = j < 0 ? -j : 2 * (long long)n - 2 - j;
+        }
+        win[i] = codec_act(act, x[(size_t)j * C + c], (int)c);
+    }
+}
+
+void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left, int right,
+                                  int mode, const gp_cuda_codec_act *act, float *win,
+                                  cudaStream_t s) {
+    const size_t total = ((size_t)left + (size_t)n + (size_t)right) * (size_t)Cp;
+    const int threads = 256;
+    size_t blocks = (total + threads - 1) / threads;
+    if (blocks > 65535u * 8u) blocks = 65535u * 8u;
+    if (blocks == 0) return;
+    k_codec_window_pad<<<(unsigned)blocks, threads, 0, s>>>(x, (unsigned)n, (unsigned)C,
+                                                            (unsigned)Cp, (unsigned)left,
+                                                            (unsigned)right, mode, *act, win);
 }
 
 /* ---------------- grouped causal transposed convolution ---------------- */

@@ -32,8 +32,41 @@ static gp_dev_codec_act describe_act(const gp_act *a) {
 }
 
 static gp_dev_codec_conv describe_conv(const gp_conv1d *c) {
-    gp_dev_codec_conv d = {c->c_in, c->c_out, c->kernel, c->dilation, c->weight, c->bias};
+    gp_dev_codec_conv d = {c->c_in,   c->c_out, c->kernel, c->dilation,
+                           c->weight, c->bias,  c->stride};
     return d;
+}
+
+/* The encoder's layers (blocks: n_stages × n_kernels × n_dilations, caller frees). */
+static int describe_encoder(const gp_codec_encoder *enc, gp_dev_codec_enc_desc *d,
+                            gp_dev_codec_block **blocks, gp_error *err) {
+    const gp_codec_encoder_config *cfg = &enc->cfg;
+    const int nb = cfg->res.n_kernels * cfg->res.n_dilations;
+    if (cfg->n_stages < 1 || cfg->n_stages > GP_DEV_CODEC_MAX_STAGES) return GEPARD_OK;
+    *blocks = calloc((size_t)(cfg->n_stages * nb), sizeof **blocks);
+    if (!*blocks) return gp_fail_oom(err, "encoder description", (size_t)(cfg->n_stages * nb));
+    d->present = 1;
+    d->causal = cfg->causal;
+    d->pad_mode = (int)cfg->pad_mode;
+    d->encoded_dim = cfg->encoded_dim;
+    d->n_stages = cfg->n_stages;
+    d->pre = describe_conv(&enc->pre);
+    d->post = describe_conv(&enc->post);
+    d->post_act = describe_act(&enc->post_act);
+    for (int i = 0; i < cfg->n_stages; i++) {
+        const gp_codec_enc_stage *st = &enc->stages[i];
+        gp_dev_codec_block *b = *blocks + (size_t)i * nb;
+        for (int j = 0; j < nb; j++) {
+            b[j].in_act = describe_act(&st->blocks[j].in_act);
+            b[j].skip_act = describe_act(&st->blocks[j].skip_act);
+            b[j].in_conv = describe_conv(&st->blocks[j].in_conv);
+            b[j].skip_conv = describe_conv(&st->blocks[j].skip_conv);
+        }
+        d->stages[i].blocks = b;
+        d->stages[i].act = describe_act(&st->act);
+        d->stages[i].down = describe_conv(&st->down);
+    }
+    return GEPARD_OK;
 }
 
 static int describe(const gp_codec_decoder *dec, gp_dev_codec_desc *d, gp_dev_codec_block **blocks,
@@ -110,6 +143,13 @@ static int dc_decode(void *impl, int n, const int *slots, size_t frames, const f
                : GEPARD_OK;
 }
 
+static int dc_encode(void *impl, const float *audio, size_t n, float *latent, gp_error *err) {
+    device_codec *d = impl;
+    gp_dev_status st = {0, ""};
+    return d->plugin->codec_encode(d->dc, audio, n, latent, &st) ? gp_device_error(&st, err)
+                                                                 : GEPARD_OK;
+}
+
 static void dc_release(void *impl) {
     device_codec *d = impl;
     if (!d) return;
@@ -127,8 +167,12 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
     memset(&d, 0, sizeof d);
     d.device = spec->index;
     d.precision = precision;
-    gp_dev_codec_block *blocks = NULL;
+    gp_dev_codec_block *blocks = NULL, *enc_blocks = NULL;
     int rc = describe(&codec->dec, &d, &blocks, err);
+    /* the encoder shares the decoder's residual-block shape (one n_kernels × n_dilations) */
+    if (rc == GEPARD_OK && codec->enc.cfg.res.n_kernels == codec->dec.cfg.res.n_kernels &&
+        codec->enc.cfg.res.n_dilations == codec->dec.cfg.res.n_dilations)
+        rc = describe_encoder(&codec->enc, &d.enc, &enc_blocks, err);
     device_codec *dc = NULL;
     gp_codec_accel *accel = NULL;
     if (rc == GEPARD_OK) {
@@ -142,6 +186,7 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
         if (p->codec_create(&d, &dc->dc, &st)) rc = gp_device_error(&st, err);
     }
     free(blocks);
+    free(enc_blocks);
     if (rc) {
         free(dc);
         free(accel);
@@ -154,6 +199,7 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
     accel->slot_reset = dc_slot_reset;
     accel->slot_close = dc_slot_close;
     accel->decode = dc_decode;
+    accel->encode = d.enc.present ? dc_encode : NULL;
     accel->release = dc_release;
     gp_codec_set_accel(codec, accel);
     return GEPARD_OK;

@@ -149,10 +149,12 @@ typedef struct gp_dev_codec_act {
     const float *inv_alpha;      /* [n_snake]: 1 / (alpha + 1e-9) */
 } gp_dev_codec_act;
 
-/* Causal stride-1 convolution: weight [c_out][c_in][kernel], bias [c_out]. */
+/* Convolution: weight [c_out][c_in][kernel], bias [c_out]; the decoder's are
+ * causal with stride 1, the encoder's padded (see gp_dev_codec_enc_desc). */
 typedef struct gp_dev_codec_conv {
     int c_in, c_out, kernel, dilation;
     const float *weight, *bias;
+    int stride;
 } gp_dev_codec_conv;
 
 /* Causal grouped transposed convolution (output trimmed to n_in·stride):
@@ -175,6 +177,25 @@ typedef struct gp_dev_codec_stage {
 
 #define GP_DEV_CODEC_MAX_STAGES 8
 
+typedef struct gp_dev_codec_enc_stage { /* residual layer, activation, down-sampling conv */
+    const gp_dev_codec_block *blocks;   /* [n_kernels][n_dilations] */
+    gp_dev_codec_act act;
+    gp_dev_codec_conv down; /* stride = the stage's rate */
+} gp_dev_codec_enc_stage;
+
+/* The encoder (HiFiGANEncoder, CODEC.md §D): each conv's input padded on both
+ * sides by pad_mode (non-causal) or with zeros on the left (causal). */
+typedef struct gp_dev_codec_enc_desc {
+    int present; /* 0: the encoder stays on the CPU */
+    int causal;
+    int pad_mode; /* compute/conv.h's gp_pad_mode: 0 zeros, 1 replicate, 2 reflect */
+    int encoded_dim, n_stages;
+    gp_dev_codec_conv pre;
+    gp_dev_codec_enc_stage stages[GP_DEV_CODEC_MAX_STAGES];
+    gp_dev_codec_act post_act;
+    gp_dev_codec_conv post;
+} gp_dev_codec_enc_desc;
+
 typedef struct gp_dev_codec_desc {
     int device;
     gp_dev_codec_precision precision;
@@ -185,6 +206,7 @@ typedef struct gp_dev_codec_desc {
     gp_dev_codec_stage stages[GP_DEV_CODEC_MAX_STAGES];
     gp_dev_codec_act post_act;
     gp_dev_codec_conv post;
+    gp_dev_codec_enc_desc enc;
 } gp_dev_codec_desc;
 
 typedef struct gp_dev_codec gp_dev_codec;
@@ -255,6 +277,11 @@ typedef struct gp_dev_plugin {
                         float *const *pcm, gp_dev_status *st);
     /* GPU time of the last decode call (all its pieces), ms. */
     double (*codec_gpu_ms)(gp_dev_codec *c);
+    /* Encode n samples (a positive multiple of samples_per_frame) into latent
+     * [encoded_dim][n / samples_per_frame] (host), in f32 whatever the
+     * decoder's precision. Needs desc.enc.present. Synchronous. */
+    int (*codec_encode)(gp_dev_codec *c, const float *audio, size_t n, float *latent,
+                        gp_dev_status *st);
     /* Measured ceiling of the codec's arithmetic: TF32 (or f32 FMA) GEMM rate. */
     int (*codec_measure)(int device, gp_dev_codec_precision precision, double *tflops,
                          gp_dev_status *st);

@@ -8,7 +8,10 @@
  * The SIMD matmuls walk matrix.h's tiled layout one 4-row tile at a time
  * (one sequential stream) and give every output the same arithmetic whatever
  * the batch size or thread split, so a row's result never depends on what it
- * is batched with.
+ * is batched with. Batches of several rows (prefill) take cache-blocked
+ * variants (several weight rows × several input rows of accumulators, the
+ * columns in L1-sized blocks) that keep each output's FMA sequence, so they
+ * are bitwise equal to the row-by-row kernels (tests/test_kernels.c).
  *
  * Exactness: f32, bf16 and int8 entries of every level multiply the stored
  * weights by the f32 activations exactly (only the summation order differs

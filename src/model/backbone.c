@@ -167,7 +167,8 @@ typedef struct attention_job {
 } attention_job;
 
 /* One task per (row, KV head): the query heads sharing that KV head read
- * each cached key and value once (grouped-query attention). */
+ * each cached key and value once (grouped-query attention); then their
+ * outputs are multiplied by sigmoid(gate) (MODEL.md §C.2). */
 static void attention_task(void *ctx, int task, int worker) {
     const attention_job *job = ctx;
     const gp_backbone_config *bb = &job->m->cfg.backbone;
@@ -180,24 +181,36 @@ static void attention_task(void *ctx, int task, int worker) {
     gp_attend_cached_group(job->kv, seq->kv, job->layer, g, s->q + first * D, D, group,
                            s->row_pos[r] + 1, 1.0f / sqrtf((float)D), s->att + first * D, D,
                            s->scores + (size_t)worker * s->score_capacity);
-}
-
-static void silu_mul(float *gate, const float *up, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        float *o = s->att + ((size_t)r * NH + h) * D;
+        const float *gate = s->qg + (size_t)r * 2 * NH * D + (size_t)h * 2 * D + D;
+        for (int d = 0; d < D; d++) o[d] *= 1.0f / (1.0f + expf(-gate[d]));
     }
 }
 
-static void sigmoid_gate(const gp_model *m, gp_forward_scratch *s, int rows) {
-    const gp_backbone_config *bb = &m->cfg.backbone;
-    const int D = bb->head_dim, NH = bb->num_heads;
-    for (int r = 0; r < rows; r++)
-        for (int h = 0; h < NH; h++) {
-            float *o = s->att + ((size_t)r * NH + h) * D;
-            const float *gate = s->qg + (size_t)r * 2 * NH * D + (size_t)h * 2 * D + D;
-            for (int d = 0; d < D; d++) o[d] *= 1.0f / (1.0f + expf(-gate[d]));
-        }
+/* gate[i] = silu(gate[i]) · up[i] over n elements, in parts on the pool
+ * (elementwise: the same values whatever the split). */
+typedef struct silu_job {
+    float *gate;
+    const float *up;
+    size_t n;
+    int parts;
+} silu_job;
+
+static void silu_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const silu_job *job = ctx;
+    long i0, i1;
+    gp_split_range((long)job->n, job->parts, task, 16, &i0, &i1);
+    for (long i = i0; i < i1; i++) {
+        float g = job->gate[i];
+        job->gate[i] = g / (1.0f + expf(-g)) * job->up[i];
+    }
+}
+
+static void silu_mul(float *gate, const float *up, size_t n, gp_pool *pool) {
+    silu_job job = {gate, up, n, gp_pool_size(pool)};
+    gp_pool_parallel_for(pool, job.parts, silu_task, &job);
 }
 
 static void add_rows(float *x, const float *y, size_t n) {
@@ -219,14 +232,13 @@ static void decoder_layer(const gp_model *m, int l, gp_kv_pool *kv, gp_forward_s
     attention_inputs(m, L, l, kv, s, seqs, rows);
     attention_job job = {m, l, kv, s, seqs};
     gp_pool_parallel_for(pool, rows * bb->num_kv_heads, attention_task, &job);
-    sigmoid_gate(m, s, rows);
     linear(&L->o_proj, L->o_bias, s->att, rows, s->a, seqs, n_seqs, l, GP_LORA_O, lora_tmp, pool);
     add_rows(s->x, s->a, (size_t)rows * H);
     /* MLP block. */
     gp_rmsnorm_rows(s->x, rows, H, L->post_norm, eps, s->a);
     linear(&L->gate_proj, NULL, s->a, rows, s->gate, seqs, n_seqs, l, GP_LORA_GATE, lora_tmp, pool);
     linear(&L->up_proj, NULL, s->a, rows, s->up, seqs, n_seqs, l, GP_LORA_UP, lora_tmp, pool);
-    silu_mul(s->gate, s->up, (size_t)rows * bb->intermediate_size);
+    silu_mul(s->gate, s->up, (size_t)rows * bb->intermediate_size, pool);
     linear(&L->down_proj, NULL, s->gate, rows, s->a, seqs, n_seqs, l, GP_LORA_DOWN, lora_tmp, pool);
     add_rows(s->x, s->a, (size_t)rows * H);
     (void)D;

@@ -43,6 +43,7 @@ typedef void (*gp_attend_group_fn)(const gp_kv_pool *kv, const gp_kv_seq *seq, i
 
 typedef struct gp_kernel_table {
     const char *name;
+    const char *prefill;              /* how batches of rows are multiplied, for `gepard bench` */
     gp_matmul_rows_fn matmul_rows[4]; /* indexed by gp_weight_format */
     gp_attend_fn attend;
     gp_attend_group_fn attend_group;

@@ -653,6 +653,8 @@ static void attend(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv
 
 const gp_kernel_table gp_kernels_avx512 = {
     .name = "avx512",
+    .prefill = "cache-blocked, batches of 4+ rows: 8 weight rows x 3 input rows of f32 FMA "
+               "accumulators, 512-column blocks reused from L1, next block prefetched",
     .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
     .attend = attend,
     .attend_group = attend_group,

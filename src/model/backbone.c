@@ -132,14 +132,15 @@ static void linear(const gp_matrix *w, const float *bias, const float *x, int ro
     }
 }
 
-/* Split q/gate per head, q_norm/k_norm, RoPE, and store K/V in the cache. */
+/* Split q/gate per head, q_norm/k_norm, RoPE, and store K/V in the cache,
+ * for rows [r0, r1). */
 static void attention_inputs(const gp_model *m, const gp_layer *L, int layer, gp_kv_pool *kv,
-                             gp_forward_scratch *s, const gp_backbone_seq *seqs, int rows) {
+                             gp_forward_scratch *s, const gp_backbone_seq *seqs, int r0, int r1) {
     const gp_backbone_config *bb = &m->cfg.backbone;
     const int D = bb->head_dim, NH = bb->num_heads, NKV = bb->num_kv_heads;
     const int half = bb->rotary_dim / 2;
     const float eps = (float)bb->rms_norm_eps;
-    for (int r = 0; r < rows; r++) {
+    for (int r = r0; r < r1; r++) {
         const float *cosv = s->rope_cos + (size_t)r * half, *sinv = s->rope_sin + (size_t)r * half;
         for (int h = 0; h < NH; h++) {
             float *q = s->q + ((size_t)r * NH + h) * D;
@@ -156,6 +157,39 @@ static void attention_inputs(const gp_model *m, const gp_layer *L, int layer, gp
             memcpy(v, s->v + ((size_t)r * NKV + g) * D, (size_t)D * sizeof(float));
         }
     }
+}
+
+/* Row-wise steps split over the pool by rows (each row's values are the
+ * same whatever the split): the RMSNorm of the residual stream and the
+ * attention inputs. */
+typedef struct rows_job {
+    const gp_model *m;
+    const gp_layer *L;
+    int layer, rows, parts;
+    gp_kv_pool *kv;
+    gp_forward_scratch *s;
+    const gp_backbone_seq *seqs;
+    const float *gain; /* RMSNorm s->x -> s->a with this gain, or NULL: attention inputs */
+} rows_job;
+
+static void rows_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const rows_job *j = ctx;
+    long r0, r1;
+    gp_split_range(j->rows, j->parts, task, 1, &r0, &r1);
+    if (r1 <= r0) return;
+    if (j->gain) {
+        const int H = j->m->cfg.backbone.hidden_size;
+        gp_rmsnorm_rows(j->s->x + (size_t)r0 * H, (int)(r1 - r0), H, j->gain,
+                        (float)j->m->cfg.backbone.rms_norm_eps, j->s->a + (size_t)r0 * H);
+    } else {
+        attention_inputs(j->m, j->L, j->layer, j->kv, j->s, j->seqs, (int)r0, (int)r1);
+    }
+}
+
+static void run_rows(rows_job *job, gp_pool *pool) {
+    job->parts = gp_pool_size(pool) < job->rows ? gp_pool_size(pool) : job->rows;
+    gp_pool_parallel_for(pool, job->parts, rows_task, job);
 }
 
 typedef struct attention_job {
@@ -221,27 +255,28 @@ static void decoder_layer(const gp_model *m, int l, gp_kv_pool *kv, gp_forward_s
                           const gp_backbone_seq *seqs, int n_seqs, int rows, gp_pool *pool) {
     const gp_backbone_config *bb = &m->cfg.backbone;
     const gp_layer *L = &m->layers[l];
-    const int H = bb->hidden_size, D = bb->head_dim;
-    const float eps = (float)bb->rms_norm_eps;
+    const int H = bb->hidden_size;
     float *lora_tmp = s->tmp;
     /* Attention block. */
-    gp_rmsnorm_rows(s->x, rows, H, L->input_norm, eps, s->a);
+    rows_job rj = {m, L, l, rows, 1, kv, s, seqs, L->input_norm};
+    run_rows(&rj, pool);
     linear(&L->q_proj, L->q_bias, s->a, rows, s->qg, seqs, n_seqs, l, GP_LORA_Q, lora_tmp, pool);
     linear(&L->k_proj, L->k_bias, s->a, rows, s->k, seqs, n_seqs, l, GP_LORA_K, lora_tmp, pool);
     linear(&L->v_proj, L->v_bias, s->a, rows, s->v, seqs, n_seqs, l, GP_LORA_V, lora_tmp, pool);
-    attention_inputs(m, L, l, kv, s, seqs, rows);
+    rj.gain = NULL;
+    run_rows(&rj, pool);
     attention_job job = {m, l, kv, s, seqs};
     gp_pool_parallel_for(pool, rows * bb->num_kv_heads, attention_task, &job);
     linear(&L->o_proj, L->o_bias, s->att, rows, s->a, seqs, n_seqs, l, GP_LORA_O, lora_tmp, pool);
     add_rows(s->x, s->a, (size_t)rows * H);
     /* MLP block. */
-    gp_rmsnorm_rows(s->x, rows, H, L->post_norm, eps, s->a);
+    rj.gain = L->post_norm;
+    run_rows(&rj, pool);
     linear(&L->gate_proj, NULL, s->a, rows, s->gate, seqs, n_seqs, l, GP_LORA_GATE, lora_tmp, pool);
     linear(&L->up_proj, NULL, s->a, rows, s->up, seqs, n_seqs, l, GP_LORA_UP, lora_tmp, pool);
     silu_mul(s->gate, s->up, (size_t)rows * bb->intermediate_size, pool);
     linear(&L->down_proj, NULL, s->gate, rows, s->a, seqs, n_seqs, l, GP_LORA_DOWN, lora_tmp, pool);
     add_rows(s->x, s->a, (size_t)rows * H);
-    (void)D;
 }
 
 int gp_backbone_forward(const gp_model *m, gp_kv_pool *kv, gp_forward_scratch *s,

@@ -227,8 +227,9 @@ static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                 /* the tile's stream continues into the next tile */
                 const unsigned char *pf =
                     c1 < cols || t + 1 < t1 ? data + t * tile_bytes + (c1 + 15) / 16 * step : NULL;
-                for (int j = j0, g = 0; j < j1; j += BLOCK_X, g++) {
-                    const int nb = j1 - j < BLOCK_X ? j1 - j : BLOCK_X;
+                for (int j = j0, g = 0, nb; j < j1; j += nb, g++) {
+                    /* 3 rows at a time; 4 left go as 2 + 2 rather than 3 + 1 */
+                    nb = j1 - j == 4 ? 2 : j1 - j < BLOCK_X ? j1 - j : BLOCK_X;
                     block_fns[kind][nb - 1](w, t, x + (size_t)j * ldx, ldx, c0, c1, &acc[g],
                                             y + (size_t)j * ldy, ldy, r0, r1, g ? NULL : pf);
                 }

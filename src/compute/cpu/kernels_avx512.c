@@ -284,8 +284,9 @@ static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                 const unsigned char *pf = c1 < cols     ? data + t * tile_bytes + c1 / 16 * step
                                           : t + nt < t1 ? data + (t + nt) * tile_bytes
                                                         : NULL;
-                for (int j = j0, g = 0; j < j1; j += BLOCK_X, g++) {
-                    const int nb = j1 - j < BLOCK_X ? j1 - j : BLOCK_X;
+                for (int j = j0, g = 0, nb; j < j1; j += nb, g++) {
+                    /* 3 rows at a time; 4 left go as 2 + 2 rather than 3 + 1 */
+                    nb = j1 - j == 4 ? 2 : j1 - j < BLOCK_X ? j1 - j : BLOCK_X;
                     block_fns[kind][nt - 1][nb - 1](w, t, x + (size_t)j * ldx, ldx, c0, c1, &acc[g],
                                                     y + (size_t)j * ldy, ldy, r0, r1,
                                                     g ? NULL : pf);

@@ -15,7 +15,8 @@
 #        and on all cores, at the best kernel level and with GEPARD_KERNELS=avx2,
 #        each run interleaved with the previous build's programs when the bundle
 #        has them (bin/gepard-base, bin/prefill_bench-base: `make device-bundle
-#        DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json.
+#        DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
+#        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it.
 # Logs and JSON go to $OUT (the device tool brings that folder back) or
 # ./.device/out when OUT is unset.
 set -u
@@ -64,10 +65,10 @@ if [ "$what" = cpu ]; then
     suffix() { if [ "$1" = base ]; then echo -base; fi; }
     all=$(nproc)
     {
-        for kernels in best avx2; do
+        for kernels in ${CPU_KERNELS:-best avx2}; do
             kenv=""
             [ "$kernels" = avx2 ] && kenv=GEPARD_KERNELS=avx2
-            for cores in $(echo 2 "$all" | tr ' ' '\n' | sort -un); do
+            for cores in $(echo ${CPU_CORES:-2 $all} | tr ' ' '\n' | sort -un); do
                 cpus=0-$((cores - 1))
                 for rep in 1 2; do
                     for b in $builds; do

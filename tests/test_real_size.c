@@ -3,14 +3,14 @@
  * checkpoint `gepard synth --preset gepard-1.0 --seed 1` writes; the test
  * synthesises it, or uses $GEPARD_REALSIZE_DIR, and checks its sha256).
  *
- * Every case's first 20 greedy frames (top_k 1, stop head off; the goldens
+ * Every case's first 16 greedy frames (top_k 1, stop head off; the goldens
  * hold 40) must equal the golden codes exactly, with f32 weights and with bf16 weights: the goldens
  * ran in f32 arithmetic on the bf16-stored weights, and both CPU formats
  * multiply those exact weights by f32 activations. f32 runs the four cases
  * as four streams of one batch with the prefill in chunks of 7 rows (the
  * cache-blocked prefill kernels, rows of several streams in one product);
- * bf16 runs real0 and real2 (the longest prefill, 103 rows) alone with the
- * whole prefill in one step (the whole test takes ~1.5 minutes under ASan).
+ * bf16 runs real2 (the longest prefill, 103 rows) and real3 (the shortest)
+ * alone with the whole prefill in one step.
  * Equal codes both ways also hold batch invariance at the real size. */
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +21,11 @@
 #include "test.h"
 
 #define N_CASES 4
-#define FRAMES 20 /* of the goldens' 40: enough to tell, half the time under ASan */
+#define FRAMES 16 /* of the goldens' 40: enough to tell, and the test stays ~1.5 min under ASan */
 
 static void check_format(const golden *g, const char *model_dir, gp_weight_format format,
                          bool batched) {
-    const int n_cases = batched ? N_CASES : 2, pick[N_CASES] = {0, 2, 1, 3};
+    const int n_cases = batched ? N_CASES : 2, pick[N_CASES] = {2, 3, 0, 1};
     gp_model_load_options o = gp_model_load_default_options();
     o.weight_format = format;
     gp_model *m = NULL;

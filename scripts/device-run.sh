@@ -10,7 +10,8 @@
 # bench: `gepard bench --device cuda` on the real-size checkpoint.
 # serve: `gepard serve --device cuda` driven by `gepard loadtest` (1 and 64
 #        concurrent streaming requests of 100 frames).
-# cpu:   the host CPU alone (issue 15): prefill_bench (26 and 64 rows) and
+# cpu:   the host CPU alone (issue 15): the kernel and real-size CPU tests, then
+#        prefill_bench (26 and 64 rows) and
 #        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
 #        and on all cores, at the best kernel level and with GEPARD_KERNELS=avx2,
 #        each run interleaved with the previous build's programs when the bundle
@@ -59,6 +60,10 @@ if [ "$what" = serve ] || [ "$what" = all ]; then
     kill -TERM $pid; wait $pid
 fi
 if [ "$what" = cpu ]; then
+    # The matrix kernels (bitwise batch invariance of the blocked prefill kernels) and the
+    # real-size goldens on this CPU first.
+    GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
+        "$bin/gepard-tests" kernels real_size_cpu 2>&1 | tee "$out/cpu-tests.log" | tail -3
     # Old (bin/*-base) and new programs alternate, so both see the same load.
     builds="new"
     [ -x "$bin/gepard-base" ] && [ -x "$bin/prefill_bench-base" ] && builds="base new"

@@ -183,15 +183,22 @@ test-cuda:
 	GEPARD_BIN=$(REL_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(REL_TESTS) cuda $(TEST_ARGS)
 
 # Pack what the GPU machine needs into .device/ (git-ignored): gepard, the
-# release test binary, the CUDA plugin beside them, their Debian libraries
-# and the shared fixtures. Then, with the device tool:
+# release test binary, prefill_bench, the CUDA plugin beside them, their
+# Debian libraries and the shared fixtures. DEVICE_BASE_DIR=DIR also packs
+# DIR/gepard and DIR/bench/prefill_bench of another build as gepard-base and
+# prefill_bench-base (for `scripts/device-run.sh cpu`'s old-vs-new runs).
+# Then, with the device tool:
 #   run(command="scripts/device-run.sh all", carry=[".device"])
 device-bundle:
 	@$(MAKE) --no-print-directory all CUDA=1
-	@$(MAKE) --no-print-directory $(REL_TESTS)
+	@$(MAKE) --no-print-directory $(REL_TESTS) $(BUILD)/release/bench/prefill_bench
 	@rm -rf .device && mkdir -p .device/fixtures
-	@sh ../shared/tools/device-bundle.sh .device $(REL_BIN) $(REL_TESTS)
+	@sh ../shared/tools/device-bundle.sh .device $(REL_BIN) $(REL_TESTS) \
+	  $(BUILD)/release/bench/prefill_bench
 	@cp $(CUDA_PLUGIN) .device/bin/
+	@if [ -n "$(DEVICE_BASE_DIR)" ]; then \
+	  cp $(DEVICE_BASE_DIR)/gepard .device/bin/gepard-base && \
+	  cp $(DEVICE_BASE_DIR)/bench/prefill_bench .device/bin/prefill_bench-base; fi
 	@cp -r ../shared/fixtures/model-tiny ../shared/fixtures/codec-tiny \
 	  ../shared/fixtures/real-size ../shared/fixtures/README.md .device/fixtures/
 	@du -sh .device

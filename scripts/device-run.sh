@@ -3,7 +3,7 @@
 # `make device-bundle` here packed .device/ (programs, their libraries, the
 # CUDA plugin and the fixtures). One command does the whole GPU check:
 #
-#   scripts/device-run.sh [tests|bench|serve|all] [ARGS for bench...]
+#   scripts/device-run.sh [tests|bench|serve|all|cpu] [ARGS for bench...]
 #
 # tests: `gepard synth` writes the real-size synthetic checkpoint, then every
 #        CUDA test runs (release build) against the fixtures and real size.
@@ -11,6 +11,14 @@
 # serve: `gepard serve --device cuda` (backbone and codec on the GPU) driven
 #        by `gepard loadtest` (1, 64 and 256 concurrent streaming requests of
 #        100 frames).
+# cpu:   the host CPU alone (issue 15): the kernel and real-size CPU tests, then
+#        prefill_bench (26 and 64 rows) and
+#        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
+#        and on all cores, at the best kernel level and with GEPARD_KERNELS=avx2,
+#        each run interleaved with the previous build's programs when the bundle
+#        has them (bin/gepard-base, bin/prefill_bench-base: `make device-bundle
+#        DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
+#        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it.
 # Logs and JSON go to $OUT (the device tool brings that folder back) or
 # ./.device/out when OUT is unset.
 set -u
@@ -24,6 +32,7 @@ what=${1:-all}
 shift || true
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 nproc; grep -m1 "model name" /proc/cpuinfo
+grep -o -w -E "avx512f|avx512_bf16|avx512_vnni|amx_bf16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 if [ ! -f /tmp/rs/model/model.safetensors ]; then
     "$bin/gepard" synth --preset gepard-1.0 --seed 1 --out /tmp/rs > /dev/null || exit 1
 fi
@@ -50,5 +59,43 @@ if [ "$what" = serve ] || [ "$what" = all ]; then
         echo "loadtest -c $c: $(cat "$out/loadtest_$c.json")"
     done
     kill -TERM $pid; wait $pid
+fi
+if [ "$what" = cpu ]; then
+    # The matrix kernels (bitwise batch invariance of the blocked prefill kernels) and the
+    # real-size goldens on this CPU first.
+    GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
+        "$bin/gepard-tests" kernels real_size_cpu 2>&1 | tee "$out/cpu-tests.log" | tail -3
+    # Old (bin/*-base) and new programs alternate, so both see the same load.
+    builds="new"
+    [ -x "$bin/gepard-base" ] && [ -x "$bin/prefill_bench-base" ] && builds="base new"
+    suffix() { if [ "$1" = base ]; then echo -base; fi; }
+    all=$(nproc)
+    {
+        for kernels in ${CPU_KERNELS:-best avx2}; do
+            kenv=""
+            [ "$kernels" = avx2 ] && kenv=GEPARD_KERNELS=avx2
+            for cores in $(echo ${CPU_CORES:-2 $all} | tr ' ' '\n' | sort -un); do
+                cpus=0-$((cores - 1))
+                for rep in 1 2; do
+                    for b in $builds; do
+                        for rows in 26 64; do
+                            echo "prefill $b kernels=$kernels cores=$cores rep=$rep: $(env $kenv \
+                                taskset -c $cpus "$bin/prefill_bench$(suffix $b)" /tmp/rs/model \
+                                $rows $cores 5)"
+                        done
+                    done
+                done
+                for rep in 1 2; do
+                    for b in $builds; do
+                        f="$out/cpu-$b-$kernels-$cores-$rep.json"
+                        env $kenv taskset -c $cpus "$bin/gepard$(suffix $b)" bench --device cpu \
+                            --model /tmp/rs/model --codec /tmp/rs/codec --threads $cores \
+                            --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
+                        echo "bench $b kernels=$kernels cores=$cores rep=$rep: $(cat "$f")"
+                    done
+                done
+            done
+        done
+    } 2>&1 | tee "$out/cpu.log"
 fi
 exit $rc

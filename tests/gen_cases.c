@@ -1,7 +1,12 @@
 /* gen_cases.c — see gen_cases.h. */
 #include "gen_cases.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "io/sha256.h"
+#include "test.h"
 
 /* Layout ids of a fixture text, taken from the teacher_forced cases (the
  * tokenizer has its own tests). */
@@ -37,15 +42,76 @@ gp_gen_params gen_case_params(const cJSON *o) {
 /* Run streams to completion through gp_gen_step with a small row budget so
  * prefill is chunked. */
 int gen_run_streams(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows, gp_error *err) {
+    return gen_run_streams_on(streams, n, kv, max_rows, NULL, err);
+}
+
+int gen_run_streams_on(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows, gp_pool *pool,
+                       gp_error *err) {
     gp_gen_workspace w;
     gp_gen_workspace_init(&w);
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) rc = gp_gen_reserve(streams[i], kv, err);
     for (int guard = 0; !rc && guard < 100000; guard++) {
-        int r = gp_gen_step(streams, n, kv, &w, max_rows, NULL, err);
+        int r = gp_gen_step(streams, n, kv, &w, max_rows, pool, err);
         if (r < 0) rc = -r;
         if (r == 0) break;
     }
     gp_gen_workspace_free(&w);
     return rc;
+}
+
+static int file_sha256(const char *path, char hex[65]) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return -1;
+    gp_sha256 s;
+    gp_sha256_init(&s);
+    static unsigned char buf[1 << 20];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0) gp_sha256_update(&s, buf, n);
+    fclose(fp);
+    gp_sha256_final_hex(&s, hex);
+    return 0;
+}
+
+/* See gen_cases.h. */
+const char *gen_realsize_dir(const golden *g) {
+    static char dir[1024];
+    const char *env = getenv("GEPARD_REALSIZE_DIR");
+    if (env && *env) {
+        snprintf(dir, sizeof dir, "%s", env);
+    } else {
+        snprintf(dir, sizeof dir, "%s", test_tmp("realsize"));
+        /* the release build when there is one (`make test` names it): 3x faster */
+        const char *rel = getenv("GEPARD_RELEASE_BIN");
+        const char *args[] = {rel && *rel ? rel : "",
+                              "synth",
+                              "--preset",
+                              "gepard-1.0",
+                              "--seed",
+                              "1",
+                              "--out",
+                              dir,
+                              NULL};
+        test_cmd_result r;
+        if (rel && *rel)
+            test_run_program(&r, NULL, 0, 280, args);
+        else
+            test_run_gepard(&r, NULL, 0, 280, args + 1);
+        int ok = r.status == 0;
+        if (!ok) test_fail(__FILE__, __LINE__, "gepard synth failed: %s", r.err);
+        test_cmd_result_free(&r);
+        if (!ok) return NULL;
+    }
+    char path[1100], hex[65];
+    snprintf(path, sizeof path, "%s/model/model.safetensors", dir);
+    const cJSON *w = cJSON_GetObjectItem(g->json, "weights");
+    const cJSON *want = cJSON_GetObjectItem(w, "DIR/model/model.safetensors sha256");
+    if (file_sha256(path, hex) || !want || strcmp(hex, want->valuestring)) {
+        test_fail(__FILE__, __LINE__,
+                  "%s does not hold the weights the real-size goldens were computed on "
+                  "(sha256 %s) — `gepard synth` changed; the goldens no longer apply",
+                  path, hex);
+        return NULL;
+    }
+    return dir;
 }

@@ -1,6 +1,7 @@
 /* gen_cases.h — helpers the generation tests share (test_generate.c on the
- * CPU, test_cuda.c on the GPU): a model-tiny golden case's layout ids and
- * sampling options, and running streams to completion through gp_gen_step. */
+ * CPU, test_cuda.c on the GPU, test_real_size.c): a model-tiny golden
+ * case's layout ids and sampling options, running streams to completion
+ * through gp_gen_step, and the real-size synthetic checkpoint. */
 #ifndef GEPARD_TEST_GEN_CASES_H
 #define GEPARD_TEST_GEN_CASES_H
 
@@ -15,5 +16,14 @@ gp_gen_params gen_case_params(const cJSON *options);
 /* Reserve KV for every stream and step them together until none works,
  * with at most max_rows rows per step (small values chunk the prefill). */
 int gen_run_streams(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows, gp_error *err);
+/* The same on a thread pool. */
+int gen_run_streams_on(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows, gp_pool *pool,
+                       gp_error *err);
+/* The synthetic real-size checkpoint the ../shared/fixtures/real-size goldens
+ * were computed on: $GEPARD_REALSIZE_DIR, or written now with `gepard synth
+ * --preset gepard-1.0 --seed 1` ($GEPARD_RELEASE_BIN when set, else the
+ * ASan binary); its model weights' sha256 must match the golden's, else
+ * the test fails and NULL comes back. */
+const char *gen_realsize_dir(const golden *g);
 
 #endif

@@ -338,13 +338,23 @@ TEST(cli_bench_prints_the_required_keys) {
                           "backbone_fraction_of_bound",
                           "codec_fraction_of_bound",
                           "machine",
-                          "compare"};
+                          "compare",
+                          "prefill_gflops",
+                          "prefill_fraction_of_fma_peak",
+                          "prefill_by_level",
+                          "kernels"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         CHECK_MSG(cJSON_GetObjectItem(j, keys[i]) != NULL, "missing key %s", keys[i]);
     CHECK(strcmp(cJSON_GetObjectItem(j, "dtype")->valuestring, "bf16") == 0);
     CHECK(strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "compare"), "dtype")->valuestring,
                  "f32") == 0);
     CHECK(cJSON_GetObjectItem(j, "mem_bandwidth_gbs")->valuedouble > 0.1);
+    /* which kernel served each phase, and why the matrix level was chosen */
+    const cJSON *k = cJSON_GetObjectItem(j, "kernels");
+    const char *phases[] = {"matrix", "matrix_why", "decode", "prefill", "codec", "codec_why"};
+    for (size_t i = 0; k && i < sizeof phases / sizeof phases[0]; i++)
+        CHECK_MSG(cJSON_IsString(cJSON_GetObjectItem(k, phases[i])), "kernels.%s missing",
+                  phases[i]);
     cJSON_Delete(j);
     test_cmd_result_free(&r);
 }

@@ -24,7 +24,6 @@
 #include "cuda_common.h"
 #include "gen_cases.h"
 #include "golden.h"
-#include "io/sha256.h"
 #include "model/compressor.h"
 #include "model/device.h"
 #include "model/generate.h"
@@ -503,7 +502,7 @@ TEST(cuda_real_size_against_reference) {
     require_cuda();
     golden g;
     REQUIRE(golden_open(&g, "real-size") == 0);
-    const char *dir = realsize_dir(&g);
+    const char *dir = gen_realsize_dir(&g);
     REQUIRE(dir);
     char model_dir[1100];
     snprintf(model_dir, sizeof model_dir, "%s/model", dir);

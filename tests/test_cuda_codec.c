@@ -22,6 +22,7 @@
 
 #include "codec/codec.h"
 #include "cuda_common.h"
+#include "gen_cases.h"
 #include "golden.h"
 #include "model/device_codec.h"
 #include "test.h"
@@ -127,7 +128,7 @@ TEST(cuda_codec_tiny_goldens) {
 static const char *realsize_codec(golden *g, int32_t **codes, size_t *T, float **pcm) {
     static char path[1100];
     if (golden_open(g, "real-size")) return NULL;
-    const char *dir = realsize_dir(g);
+    const char *dir = gen_realsize_dir(g);
     if (!dir) return NULL;
     snprintf(path, sizeof path, "%s/codec", dir);
     int64_t dims[4];

@@ -8,7 +8,10 @@
  * The SIMD matmuls walk matrix.h's tiled layout one 4-row tile at a time
  * (one sequential stream) and give every output the same arithmetic whatever
  * the batch size or thread split, so a row's result never depends on what it
- * is batched with.
+ * is batched with. Batches of several rows (prefill) take cache-blocked
+ * variants (several weight rows × several input rows of accumulators, the
+ * columns in L1-sized blocks) that keep each output's FMA sequence, so they
+ * are bitwise equal to the row-by-row kernels (tests/test_kernels.c).
  *
  * Exactness: f32, bf16 and int8 entries of every level multiply the stored
  * weights by the f32 activations exactly (only the summation order differs
@@ -40,6 +43,7 @@ typedef void (*gp_attend_group_fn)(const gp_kv_pool *kv, const gp_kv_seq *seq, i
 
 typedef struct gp_kernel_table {
     const char *name;
+    const char *prefill;              /* how batches of rows are multiplied, for `gepard bench` */
     gp_matmul_rows_fn matmul_rows[4]; /* indexed by gp_weight_format */
     gp_attend_fn attend;
     gp_attend_group_fn attend_group;

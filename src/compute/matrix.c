@@ -229,6 +229,7 @@ void gp_matrix_row_f32(const gp_matrix *m, int r, float *dst) {
 static const gp_kernel_table *level_tables[3] = {&gp_kernels_scalar, &gp_kernels_avx2,
                                                  &gp_kernels_avx512};
 static int active_level = -1;
+static const char *active_reason = "set by the program";
 
 #if defined(__x86_64__)
 /* F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" for
@@ -273,6 +274,17 @@ gp_kernel_level gp_kernels_active(void) {
         if (env && strcmp(env, "avx2") == 0) want = GP_KERNELS_AVX2;
         if (env && strcmp(env, "avx512") == 0) want = GP_KERNELS_AVX512;
         gp_kernels_set(want);
+        active_reason = env && (strcmp(env, "scalar") == 0 || strcmp(env, "avx2") == 0 ||
+                                strcmp(env, "avx512") == 0)
+                            ? (active_level == (int)want ? "GEPARD_KERNELS in the environment"
+                                                         : "GEPARD_KERNELS asked for more than "
+                                                           "this CPU has")
+                        : active_level == GP_KERNELS_AVX512
+                            ? "the CPU has AVX-512 F/BW/DQ/VL with BF16 and VNNI"
+                        : active_level == GP_KERNELS_AVX2
+                            ? "the CPU has AVX2, FMA and F16C but not all of AVX-512 "
+                              "F/BW/DQ/VL/BF16/VNNI"
+                            : "the CPU lacks AVX2/FMA/F16C";
     }
     return (gp_kernel_level)active_level;
 }
@@ -280,6 +292,11 @@ gp_kernel_level gp_kernels_active(void) {
 const char *gp_kernel_level_name(gp_kernel_level level) {
     static const char *names[] = {"scalar", "avx2", "avx512"};
     return (unsigned)level < 3 ? names[level] : "?";
+}
+
+const char *gp_kernels_reason(void) {
+    gp_kernels_active();
+    return active_reason;
 }
 
 const gp_kernel_table *gp_kernel_table_active(void) { return level_tables[gp_kernels_active()]; }

@@ -116,6 +116,9 @@ gp_kernel_level gp_kernels_active(void);
 /* Clamp to what the CPU supports; returns the level actually set. */
 gp_kernel_level gp_kernels_set(gp_kernel_level level);
 const char *gp_kernel_level_name(gp_kernel_level level);
+/* Why the active level was chosen, as a phrase for `gepard bench`:
+ * "GEPARD_KERNELS=avx2", or what the CPU offers. */
+const char *gp_kernels_reason(void);
 
 /* y[j][r] = Σ_i W[r][i] · x[j][i] for j < n, r < rows, with x rows `ldx`
  * floats apart and y rows `ldy` apart. */

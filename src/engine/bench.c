@@ -12,13 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
+#include "base/rng.h"
 #include "base/timing.h"
+#include "compute/kernels.h"
 #include "compute/roofline.h"
 #include "engine/api_error.h"
 #include "engine/api_internal.h"
 #include "engine/bench_gpu.h"
 #include "engine/synth_prep.h"
+#include "model/backbone.h"
 
 gepard_bench_params gepard_bench_default_params(void) {
     gepard_bench_params p;
@@ -67,6 +71,15 @@ static size_t backbone_bytes_per_frame(const gp_model *m) {
     }
     return bytes + gp_matrix_bytes(&m->embed_proj0) + gp_matrix_bytes(&m->embed_proj2) +
            gp_matrix_bytes(&m->heads);
+}
+
+/* Multiply-adds of the backbone's matrices per row (from the config, so the
+ * same on a device). */
+static double backbone_macs_per_row(const gp_model *m) {
+    const gp_backbone_config *b = &m->cfg.backbone;
+    const double H = b->hidden_size, QD = (double)b->num_heads * b->head_dim,
+                 KD = (double)b->num_kv_heads * b->head_dim, I = b->intermediate_size;
+    return b->num_layers * (H * 2 * QD + 2 * H * KD + QD * H + 3 * H * I);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -134,6 +147,59 @@ static int bench_backbone(gepard_model *gm, const char *text, int frames, int th
     gp_gen_free(s, kv);
     gp_kv_pool_free(kv);
     gp_pool_free(pool);
+    return rc;
+}
+
+/* Prefill speed of every matrix-kernel level this CPU runs: `rows` random
+ * rows through gp_backbone_forward (one fresh sequence, best of 3), with the
+ * level switched for the measurement and restored after. Levels give
+ * different (each batch-invariant) results, so the engine never switches
+ * by itself; this shows what each would give. */
+static int bench_prefill_levels(const gp_model *m, int rows, int threads, cJSON *into,
+                                gp_error *err) {
+    const gp_backbone_config *bb = &m->cfg.backbone;
+    const int H = bb->hidden_size;
+    float *x = gp_aligned_alloc((size_t)rows * H * sizeof(float));
+    float *h = gp_aligned_alloc((size_t)H * sizeof(float));
+    gp_kv_pool *kv = NULL;
+    gp_pool *pool = NULL;
+    gp_forward_scratch s;
+    gp_forward_scratch_init(&s);
+    int rc = x && h ? GEPARD_OK : gp_fail_oom(err, "prefill bench rows", (size_t)rows * H * 4);
+    if (!rc)
+        rc = gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, 16, rows / 16 + 2,
+                               &kv, err);
+    if (!rc) rc = gp_pool_create(threads, &pool, err);
+    gp_rng rng;
+    gp_rng_seed(&rng, 7);
+    for (size_t i = 0; !rc && i < (size_t)rows * H; i++) x[i] = (float)(gp_rng_uniform(&rng) - 0.5);
+    const gp_kernel_level active = gp_kernels_active();
+    cJSON *obj = cJSON_AddObjectToObject(into, "prefill_by_level");
+    for (int l = GP_KERNELS_AVX512; !rc && l >= GP_KERNELS_AVX2; l--) {
+        if (!gp_kernel_table_for((gp_kernel_level)l)) continue;
+        gp_kernels_set((gp_kernel_level)l);
+        double best = 1e30;
+        for (int rep = 0; !rc && rep < 3; rep++) {
+            gp_kv_seq seq;
+            gp_kv_seq_init(&seq);
+            rc = gp_kv_seq_reserve(kv, &seq, rows, err);
+            gp_backbone_seq bs = {&seq, rows, NULL};
+            uint64_t t0 = gp_now_ns();
+            if (!rc) rc = gp_backbone_forward(m, kv, &s, &bs, 1, x, h, NULL, pool, err);
+            const double ms = (double)(gp_now_ns() - t0) * 1e-6;
+            if (ms < best) best = ms;
+            gp_kv_seq_release(kv, &seq);
+        }
+        cJSON *o = cJSON_AddObjectToObject(obj, gp_kernel_level_name((gp_kernel_level)l));
+        cJSON_AddNumberToObject(o, "tokens_per_s", rows / (best * 1e-3));
+        cJSON_AddNumberToObject(o, "gflops", 2 * backbone_macs_per_row(m) * rows / (best * 1e6));
+    }
+    gp_kernels_set(active);
+    gp_forward_scratch_free(&s);
+    gp_kv_pool_free(kv);
+    gp_pool_free(pool);
+    gp_aligned_free(x);
+    gp_aligned_free(h);
     return rc;
 }
 
@@ -261,6 +327,16 @@ static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bo
     cJSON_AddNumberToObject(into, "prefill_tokens", bn.prefill_rows);
     cJSON_AddNumberToObject(into, "prefill_ms", bn.prefill_ms);
     cJSON_AddNumberToObject(into, "prefill_tokens_per_s", bn.prefill_tokens_per_s);
+    /* the whole first step: prefill rows, heads and the draw of frame 0 */
+    const double prefill_gflops = bn.prefill_ms > 0 ? 2 * backbone_macs_per_row(gm->model) *
+                                                          bn.prefill_rows / (bn.prefill_ms * 1e6)
+                                                    : 0;
+    cJSON_AddNumberToObject(into, "prefill_gflop_per_token",
+                            2 * backbone_macs_per_row(gm->model) / 1e9);
+    cJSON_AddNumberToObject(into, "prefill_gflops", prefill_gflops);
+    if (!gpu) /* the CPU kernels run f32 FMAs whatever the weight format */
+        cJSON_AddNumberToObject(into, "prefill_fraction_of_fma_peak",
+                                fma > 0 ? prefill_gflops / fma : 0);
     cJSON_AddNumberToObject(into, "weight_mb_per_frame", (double)bytes / 1e6);
     double bound_ms = bandwidth > 0 ? (double)bytes / (bandwidth * 1e9) * 1e3 : 0;
     cJSON_AddNumberToObject(into, "backbone_bound_ms_per_frame", bound_ms);
@@ -287,6 +363,8 @@ static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bo
             into, "e2e_ms_per_frame",
             e2e.result.frames ? e2e.result.elapsed_seconds * 1e3 / e2e.result.frames : 0);
     }
+    if (!rc && !gpu && with_codec)
+        rc = bench_prefill_levels(gm->model, bn.prefill_rows, p->threads, into, err);
     if (!rc && gpu) rc = gp_bench_gpu_aggregate(gm, p, into, err);
     cJSON_AddNumberToObject(into, "peak_rss_mb", (double)gp_peak_rss_bytes() / 1e6);
     gepard_model_free(gm);
@@ -313,6 +391,13 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
     cJSON_AddStringToObject(machine, "cpu", cpu);
     cJSON_AddNumberToObject(machine, "logical_cpus", gp_cpu_count());
     cJSON_AddStringToObject(machine, "simd", gp_kernel_level_name(gp_kernels_active()));
+    cJSON *kernels = cJSON_AddObjectToObject(root, "kernels");
+    cJSON_AddStringToObject(kernels, "matrix", gp_kernel_level_name(gp_kernels_active()));
+    cJSON_AddStringToObject(kernels, "matrix_why", gp_kernels_reason());
+    cJSON_AddStringToObject(kernels, "decode",
+                            "row by row: one 4-row weight tile streamed once per step, every "
+                            "row of the batch in registers");
+    cJSON_AddStringToObject(kernels, "prefill", gp_kernel_table_active()->prefill);
     cJSON_AddNumberToObject(root, "threads", threads);
     gp_progress("bench: measuring the roofline");
     double bandwidth = gp_roofline_read_bandwidth(pool, (size_t)512 << 20);
@@ -345,6 +430,10 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
                                 2.0 * gp_codec_decoder_macs_per_frame(&codec->codec->dec) / 1e9 /
                                     bf16 * 1e3);
     cJSON_AddStringToObject(root, "codec_kernels", gepard_codec_kernels(codec));
+    cJSON_AddStringToObject(kernels, "codec", gepard_codec_kernels(codec));
+    cJSON_AddStringToObject(kernels, "codec_why",
+                            "f32 is the default (bf16 weights lose accuracy depending on the "
+                            "weights); a precision the CPU lacks falls back to the next one");
     if (!rc) {
         gp_progress("bench: codec paths");
         rc = bench_codec_paths(p, threads, fma, bf16, root, &err);

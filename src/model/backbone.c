@@ -132,14 +132,15 @@ static void linear(const gp_matrix *w, const float *bias, const float *x, int ro
     }
 }
 
-/* Split q/gate per head, q_norm/k_norm, RoPE, and store K/V in the cache. */
+/* Split q/gate per head, q_norm/k_norm, RoPE, and store K/V in the cache,
+ * for rows [r0, r1). */
 static void attention_inputs(const gp_model *m, const gp_layer *L, int layer, gp_kv_pool *kv,
-                             gp_forward_scratch *s, const gp_backbone_seq *seqs, int rows) {
+                             gp_forward_scratch *s, const gp_backbone_seq *seqs, int r0, int r1) {
     const gp_backbone_config *bb = &m->cfg.backbone;
     const int D = bb->head_dim, NH = bb->num_heads, NKV = bb->num_kv_heads;
     const int half = bb->rotary_dim / 2;
     const float eps = (float)bb->rms_norm_eps;
-    for (int r = 0; r < rows; r++) {
+    for (int r = r0; r < r1; r++) {
         const float *cosv = s->rope_cos + (size_t)r * half, *sinv = s->rope_sin + (size_t)r * half;
         for (int h = 0; h < NH; h++) {
             float *q = s->q + ((size_t)r * NH + h) * D;
@@ -158,6 +159,39 @@ static void attention_inputs(const gp_model *m, const gp_layer *L, int layer, gp
     }
 }
 
+/* Row-wise steps split over the pool by rows (each row's values are the
+ * same whatever the split): the RMSNorm of the residual stream and the
+ * attention inputs. */
+typedef struct rows_job {
+    const gp_model *m;
+    const gp_layer *L;
+    int layer, rows, parts;
+    gp_kv_pool *kv;
+    gp_forward_scratch *s;
+    const gp_backbone_seq *seqs;
+    const float *gain; /* RMSNorm s->x -> s->a with this gain, or NULL: attention inputs */
+} rows_job;
+
+static void rows_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const rows_job *j = ctx;
+    long r0, r1;
+    gp_split_range(j->rows, j->parts, task, 1, &r0, &r1);
+    if (r1 <= r0) return;
+    if (j->gain) {
+        const int H = j->m->cfg.backbone.hidden_size;
+        gp_rmsnorm_rows(j->s->x + (size_t)r0 * H, (int)(r1 - r0), H, j->gain,
+                        (float)j->m->cfg.backbone.rms_norm_eps, j->s->a + (size_t)r0 * H);
+    } else {
+        attention_inputs(j->m, j->L, j->layer, j->kv, j->s, j->seqs, (int)r0, (int)r1);
+    }
+}
+
+static void run_rows(rows_job *job, gp_pool *pool) {
+    job->parts = gp_pool_size(pool) < job->rows ? gp_pool_size(pool) : job->rows;
+    gp_pool_parallel_for(pool, job->parts, rows_task, job);
+}
+
 typedef struct attention_job {
     const gp_model *m;
     int layer;
@@ -167,7 +201,8 @@ typedef struct attention_job {
 } attention_job;
 
 /* One task per (row, KV head): the query heads sharing that KV head read
- * each cached key and value once (grouped-query attention). */
+ * each cached key and value once (grouped-query attention); then their
+ * outputs are multiplied by sigmoid(gate) (MODEL.md §C.2). */
 static void attention_task(void *ctx, int task, int worker) {
     const attention_job *job = ctx;
     const gp_backbone_config *bb = &job->m->cfg.backbone;
@@ -180,24 +215,36 @@ static void attention_task(void *ctx, int task, int worker) {
     gp_attend_cached_group(job->kv, seq->kv, job->layer, g, s->q + first * D, D, group,
                            s->row_pos[r] + 1, 1.0f / sqrtf((float)D), s->att + first * D, D,
                            s->scores + (size_t)worker * s->score_capacity);
-}
-
-static void silu_mul(float *gate, const float *up, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        float *o = s->att + ((size_t)r * NH + h) * D;
+        const float *gate = s->qg + (size_t)r * 2 * NH * D + (size_t)h * 2 * D + D;
+        for (int d = 0; d < D; d++) o[d] *= 1.0f / (1.0f + expf(-gate[d]));
     }
 }
 
-static void sigmoid_gate(const gp_model *m, gp_forward_scratch *s, int rows) {
-    const gp_backbone_config *bb = &m->cfg.backbone;
-    const int D = bb->head_dim, NH = bb->num_heads;
-    for (int r = 0; r < rows; r++)
-        for (int h = 0; h < NH; h++) {
-            float *o = s->att + ((size_t)r * NH + h) * D;
-            const float *gate = s->qg + (size_t)r * 2 * NH * D + (size_t)h * 2 * D + D;
-            for (int d = 0; d < D; d++) o[d] *= 1.0f / (1.0f + expf(-gate[d]));
-        }
+/* gate[i] = silu(gate[i]) · up[i] over n elements, in parts on the pool
+ * (elementwise: the same values whatever the split). */
+typedef struct silu_job {
+    float *gate;
+    const float *up;
+    size_t n;
+    int parts;
+} silu_job;
+
+static void silu_task(void *ctx, int task, int worker) {
+    (void)worker;
+    const silu_job *job = ctx;
+    long i0, i1;
+    gp_split_range((long)job->n, job->parts, task, 16, &i0, &i1);
+    for (long i = i0; i < i1; i++) {
+        float g = job->gate[i];
+        job->gate[i] = g / (1.0f + expf(-g)) * job->up[i];
+    }
+}
+
+static void silu_mul(float *gate, const float *up, size_t n, gp_pool *pool) {
+    silu_job job = {gate, up, n, gp_pool_size(pool)};
+    gp_pool_parallel_for(pool, job.parts, silu_task, &job);
 }
 
 static void add_rows(float *x, const float *y, size_t n) {
@@ -208,28 +255,28 @@ static void decoder_layer(const gp_model *m, int l, gp_kv_pool *kv, gp_forward_s
                           const gp_backbone_seq *seqs, int n_seqs, int rows, gp_pool *pool) {
     const gp_backbone_config *bb = &m->cfg.backbone;
     const gp_layer *L = &m->layers[l];
-    const int H = bb->hidden_size, D = bb->head_dim;
-    const float eps = (float)bb->rms_norm_eps;
+    const int H = bb->hidden_size;
     float *lora_tmp = s->tmp;
     /* Attention block. */
-    gp_rmsnorm_rows(s->x, rows, H, L->input_norm, eps, s->a);
+    rows_job rj = {m, L, l, rows, 1, kv, s, seqs, L->input_norm};
+    run_rows(&rj, pool);
     linear(&L->q_proj, L->q_bias, s->a, rows, s->qg, seqs, n_seqs, l, GP_LORA_Q, lora_tmp, pool);
     linear(&L->k_proj, L->k_bias, s->a, rows, s->k, seqs, n_seqs, l, GP_LORA_K, lora_tmp, pool);
     linear(&L->v_proj, L->v_bias, s->a, rows, s->v, seqs, n_seqs, l, GP_LORA_V, lora_tmp, pool);
-    attention_inputs(m, L, l, kv, s, seqs, rows);
+    rj.gain = NULL;
+    run_rows(&rj, pool);
     attention_job job = {m, l, kv, s, seqs};
     gp_pool_parallel_for(pool, rows * bb->num_kv_heads, attention_task, &job);
-    sigmoid_gate(m, s, rows);
     linear(&L->o_proj, L->o_bias, s->att, rows, s->a, seqs, n_seqs, l, GP_LORA_O, lora_tmp, pool);
     add_rows(s->x, s->a, (size_t)rows * H);
     /* MLP block. */
-    gp_rmsnorm_rows(s->x, rows, H, L->post_norm, eps, s->a);
+    rj.gain = L->post_norm;
+    run_rows(&rj, pool);
     linear(&L->gate_proj, NULL, s->a, rows, s->gate, seqs, n_seqs, l, GP_LORA_GATE, lora_tmp, pool);
     linear(&L->up_proj, NULL, s->a, rows, s->up, seqs, n_seqs, l, GP_LORA_UP, lora_tmp, pool);
-    silu_mul(s->gate, s->up, (size_t)rows * bb->intermediate_size);
+    silu_mul(s->gate, s->up, (size_t)rows * bb->intermediate_size, pool);
     linear(&L->down_proj, NULL, s->gate, rows, s->a, seqs, n_seqs, l, GP_LORA_DOWN, lora_tmp, pool);
     add_rows(s->x, s->a, (size_t)rows * H);
-    (void)D;
 }
 
 int gp_backbone_forward(const gp_model *m, gp_kv_pool *kv, gp_forward_scratch *s,

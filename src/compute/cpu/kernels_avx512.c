@@ -7,9 +7,11 @@
  * once and multiplied into up to 4 input rows held in registers, with one
  * accumulator per (weight row, input row). An output's arithmetic is thus
  * the same for every batch size and every split of rows over threads, so a
- * stream's result does not depend on what it is batched with. Input rows are
- * taken in chunks that stay in L2 so prefill-sized batches do not re-stream
- * x from memory for every tile.
+ * stream's result does not depend on what it is batched with. Batches of 4
+ * or more rows (prefill) run a cache-blocked variant with the same
+ * arithmetic: 8 weight rows × 3 input rows of accumulators, the weights of a
+ * 512-column block reused from L1 by every group of input rows, the next
+ * block prefetched while the first group computes.
  *
  * f32 / bf16 / int8 widen the weights to f32 (bf16 by a 16-bit shift, int8
  * by sign extension and conversion) and multiply by the exact f32
@@ -134,19 +136,188 @@ INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int 
     }
 }
 
+/* ---- f32 / bf16 / int8, batches of rows (prefill) ---- */
+
+/* Batches of at least BLOCK_MIN_ROWS input rows go through a cache-blocked
+ * variant with the same arithmetic: BLOCK_TILES tiles (8 weight rows) ×
+ * BLOCK_X input rows of accumulators in registers, the columns walked in
+ * blocks of BLOCK_COLS whose weights stay in L1 while every group of input
+ * rows passes over them. Between column blocks each group's accumulators are
+ * parked in memory and reloaded unchanged, so every accumulator sees the
+ * same sequence of FMAs as in dense_tile: the result is bitwise the one of
+ * the row-by-row kernel, whatever the batch. */
+#define BLOCK_MIN_ROWS 4
+#define BLOCK_TILES 2
+#define BLOCK_X 3
+#define BLOCK_COLS 512
+#define BLOCK_GROUPS 32 /* input-row groups per pass (parked accumulators: 48 KiB) */
+
+typedef struct block_acc {
+    __m512 v[BLOCK_TILES * GP_TILE_ROWS][BLOCK_X];
+} block_acc;
+
+/* The finished sums of tiles t .. t + nt for input rows y[0 .. nb). */
+INLINE void block_store(int kind, const gp_matrix *w, size_t t, int nt, int nb,
+                        __m512 a[BLOCK_TILES * GP_TILE_ROWS][BLOCK_X], float *y, int ldy, int r0,
+                        int r1) {
+#pragma GCC unroll 3
+    for (int k = 0; k < nt; k++) {
+        const __m128 sc =
+            kind == K_I8 ? _mm_loadu_ps(w->scales + (t + k) * GP_TILE_ROWS) : _mm_set1_ps(1);
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) {
+            const int i = k * GP_TILE_ROWS;
+            __m128 s = hsum4(a[i][j], a[i + 1][j], a[i + 2][j], a[i + 3][j]);
+            if (kind == K_I8) s = _mm_mul_ps(s, sc);
+            store_tile(y + (size_t)j * ldy, t + k, s, r0, r1);
+        }
+    }
+}
+
+/* Columns [c0, c1) of tiles t .. t + nt against input rows x[0 .. nb):
+ * the accumulators start at zero (c0 == 0) or from acc, and are parked in
+ * acc again, or summed into y when c1 is the last column. */
+INLINE void block_cols(int kind, const gp_matrix *w, size_t t, int nt, const float *x, int ldx,
+                       int nb, size_t c0, size_t c1, block_acc *acc, float *y, int ldy, int r0,
+                       int r1, const unsigned char *pf) {
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
+    const size_t tile_bytes = GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    const unsigned char *p = (const unsigned char *)w->data + t * tile_bytes + c0 / 16 * step;
+    __m512 a[BLOCK_TILES * GP_TILE_ROWS][BLOCK_X];
+#pragma GCC unroll 12
+    for (int i = 0; i < nt * GP_TILE_ROWS; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) a[i][j] = c0 ? acc->v[i][j] : _mm512_setzero_ps();
+    const float *xr[BLOCK_X];
+#pragma GCC unroll 8
+    for (int j = 0; j < nb; j++) xr[j] = x + (size_t)j * ldx;
+    size_t c = c0;
+    for (; c + 16 <= c1; c += 16, p += step) {
+        if (pf) { /* the next block's weights, as many lines per chunk as this one reads */
+#pragma GCC unroll 12
+            for (int i = 0; i < nt; i++)
+#pragma GCC unroll 4
+                for (size_t b = 0; b < step; b += 64)
+                    _mm_prefetch((const char *)pf + i * tile_bytes + b, _MM_HINT_T0);
+            pf += step;
+        }
+        __m512 xv[BLOCK_X];
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) xv[j] = _mm512_loadu_ps(xr[j] + c);
+#pragma GCC unroll 12
+        for (int i = 0; i < nt * GP_TILE_ROWS; i++) {
+            __m512 wv = load_w(kind, p + (size_t)(i / GP_TILE_ROWS) * tile_bytes +
+                                         (size_t)(i % GP_TILE_ROWS) * 16 * esz);
+#pragma GCC unroll 8
+            for (int j = 0; j < nb; j++) a[i][j] = _mm512_fmadd_ps(wv, xv[j], a[i][j]);
+        }
+    }
+    if (c < c1) { /* the last, partial chunk (weights past cols are zero) */
+        const __mmask16 m = (__mmask16)((1u << (cols - c)) - 1);
+        __m512 xv[BLOCK_X];
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) xv[j] = _mm512_maskz_loadu_ps(m, xr[j] + c);
+#pragma GCC unroll 12
+        for (int i = 0; i < nt * GP_TILE_ROWS; i++) {
+            __m512 wv = load_w(kind, p + (size_t)(i / GP_TILE_ROWS) * tile_bytes +
+                                         (size_t)(i % GP_TILE_ROWS) * 16 * esz);
+#pragma GCC unroll 8
+            for (int j = 0; j < nb; j++) a[i][j] = _mm512_fmadd_ps(wv, xv[j], a[i][j]);
+        }
+    }
+    if (c1 == cols) {
+        block_store(kind, w, t, nt, nb, a, y, ldy, r0, r1);
+        return;
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < nt * GP_TILE_ROWS; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < nb; j++) acc->v[i][j] = a[i][j];
+}
+
+/* block_cols specialised for each format, tile count and row count (out of
+ * line: inlined into the driver the accumulators spill to the stack). */
+typedef void (*block_fn)(const gp_matrix *w, size_t t, const float *x, int ldx, size_t c0,
+                         size_t c1, block_acc *acc, float *y, int ldy, int r0, int r1,
+                         const unsigned char *pf);
+#define BLOCK_FN(KIND, NT, NB)                                                                     \
+    static __attribute__((noinline)) void block_##KIND##_##NT##_##NB(                              \
+        const gp_matrix *w, size_t t, const float *x, int ldx, size_t c0, size_t c1,               \
+        block_acc *acc, float *y, int ldy, int r0, int r1, const unsigned char *pf) {              \
+        block_cols(KIND, w, t, NT, x, ldx, NB, c0, c1, acc, y, ldy, r0, r1, pf);                   \
+    }
+#define BLOCK_FNS(KIND)                                                                            \
+    BLOCK_FN(KIND, 1, 1)                                                                           \
+    BLOCK_FN(KIND, 1, 2)                                                                           \
+    BLOCK_FN(KIND, 1, 3)                                                                           \
+    BLOCK_FN(KIND, 2, 1)                                                                           \
+    BLOCK_FN(KIND, 2, 2)                                                                           \
+    BLOCK_FN(KIND, 2, 3)
+BLOCK_FNS(K_F32)
+BLOCK_FNS(K_BF16)
+BLOCK_FNS(K_I8)
+#define BLOCK_ROW(KIND)                                                                            \
+    {                                                                                              \
+        {block_##KIND##_1_1, block_##KIND##_1_2, block_##KIND##_1_3}, {                            \
+            block_##KIND##_2_1, block_##KIND##_2_2, block_##KIND##_2_3                             \
+        }                                                                                          \
+    }
+static const block_fn block_fns[3][BLOCK_TILES][BLOCK_X] = {BLOCK_ROW(K_F32), BLOCK_ROW(K_BF16),
+                                                            BLOCK_ROW(K_I8)};
+
+static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
+                       int ldy, int r0, int r1) {
+    block_acc acc[BLOCK_GROUPS];
+    const size_t cols = (size_t)w->cols, t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    const size_t esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
+    const size_t tile_bytes = GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    const unsigned char *data = w->data;
+    for (int j0 = 0; j0 < n; j0 += BLOCK_GROUPS * BLOCK_X) {
+        const int j1 = n - j0 < BLOCK_GROUPS * BLOCK_X ? n : j0 + BLOCK_GROUPS * BLOCK_X;
+        for (size_t t = t0; t < t1; t += BLOCK_TILES) {
+            const int nt = t1 - t < BLOCK_TILES ? (int)(t1 - t) : BLOCK_TILES;
+            for (size_t c0 = 0; c0 < cols; c0 += BLOCK_COLS) {
+                const size_t c1 = cols - c0 < BLOCK_COLS ? cols : c0 + BLOCK_COLS;
+                /* the first group prefetches the next block: the rest of these tiles,
+                 * or the start of the next ones */
+                const unsigned char *pf = c1 < cols     ? data + t * tile_bytes + c1 / 16 * step
+                                          : t + nt < t1 ? data + (t + nt) * tile_bytes
+                                                        : NULL;
+                for (int j = j0, g = 0, nb; j < j1; j += nb, g++) {
+                    /* 3 rows at a time; 4 left go as 2 + 2 rather than 3 + 1 */
+                    nb = j1 - j == 4 ? 2 : j1 - j < BLOCK_X ? j1 - j : BLOCK_X;
+                    block_fns[kind][nt - 1][nb - 1](w, t, x + (size_t)j * ldx, ldx, c0, c1, &acc[g],
+                                                    y + (size_t)j * ldy, ldy, r0, r1,
+                                                    g ? NULL : pf);
+                }
+            }
+        }
+    }
+}
+
 static void matmul_rows_f32(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                             int r0, int r1) {
-    dense_rows(K_F32, w, x, n, ldx, y, ldy, r0, r1);
+    if (n >= BLOCK_MIN_ROWS)
+        block_rows(K_F32, w, x, n, ldx, y, ldy, r0, r1);
+    else
+        dense_rows(K_F32, w, x, n, ldx, y, ldy, r0, r1);
 }
 
 static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                              int r0, int r1) {
-    dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
+    if (n >= BLOCK_MIN_ROWS)
+        block_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
+    else
+        dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
 }
 
 static void matmul_rows_int8(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                              int r0, int r1) {
-    dense_rows(K_I8, w, x, n, ldx, y, ldy, r0, r1);
+    if (n >= BLOCK_MIN_ROWS)
+        block_rows(K_I8, w, x, n, ldx, y, ldy, r0, r1);
+    else
+        dense_rows(K_I8, w, x, n, ldx, y, ldy, r0, r1);
 }
 
 /* ---- q4 ---- */
@@ -483,6 +654,8 @@ static void attend(const gp_kv_pool *kv, const gp_kv_seq *seq, int layer, int kv
 
 const gp_kernel_table gp_kernels_avx512 = {
     .name = "avx512",
+    .prefill = "cache-blocked, batches of 4+ rows: 8 weight rows x 3 input rows of f32 FMA "
+               "accumulators, 512-column blocks reused from L1, next block prefetched",
     .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
     .attend = attend,
     .attend_group = attend_group,

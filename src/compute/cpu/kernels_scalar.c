@@ -65,6 +65,7 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
 
 const gp_kernel_table gp_kernels_scalar = {
     .name = "scalar",
+    .prefill = "row by row (scalar reference)",
     .matmul_rows = {matmul_rows_f32, matmul_rows_bf16, matmul_rows_int8, matmul_rows_q4},
     .attend = gp_attend_cached_scalar,
     .attend_group = gp_attend_cached_group_scalar,

@@ -1,0 +1,96 @@
+/* test_real_size.c — the CPU engine at the real Gepard-1.0 size against the
+ * upstream goldens in ../shared/fixtures/real-size (computed on the synthetic
+ * checkpoint `gepard synth --preset gepard-1.0 --seed 1` writes; the test
+ * synthesises it, or uses $GEPARD_REALSIZE_DIR, and checks its sha256).
+ *
+ * Every case's first 16 greedy frames (top_k 1, stop head off; the goldens
+ * hold 40) must equal the golden codes exactly, with f32 weights and with bf16 weights: the goldens
+ * ran in f32 arithmetic on the bf16-stored weights, and both CPU formats
+ * multiply those exact weights by f32 activations. f32 runs the four cases
+ * as four streams of one batch with the prefill in chunks of 7 rows (the
+ * cache-blocked prefill kernels, rows of several streams in one product);
+ * bf16 runs real2 (the longest prefill, 103 rows) and real3 (the shortest)
+ * alone with the whole prefill in one step.
+ * Equal codes both ways also hold batch invariance at the real size. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen_cases.h"
+#include "golden.h"
+#include "model/generate.h"
+#include "test.h"
+
+#define N_CASES 4
+#define FRAMES 16 /* of the goldens' 40: enough to tell, and the test stays ~1.5 min under ASan */
+
+static void check_format(const golden *g, const char *model_dir, gp_weight_format format,
+                         bool batched) {
+    const int n_cases = batched ? N_CASES : 2, pick[N_CASES] = {2, 3, 0, 1};
+    gp_model_load_options o = gp_model_load_default_options();
+    o.weight_format = format;
+    gp_model *m = NULL;
+    gp_error err;
+    REQUIRE_OK(gp_model_load(model_dir, &o, &m, &err), &err);
+    gp_pool *pool = NULL;
+    REQUIRE_OK(gp_pool_create(2, &pool, &err), &err);
+    const int C = m->cfg.num_channels;
+    const gp_backbone_config *bb = &m->cfg.backbone;
+    gp_kv_pool *kv = NULL;
+    REQUIRE_OK(gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, 16, 64, &kv, &err),
+               &err);
+    const cJSON *cases = cJSON_GetObjectItem(g->json, "cases");
+    REQUIRE(cJSON_GetArraySize(cases) == N_CASES);
+    gp_gen_stream *s[N_CASES] = {0};
+    int32_t *codes[N_CASES] = {0};
+    int T[N_CASES] = {0};
+    for (int i = 0; i < n_cases; i++) {
+        const cJSON *c = cJSON_GetArrayItem(cases, batched ? i : pick[i]);
+        size_t n_ids;
+        int32_t *ids = golden_int_array(cJSON_GetObjectItem(c, "layout"), &n_ids);
+        char name[64];
+        int64_t dims[2];
+        snprintf(name, sizeof name, "%s.codes", cJSON_GetObjectItem(c, "key")->valuestring);
+        codes[i] = golden_i32(g, name, dims, NULL); /* [T][C] */
+        REQUIRE(ids && codes[i] && dims[1] == C);
+        T[i] = dims[0] < FRAMES ? (int)dims[0] : FRAMES;
+        gp_gen_params p = gp_gen_default_params();
+        p.top_k = 1;
+        p.max_frames = T[i];
+        p.stop_threshold = 2.0f;
+        REQUIRE_OK(gp_gen_create(m, &p, ids, (int)n_ids, NULL, 0, NULL, &s[i], &err), &err);
+        free(ids);
+    }
+    if (batched) {
+        REQUIRE_OK(gen_run_streams_on(s, N_CASES, kv, 7, pool, &err), &err);
+    }
+    for (int i = 0; i < n_cases; i++) {
+        const int key = batched ? i : pick[i];
+        if (!batched) REQUIRE_OK(gen_run_streams_on(&s[i], 1, kv, 4096, pool, &err), &err);
+        int eq = 0;
+        for (int t = 0; t < T[i] && t < s[i]->n_frames; t++)
+            eq += memcmp(s[i]->frames + (size_t)t * C, codes[i] + (size_t)t * C,
+                         (size_t)C * sizeof(int32_t)) == 0;
+        test_note("real%d cpu/%s (%s): %d/%d greedy frames equal to the golden", key,
+                  gp_weight_format_name(format),
+                  batched ? "4 streams, prefill chunks of 7" : "alone, whole prefill", eq, T[i]);
+        CHECK_MSG(eq == T[i] && s[i]->n_frames == T[i], "real%d cpu/%s: %d/%d frames equal", key,
+                  gp_weight_format_name(format), eq, T[i]);
+        gp_gen_free(s[i], kv);
+        free(codes[i]);
+    }
+    gp_kv_pool_free(kv);
+    gp_pool_free(pool);
+    gp_model_free(m);
+}
+
+TEST(real_size_cpu_greedy_codes) {
+    golden g;
+    REQUIRE(golden_open(&g, "real-size") == 0);
+    const char *dir = gen_realsize_dir(&g);
+    REQUIRE(dir);
+    char model_dir[1100];
+    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
+    check_format(&g, model_dir, GP_WEIGHTS_F32, true);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false);
+    golden_close(&g);
+}

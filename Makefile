@@ -9,6 +9,9 @@
 #   make bench    build and run `gepard bench` on synthetic real-size weights
 #   make bench-kernels  build and run the matrix-kernel micro-benchmark (BENCH_ARGS=...)
 #   make deps     install the Debian packages the build needs
+#   make check-deploy  check the deployment recipe (deploy/: Dockerfile, package lists,
+#                 Kubernetes manifests, nginx, systemd) without Docker or a cluster;
+#                 check-deploy-full also runs the image's build step and serves the result
 #   make format   clang-format every source file
 #   make fuzz     build the libFuzzer harnesses (fuzz/*.c, clang) into build/fuzz/ and run
 #                 each for FUZZ_SECONDS (60); FUZZ_TARGETS="pickle tokenizer" picks some
@@ -82,7 +85,7 @@ REL_TESTS := $(BUILD)/release/gepard-tests
 REL_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/release/examples/%,$(EXAMPLE_SRC))
 REL_BENCH_TOOLS := $(patsubst bench/%.c,$(BUILD)/release/bench/%,$(BENCH_SRC))
 
-.PHONY: cuda test-cuda device-bundle all test demo bench bench-kernels deps format clean check-format \
+.PHONY: check-deploy check-deploy-full cuda test-cuda device-bundle all test demo bench bench-kernels deps format clean check-format \
         release asan examples bench-tools tokenizer-sweep fuzz fuzz-build fuzz-smoke
 
 all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES) $(CUDA_TARGETS)
@@ -205,6 +208,14 @@ device-bundle:
 
 # The differential tokenizer tests with the full code-point sweep instead of
 # the sampled one (several minutes; prints the mismatch counts).
+check-deploy:
+	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
+	@sh deploy/check-recipe.sh
+
+check-deploy-full:
+	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
+	@sh deploy/check-recipe.sh --full
+
 tokenizer-sweep:
 	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
 	@$(MAKE) --no-print-directory asan

@@ -11,7 +11,9 @@
 # (git-ignored) for the differential tokenizer test; without node, npm or the
 # npm registry it says so and that test is skipped. Likewise OpenAI's Node
 # client (pinned in tests/openai/package.json) into tests/openai/node_modules
-# for the test that drives `gepard serve` with it.
+# for the test that drives `gepard serve` with it. And the Kubernetes manifest
+# validator's packages (deploy/k8s/validate/package.json) for
+# deploy/check-recipe.sh (tests/test_deploy.c).
 set -eu
 
 # The npm packages of tests/hf/package.json, unless already there.
@@ -56,9 +58,26 @@ install_openai_client() {
     fi
 }
 
+# The manifest validator of deploy/k8s/validate/package.json, unless already there.
+install_k8s_validator() {
+    dir="$(cd "$(dirname "$0")/.." && pwd)/deploy/k8s/validate"
+    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 0
+    want=$(sed -n 's/.*"kubernetes-models": *"\([^"]*\)".*/\1/p' "$dir/package.json")
+    have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
+        "$dir/node_modules/kubernetes-models/package.json" 2>/dev/null | head -n 1)
+    [ "$have" = "$want" ] && [ -d "$dir/node_modules/typescript" ] && return 0
+    echo "gepard: installing the Kubernetes manifest validator's npm packages into deploy/k8s/validate" >&2
+    if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
+            >/dev/null 2>&1); then
+        echo "gepard: npm install failed (no network?) — the manifest checks of" \
+             "deploy/check-recipe.sh will be skipped" >&2
+    fi
+}
+
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     install_hf_reference
     install_openai_client
+    install_k8s_validator
 fi
 
 PACKAGES="gcc make pkg-config libc6-dev \

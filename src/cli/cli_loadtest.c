@@ -1,22 +1,33 @@
 /* cli_loadtest.c — `gepard loadtest`: drive a speech server with N concurrent
- * streaming requests (libcurl multi, one thread) and report throughput, time
- * to first audio and per-stream real-time factor as JSON.
+ * streaming requests from one thread and report throughput, time to first
+ * audio, the gaps between audio chunks and underruns as JSON
+ * (loadtest_report.c).
  *
  * Each request posts {"input", "voice", "response_format"} plus the fields
- * of --body to /v1/audio/speech and reads the streamed audio. Audio length
- * is computed from the bytes, so the format must be pcm (default), wav or
- * f32; time to first audio is the first byte after a WAV header. */
+ * of --body to /v1/audio/speech and reads the streamed audio. The requests
+ * run on libcurl's multi interface driven by epoll (curl_multi_socket_action),
+ * so the cost of an event does not grow with the number of connections and
+ * thousands of streams fit in one thread. Audio length is computed from the
+ * bytes, so the format must be pcm (default), wav or f32; the rate is the
+ * answer's X-Sample-Rate header (or the WAV header's), else OpenAI's 24000 Hz
+ * for pcm and 22050 Hz for f32. Time to first audio is the first byte after a
+ * WAV header. */
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "base/timing.h"
 #include "cli/args.h"
 #include "cli/fd_limit.h"
+#include "cli/loadtest.h"
 
 static const cli_option loadtest_options[] = {
     {"url", 0, "URL", "server base URL (default http://127.0.0.1:8080)"},
@@ -28,37 +39,64 @@ static const cli_option loadtest_options[] = {
     {"body", 0, "JSON", "extra request fields, e.g. '{\"max_frames\":200,\"seed\":1}'"},
     {"api-key", 0, "KEY", "send \"Authorization: Bearer KEY\" (default: $GEPARD_API_KEY)"},
     {"timeout", 0, "S", "give up on a request after S seconds (default 600)"},
+    {"ramp", 0, "S", "start the first N requests evenly over S seconds (default 0: at once)"},
+    {"prebuffer-ms", 0, "MS",
+     "the simulated listener buffers MS of wall time before playing (default 0)"},
 };
 #define N_LOADTEST_OPTIONS ((int)(sizeof loadtest_options / sizeof loadtest_options[0]))
 
 #define DEFAULT_TEXT "The quick brown fox jumps over the lazy dog, and then it runs away."
-#define MAX_ERRORS 5
+#define MAX_EVENTS 1024
+#define MAX_WAIT_MS 200
 
-typedef struct lt_request {
-    CURL *easy;
-    double start, first_audio, end;
-    size_t bytes, header_bytes, bytes_per_sample;
-    long status;
-    int rate;
-    bool done, ok;
-    char error[CURL_ERROR_SIZE];
-} lt_request;
+/* The epoll loop around a curl multi handle. */
+typedef struct lt_loop {
+    CURLM *multi;
+    int epfd;
+    double timer_at; /* when libcurl wants CURL_SOCKET_TIMEOUT; < 0: never */
+} lt_loop;
 
-typedef struct lt_run {
-    const char *url, *format;
-    char *body;
-    struct curl_slist *headers;
-    long timeout_s;
-    int concurrency, total;
-    lt_request *req;
-} lt_run;
+static double audio_seconds_of(const lt_request *r, size_t audio_bytes) {
+    return (double)audio_bytes / (double)r->bytes_per_sample / (double)r->rate;
+}
+
+/* One arrival of body bytes: the listener's accounting (loadtest.h). */
+static void on_audio(lt_request *r, double now, size_t audio_before, size_t audio_after) {
+    if (audio_after == audio_before) return;
+    r->chunks++;
+    if (!r->first_audio) {
+        r->first_audio = r->last_audio = now;
+        return;
+    }
+    if (now - r->last_audio > r->max_gap_s) r->max_gap_s = now - r->last_audio;
+    r->last_audio = now;
+    double deficit = (now - r->first_audio) - audio_seconds_of(r, audio_before);
+    if (deficit > r->worst_deficit_s) r->worst_deficit_s = deficit;
+}
 
 static size_t on_body(char *data, size_t size, size_t n, void *user) {
     lt_request *r = user;
     size_t len = size * n;
-    (void)data;
+    if (r->status != 200) { /* keep the start of an error answer for the report */
+        size_t have = strlen(r->error), room = sizeof r->error - 1 - have;
+        size_t take = len < room ? len : room;
+        for (size_t i = 0; i < take; i++)
+            r->error[have + i] = data[i] == '\n' || data[i] == '\r' ? ' ' : data[i];
+        r->error[have + take] = 0;
+        return len;
+    }
+    size_t before = r->bytes;
     r->bytes += len;
-    if (!r->first_audio && r->bytes > r->header_bytes) r->first_audio = gp_now_s();
+    for (size_t i = before; i < r->header_bytes && i < r->bytes; i++)
+        r->wav[i] = (unsigned char)data[i - before];
+    if (r->header_bytes && before < r->header_bytes && r->bytes >= r->header_bytes &&
+        memcmp(r->wav, "RIFF", 4) == 0 && memcmp(r->wav + 8, "WAVE", 4) == 0) {
+        long rate = (long)r->wav[24] | (long)r->wav[25] << 8 | (long)r->wav[26] << 16 |
+                    (long)r->wav[27] << 24;
+        if (rate > 0 && rate < 1000000) r->rate = (int)rate;
+    }
+    size_t h = r->header_bytes;
+    on_audio(r, gp_now_s(), before > h ? before - h : 0, r->bytes > h ? r->bytes - h : 0);
     return len;
 }
 
@@ -67,7 +105,10 @@ static size_t on_header(char *data, size_t size, size_t n, void *user) {
     size_t len = size * n;
     const char *key = "X-Sample-Rate:";
     size_t k = strlen(key);
-    if (len > k && strncasecmp(data, key, k) == 0) {
+    if (len > 5 && strncmp(data, "HTTP/", 5) == 0) {
+        const char *sp = memchr(data, ' ', len);
+        if (sp) r->status = strtol(sp + 1, NULL, 10);
+    } else if (len > k && strncasecmp(data, key, k) == 0) {
         int rate = atoi(data + k);
         if (rate > 0 && rate < 1000000) r->rate = rate;
     }
@@ -80,10 +121,10 @@ static int lt_add(lt_run *run, CURLM *multi, int i) {
     if (!r->easy) return -1;
     char url[2048];
     snprintf(url, sizeof url, "%s/v1/audio/speech", run->url);
-    bool wav = strcmp(run->format, "wav") == 0;
-    r->header_bytes = wav ? 44 : 0;
+    r->header_bytes = strcmp(run->format, "wav") == 0 ? LT_WAV_HEADER : 0;
     r->bytes_per_sample = strcmp(run->format, "f32") == 0 ? 4 : 2;
-    r->rate = 22050;
+    r->rate = run->default_rate;
+    r->worst_deficit_s = -INFINITY;
     curl_easy_setopt(r->easy, CURLOPT_URL, url);
     curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, run->body);
     curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, run->headers);
@@ -99,108 +140,154 @@ static int lt_add(lt_run *run, CURLM *multi, int i) {
     return curl_multi_add_handle(multi, r->easy) == CURLM_OK ? 0 : -1;
 }
 
+/* Writes the error kind of a finished request into r->kind ("" when it
+ * succeeded): http_NNN, timeout, connect, broken_stream (the transfer broke
+ * after some audio), connection_lost, no_audio (200 without audio) or
+ * curl_other. */
+static void classify(lt_request *r) {
+    const char *kind = NULL;
+    switch (r->curl_code) {
+    case CURLE_OK: break;
+    case CURLE_OPERATION_TIMEDOUT: kind = "timeout"; break;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST: kind = "connect"; break;
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING: kind = r->chunks ? "broken_stream" : "connection_lost"; break;
+    default: kind = "curl_other"; break;
+    }
+    if (kind)
+        snprintf(r->kind, sizeof r->kind, "%s", kind);
+    else if (r->status != 200)
+        snprintf(r->kind, sizeof r->kind, "http_%ld", r->status);
+    else if (!r->chunks)
+        snprintf(r->kind, sizeof r->kind, "no_audio");
+    else
+        r->kind[0] = 0;
+}
+
 static void lt_finish(CURLM *multi, CURLMsg *msg) {
     lt_request *r = NULL;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
     r->end = gp_now_s();
     r->done = true;
+    r->curl_code = msg->data.result;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &r->status);
-    r->ok = msg->data.result == CURLE_OK && r->status == 200 && r->bytes > r->header_bytes;
-    if (msg->data.result != CURLE_OK && !r->error[0])
+    classify(r);
+    r->ok = r->kind[0] == 0;
+    if (r->curl_code != CURLE_OK && !r->error[0])
         snprintf(r->error, sizeof r->error, "%s", curl_easy_strerror(msg->data.result));
-    else if (r->status != 200 && !r->error[0])
+    else if (!r->ok && !r->error[0])
         snprintf(r->error, sizeof r->error, "HTTP %ld", r->status);
     curl_multi_remove_handle(multi, msg->easy_handle);
     curl_easy_cleanup(msg->easy_handle);
     r->easy = NULL;
 }
 
-/* Keep `concurrency` requests in flight until `total` have finished. */
-static int lt_drive(lt_run *run) {
-    CURLM *multi = curl_multi_init();
-    if (!multi) return -1;
-    int next = 0, finished = 0, running = 0;
-    while (finished < run->total) {
-        while (next < run->total && next - finished < run->concurrency)
-            if (lt_add(run, multi, next++)) {
-                curl_multi_cleanup(multi);
-                return -1;
-            }
-        curl_multi_perform(multi, &running);
-        CURLMsg *msg;
-        int left;
-        while ((msg = curl_multi_info_read(multi, &left)))
-            if (msg->msg == CURLMSG_DONE) {
-                lt_finish(multi, msg);
-                finished++;
-            }
-        if (finished < run->total) curl_multi_poll(multi, NULL, 0, 100, NULL);
+/* libcurl: watch socket `s` for `what`. */
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *user, void *socketp) {
+    lt_loop *L = user;
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(L->epfd, EPOLL_CTL_DEL, s, NULL);
+        curl_multi_assign(L->multi, s, NULL);
+        return 0;
     }
-    curl_multi_cleanup(multi);
+    struct epoll_event ev = {.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
+                                       (what & CURL_POLL_OUT ? EPOLLOUT : 0u),
+                             .data.fd = s};
+    int op = socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(L->epfd, op, s, &ev) != 0) {
+        op = errno == ENOENT ? EPOLL_CTL_ADD : errno == EEXIST ? EPOLL_CTL_MOD : -1;
+        if (op < 0 || epoll_ctl(L->epfd, op, s, &ev) != 0) return -1;
+    }
+    if (!socketp) curl_multi_assign(L->multi, s, L);
     return 0;
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+/* libcurl: call CURL_SOCKET_TIMEOUT in `ms` (-1: cancel). */
+static int on_timer(CURLM *multi, long ms, void *user) {
+    lt_loop *L = user;
+    (void)multi;
+    L->timer_at = ms < 0 ? -1 : gp_now_s() + (double)ms / 1e3;
+    return 0;
 }
 
-/* {"p50","p90","p99","mean","min","max"} of n values (sorted in place). */
-static void print_distribution(const char *name, double *v, int n, const char *tail) {
-    printf("  \"%s\": ", name);
-    if (n == 0) {
-        printf("null%s\n", tail);
-        return;
-    }
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += v[i];
-#define PCT(p) v[(int)ceil((p) / 100.0 * n) - 1 < 0 ? 0 : (int)ceil((p) / 100.0 * n) - 1]
-    printf("{\"p50\": %.4g, \"p90\": %.4g, \"p99\": %.4g, \"mean\": %.4g, \"min\": %.4g, "
-           "\"max\": %.4g}%s\n",
-           PCT(50), PCT(90), PCT(99), sum / n, v[0], v[n - 1], tail);
-#undef PCT
-}
-
-static void lt_report(const lt_run *run, double wall) {
-    double *ttfa = calloc((size_t)run->total + 1, sizeof(double));
-    double *rtf = calloc((size_t)run->total + 1, sizeof(double));
-    int ok = 0, n_errors = 0;
-    double audio = 0;
-    for (int i = 0; i < run->total; i++) {
-        const lt_request *r = &run->req[i];
-        if (!r->ok) continue;
-        double seconds =
-            (double)(r->bytes - r->header_bytes) / (double)r->bytes_per_sample / r->rate;
-        audio += seconds;
-        ttfa[ok] = (r->first_audio - r->start) * 1e3;
-        rtf[ok] = seconds > 0 ? (r->end - r->start) / seconds : 0;
-        ok++;
-    }
-    printf("{\n  \"url\": \"%s\",\n  \"concurrency\": %d,\n  \"requests\": %d,\n  \"ok\": %d,\n"
-           "  \"failed\": %d,\n  \"wall_seconds\": %.3f,\n  \"audio_seconds\": %.3f,\n"
-           "  \"audio_seconds_per_second\": %.4f,\n  \"aggregate_rtf\": %.4f,\n"
-           "  \"requests_per_second\": %.4f,\n",
-           run->url, run->concurrency, run->total, ok, run->total - ok, wall, audio,
-           wall > 0 ? audio / wall : 0, audio > 0 ? wall / audio : 0, wall > 0 ? ok / wall : 0);
-    print_distribution("ttfa_ms", ttfa, ok, ",");
-    print_distribution("rtf", rtf, ok, ",");
-    printf("  \"errors\": [");
-    for (int i = 0; i < run->total && n_errors < MAX_ERRORS; i++)
-        if (!run->req[i].ok) {
-            cJSON *s = cJSON_CreateString(run->req[i].error);
-            char *text = s ? cJSON_PrintUnformatted(s) : NULL;
-            printf("%s%s", n_errors++ ? ", " : "", text ? text : "\"?\"");
-            free(text);
-            cJSON_Delete(s);
+static int collect_finished(lt_loop *L) {
+    int finished = 0, left;
+    CURLMsg *msg;
+    while ((msg = curl_multi_info_read(L->multi, &left)))
+        if (msg->msg == CURLMSG_DONE) {
+            lt_finish(L->multi, msg);
+            finished++;
         }
-    printf("]\n}\n");
-    free(ttfa);
-    free(rtf);
+    return finished;
+}
+
+/* When request `i` may start: the first `concurrency` spread over --ramp. */
+static double start_time(const lt_run *run, double t0, int i) {
+    return i < run->concurrency ? t0 + run->ramp_s * i / run->concurrency : t0;
+}
+
+/* Milliseconds epoll may sleep: until libcurl's timer or the next start. */
+static int wait_ms(const lt_loop *L, double next_start) {
+    double now = gp_now_s(), until = now + MAX_WAIT_MS / 1e3;
+    if (L->timer_at >= 0 && L->timer_at < until) until = L->timer_at;
+    if (next_start >= 0 && next_start < until) until = next_start;
+    return until <= now ? 0 : (int)ceil((until - now) * 1e3);
+}
+
+/* Keep `concurrency` requests in flight until `total` have finished. */
+static int lt_drive(lt_run *run) {
+    lt_loop L = {.multi = curl_multi_init(), .epfd = epoll_create1(EPOLL_CLOEXEC), .timer_at = -1};
+    if (!L.multi || L.epfd < 0) {
+        if (L.multi) curl_multi_cleanup(L.multi);
+        return -1;
+    }
+    curl_multi_setopt(L.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(L.multi, CURLMOPT_SOCKETDATA, &L);
+    curl_multi_setopt(L.multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(L.multi, CURLMOPT_TIMERDATA, &L);
+    struct epoll_event events[MAX_EVENTS];
+    double t0 = gp_now_s();
+    int next = 0, finished = 0, running = 0, rc = 0;
+    while (finished < run->total) {
+        while (next < run->total && next - finished < run->concurrency &&
+               start_time(run, t0, next) <= gp_now_s())
+            if (lt_add(run, L.multi, next++)) {
+                rc = -1;
+                goto out;
+            }
+        bool waiting = next < run->total && next - finished < run->concurrency;
+        int n = epoll_wait(L.epfd, events, MAX_EVENTS,
+                           wait_ms(&L, waiting ? start_time(run, t0, next) : -1));
+        for (int i = 0; i < n; i++) {
+            int flags = (events[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+                        (events[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                        (events[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+            curl_multi_socket_action(L.multi, events[i].data.fd, flags, &running);
+        }
+        if (L.timer_at >= 0 && gp_now_s() >= L.timer_at) {
+            L.timer_at = -1;
+            curl_multi_socket_action(L.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        }
+        finished += collect_finished(&L);
+    }
+out:
+    for (int i = 0; i < run->total; i++)
+        if (run->req[i].easy) {
+            curl_multi_remove_handle(L.multi, run->req[i].easy);
+            curl_easy_cleanup(run->req[i].easy);
+            run->req[i].easy = NULL;
+        }
+    curl_multi_cleanup(L.multi);
+    close(L.epfd);
+    return rc;
 }
 
 /* The request body: the defaults plus --body's fields. */
-static int lt_body(const cli_args *a, const char *format, char **out) {
+static int lt_body(const cli_args *a, const char *format, char **out, int *sample_rate) {
     cJSON *body = cJSON_CreateObject();
     cJSON_AddStringToObject(body, "model", "gepard");
     cJSON_AddStringToObject(body, "input", cli_get(a, "text") ? cli_get(a, "text") : DEFAULT_TEXT);
@@ -220,9 +307,41 @@ static int lt_body(const cli_args *a, const char *format, char **out) {
         }
         cJSON_Delete(x);
     }
+    cJSON *rate = cJSON_GetObjectItemCaseSensitive(body, "sample_rate");
+    if (cJSON_IsNumber(rate) && rate->valuedouble >= 1 && rate->valuedouble < 1e6)
+        *sample_rate = (int)rate->valuedouble;
     *out = cJSON_PrintUnformatted(body);
     cJSON_Delete(body);
     return *out ? CLI_EXIT_OK : cli_runtime_error("out of memory");
+}
+
+static double cpu_seconds(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u)) return 0;
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
+           u.ru_stime.tv_usec / 1e6;
+}
+
+static int lt_options(const cli_args *a, lt_run *run) {
+    long long conc = 4, total = 16;
+    double timeout = 600, prebuffer_ms = 0;
+    int rc;
+    if ((rc = cli_get_int(a, "concurrency", 1, 100000, &conc)) ||
+        (rc = cli_get_int(a, "requests", 1, 1000000, &total)) ||
+        (rc = cli_get_float(a, "timeout", 1, 1e6, &timeout)) ||
+        (rc = cli_get_float(a, "ramp", 0, 1e5, &run->ramp_s)) ||
+        (rc = cli_get_float(a, "prebuffer-ms", 0, 1e7, &prebuffer_ms)))
+        return rc;
+    if (strcmp(run->format, "pcm") && strcmp(run->format, "wav") && strcmp(run->format, "f32"))
+        return cli_usage_error("loadtest", "--format must be pcm, wav or f32 (the audio length "
+                                           "is computed from the bytes)");
+    run->concurrency = (int)conc;
+    run->total = (int)total;
+    run->timeout_s = (long)timeout;
+    run->prebuffer_s = prebuffer_ms / 1e3;
+    /* a socket per request in flight, plus libcurl's and the process's own */
+    cli_raise_fd_limit(conc + 64, "--concurrency");
+    return CLI_EXIT_OK;
 }
 
 int cli_loadtest(int argc, char **argv) {
@@ -230,27 +349,15 @@ int cli_loadtest(int argc, char **argv) {
     int rc = cli_parse(&a, "loadtest", "[OPTIONS]",
                        "Send M streaming speech requests, N at a time, to a `gepard serve`\n"
                        "(or any OpenAI-compatible speech server) and print throughput, time to\n"
-                       "first audio and real-time factor percentiles as JSON.",
+                       "first audio, real-time factor, the longest gap between audio chunks and\n"
+                       "underruns of a listener playing each stream in real time, as JSON.",
                        loadtest_options, N_LOADTEST_OPTIONS, argc, argv);
     if (rc || a.help) return rc;
     lt_run run = {.url = cli_get(&a, "url") ? cli_get(&a, "url") : "http://127.0.0.1:8080",
                   .format = cli_get(&a, "format") ? cli_get(&a, "format") : "pcm"};
-    long long conc = 4, total = 16;
-    double timeout = 600;
-    if ((rc = cli_get_int(&a, "concurrency", 1, 100000, &conc)) ||
-        (rc = cli_get_int(&a, "requests", 1, 1000000, &total)) ||
-        (rc = cli_get_float(&a, "timeout", 1, 1e6, &timeout)))
-        goto done;
-    if (strcmp(run.format, "pcm") && strcmp(run.format, "wav") && strcmp(run.format, "f32")) {
-        rc = cli_usage_error("loadtest", "--format must be pcm, wav or f32 (the audio length is "
-                                         "computed from the bytes)");
-        goto done;
-    }
-    run.concurrency = (int)conc;
-    cli_raise_fd_limit(conc + 64, "--concurrency");
-    run.total = (int)total;
-    run.timeout_s = (long)timeout;
-    if ((rc = lt_body(&a, run.format, &run.body))) goto done;
+    if ((rc = lt_options(&a, &run))) goto done;
+    run.default_rate = strcmp(run.format, "pcm") == 0 ? 24000 : 22050;
+    if ((rc = lt_body(&a, run.format, &run.body, &run.default_rate))) goto done;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     run.headers = curl_slist_append(NULL, "Content-Type: application/json");
     const char *key = cli_get(&a, "api-key") ? cli_get(&a, "api-key") : getenv("GEPARD_API_KEY");
@@ -263,11 +370,15 @@ int cli_loadtest(int argc, char **argv) {
     if (!run.req || !run.headers) {
         rc = cli_runtime_error("out of memory");
     } else {
-        double t0 = gp_now_s();
-        if (lt_drive(&run))
-            rc = cli_runtime_error("cannot start the HTTP requests (libcurl)");
-        else
-            lt_report(&run, gp_now_s() - t0);
+        double t0 = gp_now_s(), cpu0 = cpu_seconds();
+        if (lt_drive(&run)) {
+            rc = cli_runtime_error("cannot start the HTTP requests (libcurl or epoll failed; "
+                                   "out of memory or file descriptors?)");
+        } else {
+            run.wall_s = gp_now_s() - t0;
+            run.cpu_s = cpu_seconds() - cpu0;
+            lt_report(&run);
+        }
     }
     free(run.req);
     curl_slist_free_all(run.headers);

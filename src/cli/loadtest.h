@@ -1,0 +1,50 @@
+/* loadtest.h — what `gepard loadtest`'s driver (cli_loadtest.c) records per
+ * request and hands to its report (loadtest_report.c).
+ *
+ * Every request is a listener playing the stream in real time: it starts
+ * playing at its first audio byte (plus an optional prebuffer) and at each
+ * later arrival of audio the audio it already had is compared with the time
+ * since then. */
+#ifndef GP_CLI_LOADTEST_H
+#define GP_CLI_LOADTEST_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define LT_WAV_HEADER 44
+
+typedef struct lt_request {
+    CURL *easy;
+    double start, first_audio, last_audio, end; /* gp_now_s(); 0: not yet */
+    size_t bytes;                               /* body bytes of a 200 answer */
+    size_t header_bytes, bytes_per_sample;      /* 44 for wav; 2 or 4 */
+    long status, curl_code;                     /* HTTP status (last status line), CURLE_* */
+    int rate;                                   /* samples per second */
+    long chunks;                                /* write callbacks that carried audio */
+    double max_gap_s;                           /* longest time between two audio arrivals */
+    double worst_deficit_s; /* max over later arrivals of elapsed - delivered (or -inf); the
+                               report subtracts the prebuffer */
+    bool done, ok;
+    char kind[24]; /* error kind, "" when ok (cli_loadtest.c: classify) */
+    char error[CURL_ERROR_SIZE];
+    unsigned char wav[LT_WAV_HEADER];
+} lt_request;
+
+typedef struct lt_run {
+    const char *url, *format;
+    char *body;
+    struct curl_slist *headers;
+    long timeout_s;
+    int concurrency, total;
+    int default_rate;     /* before any X-Sample-Rate header or WAV header */
+    double prebuffer_s;   /* the listener's buffer before it starts playing */
+    double ramp_s;        /* the first `concurrency` requests start over this long */
+    double wall_s, cpu_s; /* the run's wall time and this process's CPU time */
+    lt_request *req;
+} lt_run;
+
+/* Print the run's JSON report on standard output. */
+void lt_report(const lt_run *run);
+
+#endif

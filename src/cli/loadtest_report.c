@@ -1,0 +1,159 @@
+/* loadtest_report.c — `gepard loadtest`'s JSON report: throughput, time to
+ * first audio, per-stream real-time factor, the gaps between audio chunks,
+ * underruns of a real-time listener, and errors by kind (see loadtest.h and
+ * docs/SERVER.md, "Load testing"). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/loadtest.h"
+
+#define MAX_ERRORS 5
+#define MAX_KINDS 32
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The p-th percentile (nearest rank) of n sorted values. */
+static double percentile(const double *v, int n, double p) {
+    int i = (int)ceil(p / 100.0 * n) - 1;
+    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+/* "name": {"p50","p90","p99","mean","min","max"} of n values (sorted in place). */
+static void print_distribution(const char *name, double *v, int n, const char *tail) {
+    printf("  \"%s\": ", name);
+    if (n == 0) {
+        printf("null%s\n", tail);
+        return;
+    }
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += v[i];
+    printf("{\"p50\": %.4g, \"p90\": %.4g, \"p99\": %.4g, \"mean\": %.4g, \"min\": %.4g, "
+           "\"max\": %.4g}%s\n",
+           percentile(v, n, 50), percentile(v, n, 90), percentile(v, n, 99), sum / n, v[0],
+           v[n - 1], tail);
+}
+
+static void print_json_string(const char *s) {
+    cJSON *j = cJSON_CreateString(s);
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    fputs(text ? text : "\"?\"", stdout);
+    free(text);
+    cJSON_Delete(j);
+}
+
+/* "errors_by_kind": {"http_429": 3, ...} and "errors": the first messages. */
+static void print_errors(const lt_run *run) {
+    const char *kinds[MAX_KINDS];
+    int counts[MAX_KINDS], n_kinds = 0, n_errors = 0;
+    for (int i = 0; i < run->total; i++) {
+        const lt_request *r = &run->req[i];
+        if (r->ok) continue;
+        const char *k = r->done ? r->kind : "not_finished";
+        int j = 0;
+        while (j < n_kinds && strcmp(kinds[j], k)) j++;
+        if (j == n_kinds && n_kinds == MAX_KINDS) j = MAX_KINDS - 1, k = "other";
+        if (j == n_kinds) kinds[n_kinds] = k, counts[n_kinds++] = 0;
+        counts[j]++;
+    }
+    printf("  \"errors_by_kind\": {");
+    for (int j = 0; j < n_kinds; j++) {
+        printf("%s", j ? ", " : "");
+        print_json_string(kinds[j]);
+        printf(": %d", counts[j]);
+    }
+    printf("},\n  \"errors\": [");
+    for (int i = 0; i < run->total && n_errors < MAX_ERRORS; i++)
+        if (!run->req[i].ok) {
+            printf("%s", n_errors++ ? ", " : "");
+            print_json_string(run->req[i].error);
+        }
+    printf("]\n");
+}
+
+/* Gaps and underruns over every stream that got audio, ok or not. */
+static void print_listening(const lt_run *run, double *gaps) {
+    int n_gaps = 0, underruns = 0, streams = 0;
+    double max_gap = 0, worst = -INFINITY;
+    for (int i = 0; i < run->total; i++) {
+        const lt_request *r = &run->req[i];
+        if (!r->chunks) continue;
+        streams++;
+        if (r->chunks >= 2) {
+            gaps[n_gaps++] = r->max_gap_s * 1e3;
+            if (r->max_gap_s > max_gap) max_gap = r->max_gap_s;
+        }
+        double deficit = r->worst_deficit_s - run->prebuffer_s;
+        if (deficit > 0) underruns++;
+        if (deficit > worst) worst = deficit;
+    }
+    printf("  \"streams_with_audio\": %d,\n  \"prebuffer_ms\": %.1f,\n", streams,
+           run->prebuffer_s * 1e3);
+    if (n_gaps)
+        printf("  \"max_gap_ms\": %.2f,\n", max_gap * 1e3);
+    else
+        printf("  \"max_gap_ms\": null,\n");
+    print_distribution("stream_max_gap_ms", gaps, n_gaps, ",");
+    printf("  \"underruns\": %d,\n  \"worst_underrun_ms\": %.2f,\n", underruns,
+           worst > 0 ? worst * 1e3 : 0);
+    if (isfinite(worst))
+        printf("  \"min_headroom_ms\": %.2f,\n", -worst * 1e3);
+    else
+        printf("  \"min_headroom_ms\": null,\n");
+}
+
+void lt_report(const lt_run *run) {
+    double *ttfa = calloc((size_t)run->total + 1, sizeof(double));
+    double *rtf = calloc((size_t)run->total + 1, sizeof(double));
+    double *gaps = calloc((size_t)run->total + 1, sizeof(double));
+    if (!ttfa || !rtf || !gaps) {
+        fprintf(stderr, "gepard: out of memory for the loadtest report\n");
+        free(ttfa), free(rtf), free(gaps);
+        return;
+    }
+    int ok = 0;
+    long chunks = 0;
+    double audio = 0, wall = run->wall_s;
+    for (int i = 0; i < run->total; i++) {
+        const lt_request *r = &run->req[i];
+        chunks += r->chunks;
+        if (!r->ok) continue;
+        double seconds =
+            (double)(r->bytes - r->header_bytes) / (double)r->bytes_per_sample / (double)r->rate;
+        audio += seconds;
+        ttfa[ok] = (r->first_audio - r->start) * 1e3;
+        rtf[ok] = seconds > 0 ? (r->end - r->start) / seconds : 0;
+        ok++;
+    }
+    printf("{\n  \"url\": ");
+    print_json_string(run->url);
+    printf(",\n  \"concurrency\": %d,\n  \"requests\": %d,\n  \"ok\": %d,\n"
+           "  \"failed\": %d,\n  \"wall_seconds\": %.3f,\n  \"audio_seconds\": %.3f,\n"
+           "  \"audio_seconds_per_second\": %.4f,\n  \"aggregate_rtf\": %.4f,\n"
+           "  \"requests_per_second\": %.4f,\n  \"chunks\": %ld,\n",
+           run->concurrency, run->total, ok, run->total - ok, wall, audio,
+           wall > 0 ? audio / wall : 0, audio > 0 ? wall / audio : 0, wall > 0 ? ok / wall : 0,
+           chunks);
+    print_distribution("ttfa_ms", ttfa, ok, ",");
+    print_distribution("rtf", rtf, ok, ",");
+    print_listening(run, gaps);
+    printf("  \"client_cpu_seconds\": %.3f,\n  \"client_cpu_share\": %.3f,\n", run->cpu_s,
+           wall > 0 ? run->cpu_s / wall : 0);
+    print_errors(run);
+    printf("}\n");
+    if (wall > 1 && run->cpu_s / wall > 0.8)
+        fprintf(stderr,
+                "gepard: warning: the load generator used %.0f%% of a core; its arrival "
+                "times (gaps, underruns) may include its own delays — use fewer requests per "
+                "process or several processes\n",
+                100 * run->cpu_s / wall);
+    free(ttfa);
+    free(rtf);
+    free(gaps);
+}

@@ -37,6 +37,7 @@ typedef struct gp_wake {
     double deadline; /* signal at this time (monotonic seconds) even if nothing came */
     bool suspended;  /* suspended and listed in the server's suspended list */
     bool signaled;   /* a signal came while the connection ran: do not suspend */
+    double since;    /* when it was last suspended (for the ticker's periodic look) */
     struct gp_wake *prev, *next;
 } gp_wake;
 

@@ -20,7 +20,7 @@ typedef struct gp_cuda_codec_conv {
     int c_pad;      /* c_in rounded up to 4: the window's row stride (zeros beyond c_in) */
     int stride;     /* 1 in the decoder; the encoder's down-sampling convs */
     int splits, ks; /* the reduction cut into `splits` slices of ks (fixed per layer) */
-    int tm;         /* output channels per tile: 32, 64 or 128 */
+    int tm;         /* output channels per tile: 32 or 64 */
     const float *weight, *bias;
     size_t st_off; /* its history in a stream's state: [hist][c_in] */
 } gp_cuda_codec_conv;
@@ -59,8 +59,8 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int h
 /* Reduction passes of 32 per split: a layer's reduction is cut into enough
  * slices that one stream's frame still spreads over the GPU (the cut is fixed
  * per layer, so every output is summed in the same order in any batch).
- * GEPARD_CUDA_CODEC_SPLIT_CHUNKS overrides it, GEPARD_CUDA_CODEC_TILE (32, 64,
- * 128) caps the output channels per tile — for measurements. */
+ * GEPARD_CUDA_CODEC_SPLIT_CHUNKS overrides it, GEPARD_CUDA_CODEC_TILE (32 or 64)
+ * caps the output channels per tile — for measurements. */
 #define GP_CUDA_CODEC_CHUNKS_PER_SPLIT 16
 #define GP_CUDA_CODEC_WIDEST_TILE 32
 /* Let the convolution kernels use more than 48 KB of shared memory (once). */

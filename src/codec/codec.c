@@ -105,10 +105,14 @@ int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **ou
     s->codec = codec;
     s->slot = -1;
     size_t n = (size_t)codec->fsq.channels * GP_CODEC_STEP_FRAMES;
-    s->latent = gp_aligned_alloc(n * sizeof(float));
-    int rc = !s->latent     ? gp_fail_oom(err, "codec stream", n * sizeof(float))
-             : codec->accel ? codec->accel->slot_open(codec->accel->impl, &s->slot, err)
-                            : gp_codec_stream_create(&codec->dec, &s->stream, err);
+    int rc;
+    if (codec->accel) { /* the state lives on the device; latents go there frame-major */
+        rc = codec->accel->slot_open(codec->accel->impl, &s->slot, err);
+    } else {
+        s->latent = gp_aligned_alloc(n * sizeof(float));
+        rc = s->latent ? gp_codec_stream_create(&codec->dec, &s->stream, err)
+                       : gp_fail_oom(err, "codec stream", n * sizeof(float));
+    }
     if (rc) {
         gp_codec_code_stream_free(s);
         return rc;

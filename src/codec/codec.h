@@ -74,7 +74,7 @@ typedef struct gp_codec_code_stream {
     const gp_codec *codec;
     gp_codec_stream *stream; /* CPU state (NULL with an accelerator) */
     int slot;                /* the accelerator's state slot (-1 on the CPU) */
-    float *latent;           /* [channels][GP_CODEC_STEP_FRAMES]; with an accelerator [8][C] */
+    float *latent;           /* [channels][GP_CODEC_STEP_FRAMES] (CPU streams only) */
 } gp_codec_code_stream;
 
 int gp_codec_code_stream_create(const gp_codec *codec, gp_codec_code_stream **out, gp_error *err);

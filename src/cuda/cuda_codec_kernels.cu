@@ -98,9 +98,8 @@ template <int TM> constexpr size_t conv_smem_bytes() {
 /* One TM × 128 output tile over the reduction slice of split blockIdx.z. With
  * several splits every split stores its partial tile; the split that finishes
  * last (a ticket per tile) sums them in split order — the same order for any
- * batch or chunking — and applies the epilogue. VEC: 16-byte loads (every
- * channel count a multiple of 4). */
-template <bool TENSOR, int TM, bool VEC>
+ * batch or chunking — and applies the epilogue. */
+template <bool TENSOR, int TM>
 __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
     k_codec_conv(const float *__restrict__ Wt, const float *__restrict__ bias,
                  const float *__restrict__ win, int n, int T, int wrows, int stride, int C_in,
@@ -146,12 +145,12 @@ __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
 
     /* Each pass's slice is staged through registers: the next slice's loads
      * are issued before this one is multiplied, so their latency overlaps. */
-    constexpr int KV = VEC ? 4 : 1;         /* floats per load */
-    constexpr int TPR = CONV_KC / KV;       /* threads along a slice row */
+    /* 16-byte loads: window rows and weights are padded to 4 channels. */
+    constexpr int TPR = CONV_KC / 4;        /* threads along a slice row */
     constexpr int RPP = CONV_THREADS / TPR; /* rows per sweep of the block */
     constexpr int RA = TM / RPP, RB = CONV_TN / RPP;
-    const int kq = (tid % TPR) * KV, rg = tid / TPR;
-    float ra[RA][KV], rb[RB][KV];
+    const int kq = (tid % TPR) * 4, rg = tid / TPR;
+    float4 ra[RA], rb[RB];
     auto fetch = [&](int k0) {
         const int k = k0 + kq;
         const bool kin = k < kend;
@@ -160,59 +159,33 @@ __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
             const int tap = k / C_in;
             off = tap * dil * C_in + (k - tap * C_in);
         }
+        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
         for (int i = 0; i < RA; i++) {
             const int co = co0 + rg + i * RPP;
-            if (VEC) {
-                float4 v = kin && co < C_out
-                               ? __ldg(reinterpret_cast<const float4 *>(Wt + (size_t)co * K + k))
-                               : make_float4(0.f, 0.f, 0.f, 0.f);
-                ra[i][0] = v.x;
-                ra[i][KV > 1 ? 1 : 0] = v.y;
-                ra[i][KV > 2 ? 2 : 0] = v.z;
-                ra[i][KV > 3 ? 3 : 0] = v.w;
-            } else {
-                ra[i][0] = kin && co < C_out ? __ldg(Wt + (size_t)co * K + k) : 0.0f;
-            }
+            ra[i] = kin && co < C_out
+                        ? __ldg(reinterpret_cast<const float4 *>(Wt + (size_t)co * K + k))
+                        : zero;
         }
 #pragma unroll
         for (int i = 0; i < RB; i++) {
             const long long cb = colbase[rg + i * RPP];
-            if (VEC) {
-                float4 v = kin && cb >= 0 ? __ldg(reinterpret_cast<const float4 *>(win + cb + off))
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
-                rb[i][0] = v.x;
-                rb[i][KV > 1 ? 1 : 0] = v.y;
-                rb[i][KV > 2 ? 2 : 0] = v.z;
-                rb[i][KV > 3 ? 3 : 0] = v.w;
-            } else {
-                rb[i][0] = kin && cb >= 0 ? __ldg(win + cb + off) : 0.0f;
-            }
+            rb[i] = kin && cb >= 0 ? __ldg(reinterpret_cast<const float4 *>(win + cb + off)) : zero;
         }
     };
     /* Tensor path: values are rounded to TF32 once here, not per fragment load. */
-    auto cvt = [&](float v) { return TENSOR ? wmma::__float_to_tf32(v) : v; };
+    auto cvt = [&](float4 v) {
+        return TENSOR ? make_float4(wmma::__float_to_tf32(v.x), wmma::__float_to_tf32(v.y),
+                                    wmma::__float_to_tf32(v.z), wmma::__float_to_tf32(v.w))
+                      : v;
+    };
     auto stage = [&](int buf) {
 #pragma unroll
-        for (int i = 0; i < RA; i++) {
-            float *d = &sa[buf][rg + i * RPP][kq];
-            if (VEC)
-                *reinterpret_cast<float4 *>(d) =
-                    make_float4(cvt(ra[i][0]), cvt(ra[i][KV > 1 ? 1 : 0]),
-                                cvt(ra[i][KV > 2 ? 2 : 0]), cvt(ra[i][KV > 3 ? 3 : 0]));
-            else
-                d[0] = cvt(ra[i][0]);
-        }
+        for (int i = 0; i < RA; i++)
+            *reinterpret_cast<float4 *>(&sa[buf][rg + i * RPP][kq]) = cvt(ra[i]);
 #pragma unroll
-        for (int i = 0; i < RB; i++) {
-            float *d = &sb[buf][rg + i * RPP][kq];
-            if (VEC)
-                *reinterpret_cast<float4 *>(d) =
-                    make_float4(cvt(rb[i][0]), cvt(rb[i][KV > 1 ? 1 : 0]),
-                                cvt(rb[i][KV > 2 ? 2 : 0]), cvt(rb[i][KV > 3 ? 3 : 0]));
-            else
-                d[0] = cvt(rb[i][0]);
-        }
+        for (int i = 0; i < RB; i++)
+            *reinterpret_cast<float4 *>(&sb[buf][rg + i * RPP][kq]) = cvt(rb[i]);
     };
     if (kbeg < kend) {
         fetch(kbeg);
@@ -328,15 +301,15 @@ size_t gp_cuda_codec_conv_partial_floats(const gp_cuda_codec_conv *cv, int cols)
     return gp_cuda_codec_conv_tiles(cv, cols) * (size_t)cv->splits * (size_t)cv->tm * CONV_TN;
 }
 
-template <bool TENSOR, int TM, bool VEC> static cudaError_t conv_allow_smem() {
-    return cudaFuncSetAttribute(k_codec_conv<TENSOR, TM, VEC>,
+template <bool TENSOR, int TM> static cudaError_t conv_allow_smem() {
+    return cudaFuncSetAttribute(k_codec_conv<TENSOR, TM>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)conv_smem_bytes<TM>());
 }
 
 template <bool TENSOR> static cudaError_t conv_allow_all() {
-    cudaError_t e = conv_allow_smem<TENSOR, 32, true>();
-    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 64, true>();
+    cudaError_t e = conv_allow_smem<TENSOR, 32>();
+    if (e == cudaSuccess) e = conv_allow_smem<TENSOR, 64>();
     return e;
 }
 
@@ -345,14 +318,14 @@ cudaError_t gp_cuda_codec_kernels_init(void) {
     return e == cudaSuccess ? conv_allow_all<false>() : e;
 }
 
-template <bool TENSOR, int TM, bool VEC>
+template <bool TENSOR, int TM>
 static void conv_launch(const gp_cuda_codec_conv *cv, const float *win, int n, int T, int wrows,
                         const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
                         cudaStream_t s) {
     const int cols = n * T;
     dim3 grid((unsigned)((cols + CONV_TN - 1) / CONV_TN), (unsigned)((cv->c_out + TM - 1) / TM),
               (unsigned)cv->splits);
-    k_codec_conv<TENSOR, TM, VEC><<<grid, CONV_THREADS, conv_smem_bytes<TM>(), s>>>(
+    k_codec_conv<TENSOR, TM><<<grid, CONV_THREADS, conv_smem_bytes<TM>(), s>>>(
         cv->weight, cv->bias, win, n, T, wrows, cv->stride, cv->c_pad, cv->c_out, cv->kernel,
         cv->dilation, cv->ks, cv->splits, partial, tickets, *ep);
 }
@@ -361,11 +334,10 @@ template <bool TENSOR>
 static void conv_dispatch(const gp_cuda_codec_conv *cv, const float *win, int n, int T, int wrows,
                           const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
                           cudaStream_t s) {
-    /* window rows are padded to a multiple of 4 channels: 16-byte loads always */
     if (cv->tm == 32)
-        conv_launch<TENSOR, 32, true>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        conv_launch<TENSOR, 32>(cv, win, n, T, wrows, ep, partial, tickets, s);
     else
-        conv_launch<TENSOR, 64, true>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        conv_launch<TENSOR, 64>(cv, win, n, T, wrows, ep, partial, tickets, s);
 }
 
 void gp_cuda_codec_run_conv_rows(const gp_cuda_codec_conv *cv, const float *win, int n, int T,

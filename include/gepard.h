@@ -321,6 +321,8 @@ typedef struct gepard_bench_params {
     const char *gpu_precision;    /* as gepard_load_params.gpu_precision */
     const int *streams; /* GPU aggregate mode: batch sizes to measure (NULL = 1, 64, 256) */
     int n_streams;
+    int codec_only; /* nonzero: only the codec decoder on the GPU (device cuda; its gpu_codec
+                       figures), in gpu_precision alone when that names a codec precision */
 } gepard_bench_params;
 
 gepard_bench_params gepard_bench_default_params(void);

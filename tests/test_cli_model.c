@@ -359,6 +359,30 @@ TEST(cli_bench_prints_the_required_keys) {
     test_cmd_result_free(&r);
 }
 
+/* bench --codec-only measures the codec on a GPU: without one (or without
+ * --device cuda) it says so and prints nothing; --gpu-precision names the
+ * codec precisions it accepts. */
+TEST(cli_bench_codec_only_needs_a_gpu) {
+    const char *codec = test_fixture("codec-tiny/nano-tiny.nemo");
+    const char *cpu[] = {"bench", "--codec-only", "--codec", codec, "--device", "cpu", NULL};
+    test_cmd_result r;
+    REQUIRE(test_run_gepard(&r, NULL, 0, 60, cpu) == 0);
+    test_note("%s", r.err);
+    CHECK(r.status != 0 && r.out_len == 0 && strstr(r.err, "--device cuda") != NULL);
+    test_cmd_result_free(&r);
+    const char *nocodec[] = {"bench", "--codec-only", NULL};
+    REQUIRE(test_run_gepard(&r, NULL, 0, 60, nocodec) == 0);
+    CHECK(r.status == 2 && r.out_len == 0 && strstr(r.err, "--codec") != NULL);
+    test_cmd_result_free(&r);
+    const char *bad[] = {"decode",          "--codec", codec, "--codes", "-",
+                         "--gpu-precision", "f8",      "-o",  "-",       NULL};
+    const char *codes = "{\"frames\":1,\"codes\":[[0]]}";
+    REQUIRE(test_run_gepard(&r, codes, strlen(codes), 60, bad) == 0);
+    test_note("%s", r.err);
+    CHECK(r.status != 0 && strstr(r.err, "f16") != NULL);
+    test_cmd_result_free(&r);
+}
+
 /* tokenize needs only tokenizer.json (a directory holding it, or the file);
  * --layout also needs the config and says so. */
 TEST(cli_tokenize_with_a_bare_tokenizer) {

@@ -4,11 +4,12 @@
  *
  * - codec-tiny dec5 / dec70: the f32 GPU path within the CPU path's
  *   tolerances (1e-4; 3e-4 for the clipping dec70, see test_codec.c); the
- *   TF32 path's error is reported, bounded loosely (SNR ≥ 20 dB: the tiny
+ *   TF32 and FP16 paths' errors are reported, bounded loosely (SNR ≥ 20 dB: the tiny
  *   fixture's gain-1.6 random weights amplify rounding, so it is no measure
  *   of TF32 on real weights).
  * - real size (`codec0`, NeMo's float32 output for the synthetic checkpoint's
- *   codec): SNR ≥ 100 dB for f32 and ≥ 60 dB for TF32 (issue 11's budget).
+ *   codec): SNR ≥ 100 dB for f32 and ≥ 60 dB for TF32 and FP16 (issue 11's
+ *   budget).
  * - the encoder (f32 on the GPU): latent within 1e-4 of NeMo on codec-tiny,
  *   codes equal the CPU encoder's except on rounding boundaries (counted).
  * - streaming: chunks of 1, 2, 3 and all frames, and streams at different
@@ -48,9 +49,7 @@ static gp_codec *load_codec(const char *path, bool gpu, gp_dev_codec_precision p
     return c;
 }
 
-static const char *prec_name(gp_dev_codec_precision p) {
-    return p == GP_DEV_CODEC_F32 ? "f32" : "tf32";
-}
+static const char *prec_name(gp_dev_codec_precision p) { return gp_device_codec_precision_name(p); }
 
 static double snr_db(const float *ref, const float *got, size_t n) {
     double s = 0, e = 0;
@@ -91,8 +90,8 @@ TEST(cuda_codec_tiny_goldens) {
     gp_error err;
     gp_st_file *g;
     REQUIRE_OK(gp_st_open(test_fixture("codec-tiny/golden.safetensors"), &g, &err), &err);
-    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32};
-    for (int p = 0; p < 2; p++) {
+    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32, GP_DEV_CODEC_F16};
+    for (int p = 0; p < 3; p++) {
         gp_codec *c = load_codec(test_fixture("codec-tiny/nano-tiny.nemo"), true, precs[p]);
         REQUIRE(c);
         const char *keys[] = {"dec5", "dec70"};
@@ -115,7 +114,8 @@ TEST(cuda_codec_tiny_goldens) {
             if (precs[p] == GP_DEV_CODEC_F32)
                 CHECK_MSG(e <= tol[k], "%s f32: %.3g > %g", keys[k], e, tol[k]);
             else
-                CHECK_MSG(snr >= 20.0, "%s tf32: SNR %.1f dB < 20", keys[k], snr);
+                CHECK_MSG(snr >= 20.0, "%s %s: SNR %.1f dB < 20", keys[k], prec_name(precs[p]),
+                          snr);
             free(codes);
             free(pcm);
         }
@@ -157,9 +157,9 @@ TEST(cuda_codec_real_size_against_nemo) {
     REQUIRE_OK(gp_codec_decode(c, codes, T, cpu, &err), &err);
     gp_codec_free(c);
     test_note("CPU decoder vs NeMo: SNR %.1f dB", snr_db(ref, cpu, n));
-    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32};
-    const double need[] = {100.0, 60.0};
-    for (int p = 0; p < 2; p++) {
+    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32, GP_DEV_CODEC_F16};
+    const double need[] = {100.0, 60.0, 60.0};
+    for (int p = 0; p < 3; p++) {
         c = load_codec(path, true, precs[p]);
         REQUIRE(c);
         REQUIRE_OK(gp_codec_decode(c, codes, T, pcm, &err), &err);
@@ -251,9 +251,9 @@ TEST(cuda_codec_streaming_equals_oneshot) {
             variants[1][t * C + k] = codes[(T - 1 - t) * C + k];
             variants[2][t * C + k] = codes[t * C + k] > 0 ? codes[t * C + k] - 1 : 1;
         }
-    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32};
+    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32, GP_DEV_CODEC_F16};
     gp_error err;
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < 3; p++) {
         gp_codec *c = load_codec(path, true, precs[p]);
         REQUIRE(c);
         float *oneshot[3];

@@ -17,6 +17,8 @@ static const cli_option bench_options[] = {
     {"frames", 0, "N", "frames per measurement (default 64)"},
     {"text", 0, "TEXT", "the sentence to prefill and time to first audio"},
     {"streams", 0, "N,N,...", "GPU: batch sizes of the aggregate measurement (default 1,64,256)"},
+    {"codec-only", 0, NULL,
+     "GPU: only the codec decoder (gpu_codec), in --gpu-precision alone when it names one"},
     CLI_DEVICE_OPTIONS,
 };
 
@@ -53,8 +55,8 @@ int cli_bench(int argc, char **argv) {
     p.model = cli_get(&a, "model");
     p.codec = cli_get(&a, "codec");
     if (cli_get(&a, "text")) p.text = cli_get(&a, "text");
-    if (!p.model || !p.codec) {
-        rc = cli_usage_error("bench", "--model and --codec are required");
+    if (!p.codec || (!p.model && !cli_flag(&a, "codec-only"))) {
+        rc = cli_usage_error("bench", "--model and --codec are required (--codec-only: --codec)");
     } else if (a.positional_count) {
         rc = cli_usage_error("bench", "unexpected argument \"%s\"", a.positionals[0]);
     } else if (!(rc = parse_format("bench", "dtype", cli_get(&a, "dtype"), &p.weights)) &&
@@ -65,6 +67,7 @@ int cli_bench(int argc, char **argv) {
         if (!rc && !(rc = cli_get_int(&a, "frames", 1, 100000, &n))) p.frames = (int)n;
         p.device = cli_get(&a, "device");
         p.gpu_precision = cli_get(&a, "gpu-precision");
+        p.codec_only = cli_flag(&a, "codec-only");
     }
     int streams[32], n_streams = 0;
     const char *list = cli_get(&a, "streams");

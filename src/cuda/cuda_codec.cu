@@ -26,6 +26,7 @@ typedef struct param_pack {
     char *host; /* NULL while sizing */
     size_t used;
     char *dev;
+    bool half; /* also an FP16 copy of every convolution weight */
 } param_pack;
 
 static const float *pack_floats(param_pack *p, const float *src, size_t n) {
@@ -44,10 +45,11 @@ static void pack_act(param_pack *p, const gp_dev_codec_act *a, gp_cuda_codec_act
     out->inv_alpha = a->n_snake ? pack_floats(p, a->inv_alpha, (size_t)a->n_snake) : NULL;
 }
 
-/* [c_out][c_in][k] → [c_out][k][c_pad], zeros in the padding channels */
+/* [c_out][c_in][k] → [c_out][k][c_pad], zeros in the padding channels (and
+ * the same in FP16 after it when the codec computes in FP16) */
 static void pack_conv(param_pack *p, const gp_dev_codec_conv *c, gp_cuda_codec_conv *out) {
     out->c_in = c->c_in;
-    out->c_pad = (c->c_in + 3) / 4 * 4;
+    out->c_pad = (c->c_in + 7) / 8 * 8;
     out->c_out = c->c_out;
     out->kernel = c->kernel;
     out->dilation = c->dilation;
@@ -65,6 +67,17 @@ static void pack_conv(param_pack *p, const gp_dev_codec_conv *c, gp_cuda_codec_c
                     dst[((size_t)o * c->kernel + t) * out->c_pad + i] =
                         c->weight[((size_t)o * c->c_in + i) * c->kernel + t];
         out->weight = (const float *)(p->dev + at);
+    }
+    out->weight_h = NULL;
+    if (p->half) {
+        const size_t at_h = p->used;
+        p->used += (n * sizeof(__half) + 255) & ~(size_t)255;
+        if (p->host) {
+            const float *src = (const float *)(p->host + at);
+            __half *dst = (__half *)(p->host + at_h);
+            for (size_t i = 0; i < n; i++) dst[i] = __float2half_rn(src[i]);
+            out->weight_h = (const __half *)(p->dev + at_h);
+        }
     }
     out->bias = pack_floats(p, c->bias, (size_t)c->c_out);
 }
@@ -124,9 +137,11 @@ static void codec_layout(gp_dev_codec *c) {
     const char *e1 = getenv("GEPARD_CUDA_CODEC_SPLIT_CHUNKS"),
                *e2 = getenv("GEPARD_CUDA_CODEC_TILE");
     const int per_split = e1 && atoi(e1) > 0 ? atoi(e1) : GP_CUDA_CODEC_CHUNKS_PER_SPLIT;
-    const int widest = e2 && (atoi(e2) == 32 || atoi(e2) == 64 || atoi(e2) == 128)
-                           ? atoi(e2)
-                           : GP_CUDA_CODEC_WIDEST_TILE;
+    int widest = e2 && (atoi(e2) == 32 || atoi(e2) == 64 || atoi(e2) == 128) ? atoi(e2)
+                 : c->math == GP_CODEC_MATH_F16 ? GP_CUDA_CODEC_WIDEST_TILE_F16
+                                                : GP_CUDA_CODEC_WIDEST_TILE;
+    if (c->math != GP_CODEC_MATH_F16 && widest > 64) widest = 64; /* no 128-row TF32/f32 tiles */
+    const int enc_widest = widest > 64 ? 64 : widest;             /* the encoder runs f32 */
     auto place = [&](gp_cuda_codec_conv *cv, int rate) {
         cv->st_off = off;
         off += (size_t)cv->hist * cv->c_in;
@@ -154,14 +169,15 @@ static void codec_layout(gp_dev_codec *c) {
     }
     place(&c->post, R);
     if (c->enc.present) { /* encoder convs: only their reduction cut (buffers per call) */
-        gp_cuda_codec_conv_split(&c->enc.pre, per_split, widest);
-        gp_cuda_codec_conv_split(&c->enc.post, per_split, widest);
-        for (int i = 0; i < c->enc.n_stages; i++) {
+        codec_encoder *e = &c->enc;
+        gp_cuda_codec_conv_split(&e->pre, per_split, enc_widest);
+        gp_cuda_codec_conv_split(&e->post, per_split, enc_widest);
+        for (int i = 0; i < e->n_stages; i++) {
             for (int b = 0; b < c->nk * c->nd; b++) {
-                gp_cuda_codec_conv_split(&c->enc.stages[i].blocks[b].in_conv, per_split, widest);
-                gp_cuda_codec_conv_split(&c->enc.stages[i].blocks[b].skip_conv, per_split, widest);
+                gp_cuda_codec_conv_split(&e->stages[i].blocks[b].in_conv, per_split, enc_widest);
+                gp_cuda_codec_conv_split(&e->stages[i].blocks[b].skip_conv, per_split, enc_widest);
             }
-            gp_cuda_codec_conv_split(&c->enc.stages[i].down, per_split, widest);
+            gp_cuda_codec_conv_split(&e->stages[i].down, per_split, enc_widest);
         }
     }
     c->state_floats = off ? off : 1;
@@ -237,7 +253,9 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     if (!c) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of memory for the GPU codec");
     pthread_mutex_init(&c->lock, NULL);
     c->device = d->device;
-    c->tensor = d->precision == GP_DEV_CODEC_TF32;
+    c->math = d->precision == GP_DEV_CODEC_TF32  ? GP_CODEC_MATH_TF32
+              : d->precision == GP_DEV_CODEC_F16 ? GP_CODEC_MATH_F16
+                                                 : GP_CODEC_MATH_FMA;
     c->input_dim = d->input_dim;
     c->spf = d->samples_per_frame;
     c->n_stages = d->n_stages;
@@ -274,7 +292,7 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
             }
         }
     }
-    param_pack p = {NULL, 0, NULL};
+    param_pack p = {NULL, 0, NULL, c->math == GP_CODEC_MATH_F16};
     pack_all(c, d, &p); /* sizes only */
     const size_t bytes = p.used;
     cudaError_t e = cudaMalloc(&c->params, bytes);
@@ -406,11 +424,12 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     cudaStream_t s = c->stream;
     const float *const *in = (const float *const *)c->ptrs;
     float *const *outp = c->ptrs + CODEC_MAX_COLS;
-    const bool tc = c->tensor;
+    const gp_cuda_codec_math tc = c->math;
+    const bool half = tc == GP_CODEC_MATH_F16; /* FP16 windows */
     gp_cuda_codec_act ident = {GP_DEV_ACT_IDENTITY, 0, 0.0f, NULL, NULL};
     gp_cuda_codec_epilogue ep = {GP_CODEC_EP_STORE, c->sig, NULL, 0, 0.0f};
     gp_cuda_codec_run_window(c->lat, n, T, c->input_dim, c->pre.c_pad, c->pre.hist, &ident, in,
-                             outp, c->pre.st_off, c->win, s);
+                             outp, c->pre.st_off, c->win, half, s);
     gp_cuda_codec_run_conv(&c->pre, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
     float *sig = c->sig, *acc = c->acc, *run = c->run, *tmp = c->tmp;
     for (int i = 0; i < c->n_stages; i++) {
@@ -426,12 +445,13 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
                 codec_block *b = &stg->blocks[j * c->nd + m];
                 const float *res = m == 0 ? sig : run;
                 gp_cuda_codec_run_window(res, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
-                                         &b->in_act, in, outp, b->in_conv.st_off, c->win, s);
+                                         &b->in_act, in, outp, b->in_conv.st_off, c->win, half, s);
                 ep = {GP_CODEC_EP_STORE, tmp, NULL, 0, 0.0f};
                 gp_cuda_codec_run_conv(&b->in_conv, c->win, n, T, &ep, tc, c->partial, c->tickets,
                                        s);
                 gp_cuda_codec_run_window(tmp, n, T, C, b->skip_conv.c_pad, b->skip_conv.hist,
-                                         &b->skip_act, in, outp, b->skip_conv.st_off, c->win, s);
+                                         &b->skip_act, in, outp, b->skip_conv.st_off, c->win, half,
+                                         s);
                 if (m < c->nd - 1)
                     ep = {GP_CODEC_EP_RESIDUAL, run, res, 0, 0.0f};
                 else
@@ -446,7 +466,7 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
         acc = t;
     }
     gp_cuda_codec_run_window(sig, n, T, c->post.c_in, c->post.c_pad, c->post.hist, &c->post_act, in,
-                             outp, c->post.st_off, c->win, s);
+                             outp, c->post.st_off, c->win, half, s);
     ep = {c->clamp ? GP_CODEC_EP_CLAMP : GP_CODEC_EP_TANH, c->pcm, NULL, 0, 0.0f};
     gp_cuda_codec_run_conv(&c->post, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
 }
@@ -562,27 +582,31 @@ extern "C" int gp_cuda_codec_measure(int device, gp_dev_codec_precision precisio
     *tflops = 0.0;
     GP_CUDA_TRY(cudaSetDevice(device), "selecting the GPU");
     const int n = 4096;
-    float *a = NULL, *b = NULL, *d = NULL;
+    /* f32 or FP16 square operands (FP16: half the bytes, f32 sums and output) */
+    const bool half = precision == GP_DEV_CODEC_F16;
+    const size_t in_bytes = (size_t)n * n * (half ? sizeof(__half) : sizeof(float));
+    void *a = NULL, *b = NULL, *d = NULL;
     cublasHandle_t h = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    int rc = gp_cuda_check(cudaMalloc(&a, (size_t)n * n * sizeof(float)), "measure", st);
-    if (!rc) rc = gp_cuda_check(cudaMalloc(&b, (size_t)n * n * sizeof(float)), "measure", st);
+    int rc = gp_cuda_check(cudaMalloc(&a, in_bytes), "measure", st);
+    if (!rc) rc = gp_cuda_check(cudaMalloc(&b, in_bytes), "measure", st);
     if (!rc) rc = gp_cuda_check(cudaMalloc(&d, (size_t)n * n * sizeof(float)), "measure", st);
     if (!rc) rc = gp_cuda_blas_check(cublasCreate(&h), "measure", st);
     if (!rc) {
-        cudaMemset(a, 0, (size_t)n * n * sizeof(float));
-        cudaMemset(b, 0, (size_t)n * n * sizeof(float));
+        cudaMemset(a, 0, in_bytes);
+        cudaMemset(b, 0, in_bytes);
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         const cublasComputeType_t ct =
             precision == GP_DEV_CODEC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        const cudaDataType_t in_type = half ? CUDA_R_16F : CUDA_R_32F;
         const float one = 1.0f, zero = 0.0f;
         const int reps = 10;
         for (int r = -2; r < reps && !rc; r++) {
             if (r == 0) cudaEventRecord(e0, 0);
             rc = gp_cuda_blas_check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a,
-                                                 CUDA_R_32F, n, b, CUDA_R_32F, n, &zero, d,
-                                                 CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT),
+                                                 in_type, n, b, in_type, n, &zero, d, CUDA_R_32F, n,
+                                                 ct, CUBLAS_GEMM_DEFAULT),
                                     "measure", st);
         }
         cudaEventRecord(e1, 0);

@@ -4,7 +4,18 @@
 #ifndef GP_CUDA_CODEC_H
 #define GP_CUDA_CODEC_H
 
+#include <cuda_fp16.h>
+
 #include "cuda/cuda_internal.h"
+
+/* The arithmetic of a convolution: f32 FMAs (the exactness path), TF32
+ * tensor cores over f32 windows, or FP16 tensor cores over FP16 windows and
+ * weights; the sums are f32 in all three. */
+typedef enum gp_cuda_codec_math {
+    GP_CODEC_MATH_FMA = 0,
+    GP_CODEC_MATH_TF32,
+    GP_CODEC_MATH_F16,
+} gp_cuda_codec_math;
 
 /* An activation with its per-channel parameters on the device. */
 typedef struct gp_cuda_codec_act {
@@ -17,12 +28,13 @@ typedef struct gp_cuda_codec_act {
  * (taps outermost, so a window row is one contiguous slice of the reduction). */
 typedef struct gp_cuda_codec_conv {
     int c_in, c_out, kernel, dilation, hist; /* hist = (kernel − 1) · dilation */
-    int c_pad;      /* c_in rounded up to 4: the window's row stride (zeros beyond c_in) */
+    int c_pad;      /* c_in rounded up to 8: the window's row stride (zeros beyond c_in) */
     int stride;     /* 1 in the decoder; the encoder's down-sampling convs */
     int splits, ks; /* the reduction cut into `splits` slices of ks (fixed per layer) */
-    int tm;         /* output channels per tile: 32 or 64 */
+    int tm;         /* output channels per tile: 32 or 64 (128 with FP16) */
     const float *weight, *bias;
-    size_t st_off; /* its history in a stream's state: [hist][c_in] */
+    const __half *weight_h; /* the weight in FP16 (GP_CODEC_MATH_F16 only), same layout */
+    size_t st_off;          /* its history in a stream's state: [hist][c_in] */
 } gp_cuda_codec_conv;
 
 /* A grouped causal transposed convolution; weight [c_in][c_out/groups][kernel]. */
@@ -49,13 +61,16 @@ typedef struct gp_cuda_codec_epilogue {
 } gp_cuda_codec_epilogue;
 
 /* win [n][hist + T][Cp] = [history | act(x)] per stream (channels C .. Cp − 1
- * zero); the last hist rows become the stream's next history (st_out, which
- * must not be st_in; [hist][C]). */
+ * zero), f32 or (half) rounded to FP16; the last hist rows become the
+ * stream's next history in f32 (st_out, which must not be st_in; [hist][C]). */
 void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
-                              float *const *st_out, size_t st_off, float *win, cudaStream_t s);
+                              float *const *st_out, size_t st_off, void *win, bool half,
+                              cudaStream_t s);
 /* Frame columns per decode piece (streams × frames). */
 #define GP_CUDA_CODEC_MAX_COLS 512
+/* The reduction advances CONV_KC (tap, channel) pairs per pass in every kernel. */
+#define GP_CUDA_CODEC_KC 32
 /* Reduction passes of 32 per split: a layer's reduction is cut into enough
  * slices that one stream's frame still spreads over the GPU (the cut is fixed
  * per layer, so every output is summed in the same order in any batch).
@@ -63,6 +78,7 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int h
  * caps the output channels per tile — for measurements. */
 #define GP_CUDA_CODEC_CHUNKS_PER_SPLIT 16
 #define GP_CUDA_CODEC_WIDEST_TILE 32
+#define GP_CUDA_CODEC_WIDEST_TILE_F16 64
 /* Let the convolution kernels use more than 48 KB of shared memory (once). */
 cudaError_t gp_cuda_codec_kernels_init(void);
 /* Set cv->tm, cv->splits and cv->ks for its shape. */
@@ -70,16 +86,78 @@ void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv, int chunks_per_split, int 
 /* Workspace floats and tickets a conv over `cols` output columns needs. */
 size_t gp_cuda_codec_conv_partial_floats(const gp_cuda_codec_conv *cv, int cols);
 size_t gp_cuda_codec_conv_tiles(const gp_cuda_codec_conv *cv, int cols);
-/* out [n][T][c_out] from the windows; `tensor`: TF32 tensor cores, else f32 FMAs.
- * partial / tickets: the split workspace (tickets zero between convolutions). */
-void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
-                            const gp_cuda_codec_epilogue *ep, bool tensor, float *partial,
-                            unsigned *tickets, cudaStream_t s);
+/* out [n][T][c_out] from the windows (FP16 windows for GP_CODEC_MATH_F16, else
+ * f32). partial / tickets: the split workspace (tickets zero between
+ * convolutions). */
+void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const void *win, int n, int T,
+                            const gp_cuda_codec_epilogue *ep, gp_cuda_codec_math math,
+                            float *partial, unsigned *tickets, cudaStream_t s);
 /* The same over windows of `wrows` rows per stream (output t reads rows
  * t·stride + tap·dilation): the encoder's padded, strided convolutions. */
-void gp_cuda_codec_run_conv_rows(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
-                                 int wrows, const gp_cuda_codec_epilogue *ep, bool tensor,
-                                 float *partial, unsigned *tickets, cudaStream_t s);
+void gp_cuda_codec_run_conv_rows(const gp_cuda_codec_conv *cv, const void *win, int n, int T,
+                                 int wrows, const gp_cuda_codec_epilogue *ep,
+                                 gp_cuda_codec_math math, float *partial, unsigned *tickets,
+                                 cudaStream_t s);
+/* The FP16 tensor-core convolution (cuda_codec_mma.cu). */
+void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,
+                                int wrows, const gp_cuda_codec_epilogue *ep, float *partial,
+                                unsigned *tickets, cudaStream_t s);
+cudaError_t gp_cuda_codec_mma_init(void);
+
+#ifdef __CUDACC__
+/* The end of every convolution tile, whatever computed it: `sc` holds the
+ * tile's sums [col][co] for the reduction slice of split blockIdx.z. With
+ * several splits every split stores its partial tile; the split that finishes
+ * last (a ticket per tile) sums them in split order — the same order for any
+ * batch or chunking — and applies the epilogue (bias, then ep.mode). */
+template <int TM, int TN, int THREADS>
+__device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, int col0, int cols,
+                                                  int C_out, const float *__restrict__ bias,
+                                                  int splits, float *partial, unsigned *tickets,
+                                                  const gp_cuda_codec_epilogue &ep, int *last) {
+    constexpr int TILE = TM * TN;
+    const int tid = threadIdx.x;
+    if (splits > 1) {
+        const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+        float *mine = partial + (tile * splits + blockIdx.z) * TILE;
+        for (int e = tid; e < TILE; e += THREADS) mine[e] = sc[e / TM][e % TM];
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) *last = atomicAdd(&tickets[tile], 1u) == (unsigned)(splits - 1);
+        __syncthreads();
+        if (!*last) return;
+        if (tid == 0) tickets[tile] = 0; /* ready for the next convolution */
+        __threadfence();
+        const float *all = partial + tile * splits * TILE;
+        for (int e = tid; e < TILE; e += THREADS) {
+            float v = 0.0f;
+            for (int z = 0; z < splits; z++) v += __ldcg(all + (size_t)z * TILE + e);
+            sc[e / TM][e % TM] = v;
+        }
+        __syncthreads();
+    }
+    for (int e = tid; e < TILE; e += THREADS) {
+        const int j = e / TM, r = e % TM;
+        const int g = col0 + j;
+        const int co = co0 + r;
+        if (g >= cols || co >= C_out) continue;
+        const size_t o = (size_t)g * C_out + co;
+        float v = sc[j][r] + bias[co];
+        switch (ep.mode) {
+        case GP_CODEC_EP_STORE: ep.out[o] = v; break;
+        case GP_CODEC_EP_RESIDUAL: ep.out[o] = ep.res[o] + v; break;
+        case GP_CODEC_EP_BRANCH: {
+            float run = ep.res[o] + v;
+            float acc = ep.first ? run : ep.out[o] + run;
+            ep.out[o] = ep.divide > 0.0f ? acc / ep.divide : acc;
+            break;
+        }
+        case GP_CODEC_EP_CLAMP: ep.out[o] = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v; break;
+        case GP_CODEC_EP_TANH: ep.out[o] = tanhf(v); break;
+        }
+    }
+}
+#endif
 /* win [left + n + right][Cp] = pad(act(x [n][C])) for the encoder (mode: 0 zeros,
  * 1 replicate, 2 reflect). */
 void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left, int right,
@@ -126,7 +204,7 @@ typedef struct codec_encoder {
 
 struct gp_dev_codec {
     int device;
-    bool tensor;
+    gp_cuda_codec_math math;
     int input_dim, spf, n_stages, nk, nd, clamp;
     gp_cuda_codec_conv pre, post;
     gp_cuda_codec_act post_act;

@@ -76,8 +76,8 @@ static size_t enc_layer(const gp_dev_codec *c, const gp_cuda_codec_conv *cv,
     gp_cuda_codec_run_window_pad(x, (int)n, cv->c_in, cv->c_pad, (int)left, (int)right, mode, act,
                                  b->win, c->stream);
     const size_t W = left + n + right, out = enc_out_len(cv, W);
-    gp_cuda_codec_run_conv_rows(cv, b->win, 1, (int)out, (int)W, ep, false, b->partial, b->tickets,
-                                c->stream);
+    gp_cuda_codec_run_conv_rows(cv, b->win, 1, (int)out, (int)W, ep, GP_CODEC_MATH_FMA, b->partial,
+                                b->tickets, c->stream);
     return out;
 }
 

@@ -43,17 +43,21 @@ __device__ __forceinline__ float codec_act(const gp_cuda_codec_act &a, float x, 
 
 /* 32-bit indices: a piece holds at most GP_CUDA_CODEC_MAX_COLS frame columns, so every
  * signal here has far fewer than 2^31 elements. */
+__device__ __forceinline__ void win_store(float *w, float v) { *w = v; }
+__device__ __forceinline__ void win_store(__half *w, float v) { *w = __float2half_rn(v); }
+
+template <typename WinT>
 __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned T, unsigned C,
                                unsigned Cp, unsigned hist, gp_cuda_codec_act act,
                                const float *const *st_in, float *const *st_out, unsigned st_off,
-                               float *__restrict__ win) {
+                               WinT *__restrict__ win) {
     const unsigned W = hist + T;
     const unsigned total = n * W * Cp;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += gridDim.x * blockDim.x) {
         const unsigned c = i % Cp, rows = i / Cp;
         if (c >= C) {
-            win[i] = 0.0f;
+            win_store(win + i, 0.0f);
             continue;
         }
         const unsigned r = rows % W, b = rows / W;
@@ -62,29 +66,35 @@ __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned
             v = st_in[b][st_off + r * C + c];
         else
             v = codec_act(act, x[(b * T + (r - hist)) * C + c], (int)c);
-        win[i] = v;
+        win_store(win + i, v);
         if (r >= T) st_out[b][st_off + (r - T) * C + c] = v;
     }
 }
 
 void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
-                              float *const *st_out, size_t st_off, float *win, cudaStream_t s) {
+                              float *const *st_out, size_t st_off, void *win, bool half,
+                              cudaStream_t s) {
     const size_t total = (size_t)n * ((size_t)hist + (size_t)T) * (size_t)Cp;
     const int threads = 256;
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
-    k_codec_window<<<(unsigned)blocks, threads, 0, s>>>(x, (unsigned)n, (unsigned)T, (unsigned)C,
-                                                        (unsigned)Cp, (unsigned)hist, *act, st_in,
-                                                        st_out, (unsigned)st_off, win);
+    if (half)
+        k_codec_window<__half><<<(unsigned)blocks, threads, 0, s>>>(
+            x, (unsigned)n, (unsigned)T, (unsigned)C, (unsigned)Cp, (unsigned)hist, *act, st_in,
+            st_out, (unsigned)st_off, (__half *)win);
+    else
+        k_codec_window<float><<<(unsigned)blocks, threads, 0, s>>>(
+            x, (unsigned)n, (unsigned)T, (unsigned)C, (unsigned)Cp, (unsigned)hist, *act, st_in,
+            st_out, (unsigned)st_off, (float *)win);
 }
 
 /* ---------------- the convolution as an implicit GEMM ---------------- */
 
-#define CONV_TN 128      /* output columns (stream, time) per tile */
-#define CONV_KC 32       /* reduction slice (tap, channel) per pass */
-#define CONV_THREADS 256 /* 8 warps: 2 along the channels × 4 along the columns */
+#define CONV_TN 128              /* output columns (stream, time) per tile */
+#define CONV_KC GP_CUDA_CODEC_KC /* reduction slice (tap, channel) per pass */
+#define CONV_THREADS 256         /* 8 warps: 2 along the channels × 4 along the columns */
 #define CONV_LDS (CONV_KC + 4)
 
 /* Dynamic shared memory of one tile: two buffers of the weight and window
@@ -112,7 +122,6 @@ __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
     float(*sc)[TM + 4] = reinterpret_cast<float(*)[TM + 4]>(dsm);
     __shared__ long long colbase[CONV_TN]; /* each column's first window element, or −1 */
     __shared__ int last;
-    constexpr int TILE = TM * CONV_TN;
     const int tid = threadIdx.x;
     const int co0 = blockIdx.y * TM;
     const int col0 = blockIdx.x * CONV_TN;
@@ -235,51 +244,16 @@ __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
             for (int j = 0; j < 8; j++) sc[fn + j][fm + i] = facc[i][j];
     }
     __syncthreads();
-    if (splits > 1) {
-        const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
-        float *mine = partial + (tile * splits + blockIdx.z) * TILE;
-        for (int e = tid; e < TILE; e += CONV_THREADS) mine[e] = sc[e / TM][e % TM];
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) last = atomicAdd(&tickets[tile], 1u) == (unsigned)(splits - 1);
-        __syncthreads();
-        if (!last) return;
-        if (tid == 0) tickets[tile] = 0; /* ready for the next convolution */
-        __threadfence();
-        const float *all = partial + tile * splits * TILE;
-        for (int e = tid; e < TILE; e += CONV_THREADS) {
-            float v = 0.0f;
-            for (int z = 0; z < splits; z++) v += __ldcg(all + (size_t)z * TILE + e);
-            sc[e / TM][e % TM] = v;
-        }
-        __syncthreads();
-    }
-    for (int e = tid; e < TILE; e += CONV_THREADS) {
-        const int j = e / TM, r = e % TM;
-        const int g = col0 + j;
-        const int co = co0 + r;
-        if (g >= cols || co >= C_out) continue;
-        const size_t o = (size_t)g * C_out + co;
-        float v = sc[j][r] + bias[co];
-        switch (ep.mode) {
-        case GP_CODEC_EP_STORE: ep.out[o] = v; break;
-        case GP_CODEC_EP_RESIDUAL: ep.out[o] = ep.res[o] + v; break;
-        case GP_CODEC_EP_BRANCH: {
-            float run = ep.res[o] + v;
-            float acc = ep.first ? run : ep.out[o] + run;
-            ep.out[o] = ep.divide > 0.0f ? acc / ep.divide : acc;
-            break;
-        }
-        case GP_CODEC_EP_CLAMP: ep.out[o] = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v; break;
-        case GP_CODEC_EP_TANH: ep.out[o] = tanhf(v); break;
-        }
-    }
+    codec_conv_finish<TM, CONV_TN, CONV_THREADS>(sc, co0, col0, cols, C_out, bias, splits, partial,
+                                                 tickets, ep, &last);
 }
 
-/* Rows of output channels per tile for a layer: 32, or 64 for layers wider
- * than 32 when `widest` allows (128-row tiles measured slower on an H200 and
- * are not built). */
-static int conv_tm(int c_out, int widest) { return c_out > 32 && widest >= 64 ? 64 : 32; }
+/* Rows of output channels per tile for a layer: 32, or 64 (128) for layers
+ * wider than 32 (64) when `widest` allows (128-row tiles only on FP16: on
+ * TF32 they measured slower on an H200 and are not built). */
+static int conv_tm(int c_out, int widest) {
+    return c_out > 64 && widest >= 128 ? 128 : c_out > 32 && widest >= 64 ? 64 : 32;
+}
 
 void gp_cuda_codec_conv_split(gp_cuda_codec_conv *cv, int chunks_per_split, int widest_tile) {
     cv->tm = conv_tm(cv->c_out, widest_tile);
@@ -315,7 +289,8 @@ template <bool TENSOR> static cudaError_t conv_allow_all() {
 
 cudaError_t gp_cuda_codec_kernels_init(void) {
     cudaError_t e = conv_allow_all<true>();
-    return e == cudaSuccess ? conv_allow_all<false>() : e;
+    if (e == cudaSuccess) e = conv_allow_all<false>();
+    return e == cudaSuccess ? gp_cuda_codec_mma_init() : e;
 }
 
 template <bool TENSOR, int TM>
@@ -340,19 +315,22 @@ static void conv_dispatch(const gp_cuda_codec_conv *cv, const float *win, int n,
         conv_launch<TENSOR, 64>(cv, win, n, T, wrows, ep, partial, tickets, s);
 }
 
-void gp_cuda_codec_run_conv_rows(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
-                                 int wrows, const gp_cuda_codec_epilogue *ep, bool tensor,
-                                 float *partial, unsigned *tickets, cudaStream_t s) {
-    if (tensor)
-        conv_dispatch<true>(cv, win, n, T, wrows, ep, partial, tickets, s);
+void gp_cuda_codec_run_conv_rows(const gp_cuda_codec_conv *cv, const void *win, int n, int T,
+                                 int wrows, const gp_cuda_codec_epilogue *ep,
+                                 gp_cuda_codec_math math, float *partial, unsigned *tickets,
+                                 cudaStream_t s) {
+    if (math == GP_CODEC_MATH_F16)
+        gp_cuda_codec_run_conv_f16(cv, (const __half *)win, n, T, wrows, ep, partial, tickets, s);
+    else if (math == GP_CODEC_MATH_TF32)
+        conv_dispatch<true>(cv, (const float *)win, n, T, wrows, ep, partial, tickets, s);
     else
-        conv_dispatch<false>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        conv_dispatch<false>(cv, (const float *)win, n, T, wrows, ep, partial, tickets, s);
 }
 
-void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const float *win, int n, int T,
-                            const gp_cuda_codec_epilogue *ep, bool tensor, float *partial,
-                            unsigned *tickets, cudaStream_t s) {
-    gp_cuda_codec_run_conv_rows(cv, win, n, T, cv->hist + T, ep, tensor, partial, tickets, s);
+void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const void *win, int n, int T,
+                            const gp_cuda_codec_epilogue *ep, gp_cuda_codec_math math,
+                            float *partial, unsigned *tickets, cudaStream_t s) {
+    gp_cuda_codec_run_conv_rows(cv, win, n, T, cv->hist + T, ep, math, partial, tickets, s);
 }
 
 /* ---------------- the encoder's padded windows ---------------- */

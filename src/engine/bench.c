@@ -375,7 +375,7 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
     *json = NULL;
     gp_error err;
     gp_error_clear(&err);
-    if (!p || !p->model || !p->codec || !p->text || p->frames < 1)
+    if (!p || (!p->model && !p->codec_only) || !p->codec || !p->text || p->frames < 1)
         return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT, "benchmark needs a model, a codec, text "
                                                          "and frames >= 1");
     cJSON *root = cJSON_CreateObject();
@@ -399,6 +399,21 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
                             "row of the batch in registers");
     cJSON_AddStringToObject(kernels, "prefill", gp_kernel_table_active()->prefill);
     cJSON_AddNumberToObject(root, "threads", threads);
+    if (p->codec_only) {
+        gp_pool_free(pool);
+        int rc = gp_bench_gpu_codec(p, root, &err);
+        if (rc == GEPARD_OK && !cJSON_GetObjectItem(root, "gpu_codec"))
+            rc = gp_fail(&err, GEPARD_ERR_INVALID_ARGUMENT,
+                         "--codec-only measures the codec on a GPU: add --device cuda");
+        gp_progress_done();
+        if (rc) {
+            cJSON_Delete(root);
+            return gp_api_fail(&err);
+        }
+        *json = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        return *json ? gp_api_ok() : gp_api_failf(GEPARD_ERR_NOMEM, "out of memory");
+    }
     gp_progress("bench: measuring the roofline");
     double bandwidth = gp_roofline_read_bandwidth(pool, (size_t)512 << 20);
     double fma = gp_roofline_fma_f32(pool), bf16 = gp_roofline_dot_bf16(pool);

@@ -2,7 +2,7 @@
  * (bench_gpu.h): the decoder on the GPU in each precision it offers, one
  * stream decoded frame by frame (the latency a listener sees per frame) and
  * batches of streams each decoding its next frame in one call (the server's
- * step), against the measured TF32 / f32 GEMM rate of the same GPU. */
+ * step), against the measured TF32 / FP16 / f32 GEMM rate of the same GPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +11,7 @@
 #include "engine/api_internal.h"
 #include "engine/bench_gpu.h"
 #include "model/device.h"
+#include "model/device_codec.h"
 
 #define FRAME_RATE (22050.0 / 1024.0)
 
@@ -99,14 +100,28 @@ int gp_bench_gpu_codec(const gepard_bench_params *p, cJSON *root, gp_error *err)
     const gp_dev_plugin *plugin = gp_device_cuda_plugin(err);
     if (!plugin) return GEPARD_ERR_UNSUPPORTED;
     gp_dev_status st = {0, ""};
-    double tf32 = 0, f32 = 0;
+    double tf32 = 0, f16 = 0, f32 = 0;
     if (plugin->codec_measure(spec.index, GP_DEV_CODEC_TF32, &tf32, &st) ||
+        plugin->codec_measure(spec.index, GP_DEV_CODEC_F16, &f16, &st) ||
         plugin->codec_measure(spec.index, GP_DEV_CODEC_F32, &f32, &st))
         return gp_device_error(&st, err);
     cJSON *o = cJSON_AddObjectToObject(root, "gpu_codec");
     cJSON_AddNumberToObject(o, "tf32_gemm_tflops", tf32);
+    cJSON_AddNumberToObject(o, "f16_gemm_tflops", f16);
     cJSON_AddNumberToObject(o, "f32_gemm_tflops", f32);
-    rc = bench_path(p, "tf32", tf32, o, err);
-    if (!rc) rc = bench_path(p, "f32", f32, o, err);
+    /* --codec-only --gpu-precision P: that path alone */
+    const char *only = NULL;
+    gp_dev_codec_precision named;
+    gp_error ignored;
+    if (p->codec_only && p->gpu_precision && strcmp(p->gpu_precision, "bf16") &&
+        gp_device_codec_precision_parse(p->gpu_precision, &named, &ignored) == GEPARD_OK)
+        only = gp_device_codec_precision_name(named);
+    const struct {
+        const char *name;
+        double tflops;
+    } paths[] = {{"f16", f16}, {"tf32", tf32}, {"f32", f32}};
+    for (int i = 0; !rc && i < 3; i++)
+        if (!only || !strcmp(only, paths[i].name))
+            rc = bench_path(p, paths[i].name, paths[i].tflops, o, err);
     return rc;
 }

@@ -22,8 +22,16 @@ int gp_device_codec_precision_parse(const char *text, gp_dev_codec_precision *ou
         *out = GP_DEV_CODEC_F32;
         return GEPARD_OK;
     }
+    if (!strcmp(text, "f16") || !strcmp(text, "fp16")) {
+        *out = GP_DEV_CODEC_F16;
+        return GEPARD_OK;
+    }
     return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
-                   "unknown GPU precision '%s' for the codec (expected tf32 or f32)", text);
+                   "unknown GPU precision '%s' for the codec (expected tf32, f16 or f32)", text);
+}
+
+const char *gp_device_codec_precision_name(gp_dev_codec_precision p) {
+    return p == GP_DEV_CODEC_F32 ? "f32" : p == GP_DEV_CODEC_F16 ? "f16" : "tf32";
 }
 
 static gp_dev_codec_act describe_act(const gp_act *a) {
@@ -194,7 +202,7 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
     }
     accel->impl = dc;
     snprintf(accel->name, sizeof accel->name, "cuda:%d %s", spec->index,
-             precision == GP_DEV_CODEC_F32 ? "f32" : "tf32");
+             gp_device_codec_precision_name(precision));
     accel->slot_open = dc_slot_open;
     accel->slot_reset = dc_slot_reset;
     accel->slot_close = dc_slot_close;

@@ -9,8 +9,10 @@
 #include "codec/codec.h"
 #include "model/device.h"
 
-/* "tf32" (default, also for NULL, "" and "bf16") or "f32". */
+/* "tf32" (default, also for NULL, "" and "bf16"), "f16" ("fp16") or "f32". */
 int gp_device_codec_precision_parse(const char *text, gp_dev_codec_precision *out, gp_error *err);
+/* "tf32", "f16" or "f32". */
+const char *gp_device_codec_precision_name(gp_dev_codec_precision p);
 /* Put `codec`'s decoder on the CUDA device of `spec` (kind must be CUDA). */
 int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
                            gp_dev_codec_precision precision, gp_error *err);

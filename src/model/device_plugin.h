@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define GP_DEVICE_PLUGIN_ABI 2
+#define GP_DEVICE_PLUGIN_ABI 3
 #define GP_DEVICE_PLUGIN_SYMBOL "gp_device_plugin_v1"
 
 typedef struct gp_dev_status {
@@ -131,6 +131,7 @@ typedef struct gp_dev_info {
 typedef enum gp_dev_codec_precision {
     GP_DEV_CODEC_TF32 = 0, /* f32 signals, convolutions on TF32 tensor cores (f32 sums) */
     GP_DEV_CODEC_F32 = 1,  /* f32 throughout on the CUDA cores: the exactness path */
+    GP_DEV_CODEC_F16 = 2,  /* f32 signals, convolutions on FP16 tensor cores (f32 sums) */
 } gp_dev_codec_precision;
 
 /* The same values as compute/conv.h's gp_act_kind. */

@@ -1,0 +1,209 @@
+/* cuda_codec_mma.cu — the codec decoder's convolution on FP16 tensor cores,
+ * the fast path for serving many streams (cuda_codec_kernels.cu has the TF32
+ * and f32 ones, which this kernel shares its tiling, reduction cut and
+ * epilogue with).
+ *
+ * The same implicit GEMM — out[col][co] = bias + Σ_(tap, c) W[co][tap][c] ·
+ * window[col·stride + tap·dil][c] — over FP16 windows and weights with f32
+ * sums (mma.sync m16n8k16): FP16 keeps TF32's 10-bit mantissa, so the
+ * accuracy is TF32's, at twice the tensor rate and half the bytes moved.
+ * Slices of 32 (tap, channel) pairs stream through a 4-stage cp.async
+ * pipeline into shared memory (rows padded to 80 bytes, so the ldmatrix
+ * loads that feed the MMAs hit distinct banks); a row of 8 channels is one
+ * 16-byte copy because windows and weights are padded to 8 channels.
+ * Every output is summed in an order fixed by the layer (MMA order inside a
+ * slice, slices in order, the layer's fixed splits in order), never by the
+ * batch: streaming in any chunking gives the same samples.
+ */
+#include "cuda/cuda_codec.h"
+
+#define H_TN 128 /* output columns (stream, time) per tile */
+#define H_KC GP_CUDA_CODEC_KC
+#define H_LDS 40   /* halves per shared row: 80 bytes */
+#define H_STAGES 4 /* slices in flight */
+#define H_THREADS 256
+
+static_assert(H_KC == 32, "the loader gives each row 4 copies of 8 halves");
+
+template <int TM> constexpr size_t h_smem_bytes() {
+    const size_t in = (size_t)H_STAGES * (TM + H_TN) * H_LDS * sizeof(__half);
+    const size_t out = (size_t)H_TN * (TM + 4) * sizeof(float);
+    return in > out ? in : out;
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    const int bytes = valid ? 16 : 0; /* 0: fill with zeros, read nothing */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                        unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* One TM × 128 tile over the reduction slice of split blockIdx.z. 8 warps:
+ * TM/32 along the channels × 8·32/TM along the columns, each 32 channels ×
+ * WN columns. */
+template <int TM>
+__global__ void __launch_bounds__(H_THREADS, 2)
+    k_codec_conv_f16(const __half *__restrict__ Wt, const float *__restrict__ bias,
+                     const __half *__restrict__ win, int n, int T, int wrows, int stride, int C_in,
+                     int C_out, int kernel, int dil, int ks, int splits, float *partial,
+                     unsigned *tickets, gp_cuda_codec_epilogue ep) {
+    constexpr int WARPS_M = TM / 32, WARPS_N = 8 / WARPS_M, WN = H_TN / WARPS_N, NT = WN / 8;
+    constexpr int A_ROWS_PER_THREAD = (TM * 4 + H_THREADS - 1) / H_THREADS;
+    extern __shared__ __align__(128) unsigned char hsm[];
+    __half(*sa)[TM][H_LDS] = reinterpret_cast<__half(*)[TM][H_LDS]>(hsm);
+    __half(*sb)[H_TN][H_LDS] =
+        reinterpret_cast<__half(*)[H_TN][H_LDS]>(hsm + (size_t)H_STAGES * TM * H_LDS * 2);
+    float(*sc)[TM + 4] = reinterpret_cast<float(*)[TM + 4]>(hsm);
+    __shared__ int last;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int co0 = blockIdx.y * TM, col0 = blockIdx.x * H_TN;
+    const int cols = n * T;
+    const int K = kernel * C_in;
+    const int kbeg = blockIdx.z * ks, kend = min(K, kbeg + ks);
+
+    /* loader: this thread copies 8 halves at k = slice + 8q of rows r, r + 64 (…) */
+    const int q = tid & 3, r = tid >> 2;
+    int cbase[2]; /* window offset of the thread's two columns' first row, −1 past the end */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int g = col0 + r + 64 * i;
+        cbase[i] = g < cols ? ((g / T) * wrows + (g % T) * stride) * C_in : -1;
+    }
+    int tap = 0, ch = 0; /* (tap, channel) of k = kbeg + 8q, advanced a slice per load */
+    {
+        const int k = kbeg + 8 * q;
+        tap = k / C_in;
+        ch = k - tap * C_in;
+    }
+    auto load = [&](int stage, int k0) {
+        const int k = k0 + 8 * q;
+        const bool kin = k < kend;
+        const int off = tap * dil * C_in + ch;
+#pragma unroll
+        for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
+            const int row = r + 64 * i;
+            if (row < TM) {
+                const int co = co0 + row;
+                const bool ok = kin && co < C_out;
+                cp_async16(&sa[stage][row][8 * q], ok ? Wt + (size_t)co * K + k : Wt, ok);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const bool ok = kin && cbase[i] >= 0;
+            cp_async16(&sb[stage][r + 64 * i][8 * q], ok ? win + cbase[i] + off : win, ok);
+        }
+        ch += H_KC;
+        while (ch >= C_in) {
+            ch -= C_in;
+            tap++;
+        }
+    };
+
+    const int nk = kend > kbeg ? (kend - kbeg + H_KC - 1) / H_KC : 0;
+#pragma unroll
+    for (int s = 0; s < H_STAGES - 1; s++) {
+        if (s < nk) load(s, kbeg + s * H_KC);
+        cp_async_commit();
+    }
+    const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * WN;
+    float acc[2][NT][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+    for (int it = 0; it < nk; it++) {
+        cp_async_wait<H_STAGES - 2>();
+        __syncthreads(); /* slice `it` landed; everyone is done with slice it − 1 */
+        const int next = it + H_STAGES - 1;
+        if (next < nk) load(next % H_STAGES, kbeg + next * H_KC);
+        cp_async_commit();
+        const int st = it % H_STAGES;
+#pragma unroll
+        for (int kk = 0; kk < H_KC; kk += 16) {
+            unsigned a[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+                ldsm_x4(a[mt], &sa[st][wm + mt * 16 + (lane & 15)][kk + (lane >> 4) * 8]);
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                unsigned b[4];
+                ldsm_x4(b, &sb[st][wn + np * 16 + (lane & 7) + ((lane >> 4) << 3)]
+                              [kk + ((lane >> 3) & 1) * 8]);
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    mma_f16(acc[mt][2 * np], a[mt], b[0], b[1]);
+                    mma_f16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* the staging buffers become the result tile */
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int co = wm + mt * 16 + (lane >> 2), col = wn + nt * 8 + (lane & 3) * 2;
+            sc[col][co] = acc[mt][nt][0];
+            sc[col + 1][co] = acc[mt][nt][1];
+            sc[col][co + 8] = acc[mt][nt][2];
+            sc[col + 1][co + 8] = acc[mt][nt][3];
+        }
+    __syncthreads();
+    codec_conv_finish<TM, H_TN, H_THREADS>(sc, co0, col0, cols, C_out, bias, splits, partial,
+                                           tickets, ep, &last);
+}
+
+template <int TM> static cudaError_t mma_allow_smem() {
+    return cudaFuncSetAttribute(k_codec_conv_f16<TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)h_smem_bytes<TM>());
+}
+
+cudaError_t gp_cuda_codec_mma_init(void) {
+    cudaError_t e = mma_allow_smem<32>();
+    if (e == cudaSuccess) e = mma_allow_smem<64>();
+    return e == cudaSuccess ? mma_allow_smem<128>() : e;
+}
+
+template <int TM>
+static void mma_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
+                       const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
+                       cudaStream_t s) {
+    const int cols = n * T;
+    dim3 grid((unsigned)((cols + H_TN - 1) / H_TN), (unsigned)((cv->c_out + TM - 1) / TM),
+              (unsigned)cv->splits);
+    k_codec_conv_f16<TM><<<grid, H_THREADS, h_smem_bytes<TM>(), s>>>(
+        cv->weight_h, cv->bias, win, n, T, wrows, cv->stride, cv->c_pad, cv->c_out, cv->kernel,
+        cv->dilation, cv->ks, cv->splits, partial, tickets, *ep);
+}
+
+void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,
+                                int wrows, const gp_cuda_codec_epilogue *ep, float *partial,
+                                unsigned *tickets, cudaStream_t s) {
+    if (cv->tm == 32)
+        mma_launch<32>(cv, win, n, T, wrows, ep, partial, tickets, s);
+    else if (cv->tm == 64)
+        mma_launch<64>(cv, win, n, T, wrows, ep, partial, tickets, s);
+    else
+        mma_launch<128>(cv, win, n, T, wrows, ep, partial, tickets, s);
+}

@@ -3,11 +3,14 @@
 # `make device-bundle` here packed .device/ (programs, their libraries, the
 # CUDA plugin and the fixtures). One command does the whole GPU check:
 #
-#   scripts/device-run.sh [tests|bench|serve|all|cpu] [ARGS for bench...]
+#   scripts/device-run.sh [tests|bench|codec|serve|all|cpu] [ARGS for bench...]
 #
 # tests: `gepard synth` writes the real-size synthetic checkpoint, then every
 #        CUDA test runs (release build) against the fixtures and real size.
 # bench: `gepard bench --device cuda` on the real-size checkpoint.
+# codec: the codec's CUDA tests, then `gepard bench --codec-only` for f16 and
+#        tf32 and the f16 tile/split variants (codec-*.json): the quick loop
+#        for codec kernel work.
 # serve: `gepard serve --device cuda` (backbone and codec on the GPU) driven
 #        by `gepard loadtest` (1, 64 and 256 concurrent streaming requests of
 #        100 frames).
@@ -46,6 +49,22 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec "$@" \
         > "$out/bench.json" 2> "$out/bench.err"
     echo "bench exit $?"; tail -5 "$out/bench.err"; cat "$out/bench.json"
+fi
+if [ "$what" = codec ]; then
+    GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
+        "$bin/gepard-tests" cuda_codec 2>&1 | tee "$out/codec-tests.log" | grep -E "^ok|FAIL|passed"
+    rc=${PIPESTATUS[0]}
+    codec_bench() { # NAME PRECISION [VAR=VALUE ...]
+        local name=$1 prec=$2
+        shift 2
+        env "$@" "$bin/gepard" bench --codec-only --device cuda --codec /tmp/rs/codec \
+            --frames 32 --gpu-precision "$prec" > "$out/codec-$name.json" 2> /dev/null
+        echo "codec $name: $(cat "$out/codec-$name.json")"
+    }
+    codec_bench f16 f16
+    codec_bench tf32 tf32
+    codec_bench f16-tile128 f16 GEPARD_CUDA_CODEC_TILE=128
+    codec_bench f16-split32 f16 GEPARD_CUDA_CODEC_SPLIT_CHUNKS=32
 fi
 if [ "$what" = serve ] || [ "$what" = all ]; then
     # The server on the GPU (backbone and codec): one stream, then 64 and 256 at once.

@@ -1,7 +1,7 @@
 #!/bin/bash
 # ncu-codec.sh — on the GPU machine (after `make device-bundle` here): the GPU
 # time of every kernel of a real-size codec decode of N frames (one call),
-# summed per kernel and grid shape. Usage: scripts/ncu-codec.sh [FRAMES] [PRECISION]
+# summed per kernel and grid shape. Usage: scripts/ncu-codec.sh [FRAMES] [tf32|f16|f32]
 set -u
 . .device/env.sh
 b=.device/bin

@@ -42,32 +42,49 @@ __device__ __forceinline__ float codec_act(const gp_cuda_codec_act &a, float x, 
 /* ---------------- window: [history | act(x)] and the next history ---------------- */
 
 /* 32-bit indices: a piece holds at most GP_CUDA_CODEC_MAX_COLS frame columns, so every
- * signal here has far fewer than 2^31 elements. */
-__device__ __forceinline__ void win_store(float *w, float v) { *w = v; }
-__device__ __forceinline__ void win_store(__half *w, float v) { *w = __float2half_rn(v); }
+ * signal here has far fewer than 2^31 elements. A thread makes 8 channels of
+ * one row (Cp is a multiple of 8) and stores them as one 16-byte (FP16) or two
+ * 16-byte (f32) writes. */
+__device__ __forceinline__ void win_store8(float *w, const float (&v)[8]) {
+    reinterpret_cast<float4 *>(w)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4 *>(w)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void win_store8(__half *w, const float (&v)[8]) {
+    __align__(16) __half2 h[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+    *reinterpret_cast<uint4 *>(w) = *reinterpret_cast<const uint4 *>(h);
+}
 
 template <typename WinT>
 __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned T, unsigned C,
                                unsigned Cp, unsigned hist, gp_cuda_codec_act act,
                                const float *const *st_in, float *const *st_out, unsigned st_off,
                                WinT *__restrict__ win) {
-    const unsigned W = hist + T;
-    const unsigned total = n * W * Cp;
+    const unsigned W = hist + T, groups = Cp / 8;
+    const unsigned total = n * W * groups;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += gridDim.x * blockDim.x) {
-        const unsigned c = i % Cp, rows = i / Cp;
-        if (c >= C) {
-            win_store(win + i, 0.0f);
-            continue;
-        }
+        const unsigned c0 = (i % groups) * 8, rows = i / groups;
         const unsigned r = rows % W, b = rows / W;
-        float v;
-        if (r < hist)
-            v = st_in[b][st_off + r * C + c];
-        else
-            v = codec_act(act, x[(b * T + (r - hist)) * C + c], (int)c);
-        win_store(win + i, v);
-        if (r >= T) st_out[b][st_off + (r - T) * C + c] = v;
+        float v[8];
+        if (r < hist) {
+            const float *src = st_in[b] + st_off + r * C;
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = c0 + k < C ? src[c0 + k] : 0.0f;
+        } else {
+            const float *src = x + (b * T + (r - hist)) * C;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                v[k] = c0 + k < C ? codec_act(act, src[c0 + k], (int)(c0 + k)) : 0.0f;
+        }
+        win_store8(win + (size_t)rows * Cp + c0, v);
+        if (r >= T) {
+            float *dst = st_out[b] + st_off + (r - T) * C;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (c0 + k < C) dst[c0 + k] = v[k];
+        }
     }
 }
 
@@ -75,7 +92,7 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int h
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, void *win, bool half,
                               cudaStream_t s) {
-    const size_t total = (size_t)n * ((size_t)hist + (size_t)T) * (size_t)Cp;
+    const size_t total = (size_t)n * ((size_t)hist + (size_t)T) * (size_t)(Cp / 8);
     const int threads = 256;
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;

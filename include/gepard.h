@@ -217,14 +217,19 @@ typedef struct gepard_engine gepard_engine;
 typedef struct gepard_stream gepard_stream;
 
 typedef struct gepard_engine_params {
-    int threads;       /* compute threads; 0 = all CPUs */
-    int max_streams;   /* streams synthesised at once (default 16) */
-    int max_queue;     /* streams waiting for a slot (64): once max_streams + max_queue
-                          streams are held, running or waiting, start fails with BUSY */
-    int prefill_chunk; /* prefill rows per step while other streams are decoding, so
-                          their frames keep coming (0 = 32 on the CPU, 512 on a GPU); an
-                          idle engine prefills at once */
-    int kv_cache_mb;   /* KV cache address space; 0 = enough for max_streams worst cases */
+    int threads;            /* compute threads; 0 = all CPUs */
+    int max_streams;        /* streams synthesised at once (default 16) */
+    int max_queue;          /* streams waiting for a slot (64): once max_streams + max_queue
+                               streams are held, running or waiting, start fails with BUSY */
+    int prefill_chunk;      /* prefill rows per step while other streams are decoding, so
+                               their frames keep coming (0 = 32 on the CPU, 512 on a GPU); an
+                               idle engine prefills at once */
+    int kv_cache_mb;        /* KV cache address space; 0 = enough for max_streams worst cases */
+    double realtime_margin; /* > 0: admit a queued stream only while the measured cycle (one
+                               batched step and its audio) with one more stream stays under
+                               this fraction of a frame's duration, so every running stream
+                               keeps real time and new requests wait instead (gepard serve:
+                               0.8); 0 = admit up to max_streams */
 } gepard_engine_params;
 
 gepard_engine_params gepard_engine_default_params(void);
@@ -301,6 +306,9 @@ typedef struct gepard_engine_stats {
     size_t kv_blocks_used, kv_blocks_total;
     double step_seconds;    /* total time in batched backbone steps */
     double deliver_seconds; /* total time decoding audio and running callbacks */
+    double cycle_ms;        /* smoothed time of a cycle (step + audio) at the current batch */
+    int realtime_capacity;  /* streams the engine would hold now under realtime_margin
+                               (max_streams when the margin is off) */
 } gepard_engine_stats;
 
 void gepard_engine_get_stats(gepard_engine *engine, gepard_engine_stats *stats);

@@ -80,6 +80,12 @@ TEST(server_16_concurrent_streams_batched_with_correct_audio) {
     double mean_batch = test_metric(m, "gepard_batch_size_mean");
     test_note("batch size max %.0f, mean %.2f", max_batch, mean_batch);
     CHECK(max_batch > 1);
+    /* no real-time margin here: the capacity gauge is every slot */
+    test_note("cycle %.2f ms, real-time capacity %.0f streams",
+              test_metric(m, "gepard_engine_cycle_seconds") * 1e3,
+              test_metric(m, "gepard_realtime_capacity_streams"));
+    CHECK(test_metric(m, "gepard_engine_cycle_seconds") > 0);
+    CHECK(test_metric(m, "gepard_realtime_capacity_streams") >= 16);
     CHECK_EQ_INT(test_metric(m, "gepard_http_requests_total{route=\"speech\",code=\"200\"}"), 18);
     CHECK_EQ_INT(test_metric(m, "gepard_time_to_first_audio_seconds_count"), 18);
     CHECK_EQ_INT(test_metric(m, "gepard_real_time_factor_count"), 18);

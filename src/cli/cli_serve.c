@@ -25,6 +25,13 @@
 #define DEFAULT_MODEL "nineninesix/gepard-1.0"
 #define DEFAULT_CODEC "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
 #define SERVE_MALLOC_ARENAS 2
+/* On a GPU a cycle may use 80% of a frame's 46 ms: the rest absorbs prefill
+ * chunks and jitter (engine/admission.h). A GPU batch costs little more than
+ * one stream, so keeping every listener real time costs little throughput.
+ * On a CPU it is off by default: two cores hold one or two streams in real
+ * time, and making the rest wait would cut the aggregate by more than half
+ * (docs/SERVER.md) — listeners that play as they receive want it on. */
+#define SERVE_REALTIME_MARGIN_GPU 0.8
 
 static const cli_option serve_options[] = {
     {"model", 'm', "PATH", "model directory or Hub repo id (default " DEFAULT_MODEL ")"},
@@ -36,6 +43,9 @@ static const cli_option serve_options[] = {
     {"max-streams", 0, "N", "streams synthesised together in one batch (default 16; 256 on a GPU)"},
     {"max-queue", 0, "N",
      "requests waiting for a slot before 429 (default 64; 4 x slots on a GPU)"},
+    {"realtime-margin", 0, "F",
+     "admit a waiting request only while every running stream still gets a frame within F x "
+     "its duration (default 0.8 on a GPU; 0, every slot however slow, on the CPU)"},
     {"max-input-chars", 0, "N", "longest input text in characters (default 4096)"},
     {"max-body-mb", 0, "N", "largest request body in MiB (default 16)"},
     {"max-frames", 0, "N", "largest max_frames a request may ask for (default 4000)"},
@@ -76,7 +86,7 @@ typedef struct serve_config {
     double drain_s;
     const char *model, *codec, *voices;
     const char *codec_device;
-    bool streams_given, queue_given; /* else sized for the device once the model is loaded */
+    bool streams_given, queue_given, margin_given; /* else set for the device once loaded */
 } serve_config;
 
 static int parse_dtype(const cli_args *a, gepard_weight_format *w) {
@@ -139,6 +149,7 @@ static int read_config(const cli_args *a, serve_config *c) {
         (rc = cli_get_int(a, "kv-cache-mb", 0, 1 << 20, &kv)) ||
         (rc = cli_get_float(a, "request-timeout", 0.1, 1e6, &timeout)) ||
         (rc = cli_get_float(a, "drain", 0, 1e6, &c->drain_s)) ||
+        (rc = cli_get_float(a, "realtime-margin", 0, 100, &c->engine.realtime_margin)) ||
         (rc = cli_get_int(a, "max-connections", 1, 1000000, &conns)) ||
         (rc = cli_get_int(a, "max-connections-per-client", 0, 1000000, &per_client)) ||
         (rc = cli_get_int(a, "http-threads", 0, 256, &http_threads)) ||
@@ -173,6 +184,7 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->engine.max_queue = (int)queue;
     c->streams_given = cli_get(a, "max-streams") != NULL;
     c->queue_given = cli_get(a, "max-queue") != NULL;
+    c->margin_given = cli_get(a, "realtime-margin") != NULL;
     c->engine.threads = (int)threads;
     c->engine.kv_cache_mb = (int)kv;
     c->load.revision = cli_get(a, "revision");
@@ -211,6 +223,7 @@ static int load_backend(serve_config *c, serve_backend *b) {
     if (strncmp(gepard_model_device(b->model), "cuda", 4) == 0) {
         if (!c->streams_given) c->engine.max_streams = GPU_DEFAULT_STREAMS;
         if (!c->queue_given) c->engine.max_queue = 4 * c->engine.max_streams;
+        if (!c->margin_given) c->engine.realtime_margin = SERVE_REALTIME_MARGIN_GPU;
     }
     gp_error err;
     gp_error_clear(&err);

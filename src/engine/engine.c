@@ -54,7 +54,8 @@ static void active_remove(gepard_engine *e, gepard_stream *s) {
 
 /* Move queued streams into slots while slots and KV blocks allow. Lock held. */
 static void admit_locked(gepard_engine *e) {
-    while (e->queue_head && e->active_count < e->params.max_streams) {
+    const int limit = gp_admission_capacity(&e->admission, e->active_count);
+    while (e->queue_head && e->active_count < limit) {
         gepard_stream *s = e->queue_head;
         if (atomic_load(&s->cancel_requested)) {
             e->queue_head = s->next;
@@ -301,9 +302,12 @@ static void *engine_thread_main(void *arg) {
             count_step(e, n);
             advance_streams(e, on_device);
             uint64_t t2 = gp_now_ns();
+            gp_admission_record(&e->admission, n, (double)(t2 - t0) * 1e-9);
             pthread_mutex_lock(&e->lock);
             e->stats.step_seconds += (double)(t1 - t0) * 1e-9 - overlapped;
             e->stats.deliver_seconds += (double)(t2 - t1) * 1e-9 + overlapped;
+            e->stats.cycle_ms = gp_admission_projected(&e->admission, n) * 1e3;
+            e->stats.realtime_capacity = gp_admission_capacity(&e->admission, e->active_count);
             pthread_mutex_unlock(&e->lock);
         }
         pthread_mutex_lock(&e->lock);
@@ -355,6 +359,7 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
      * hundreds of rows almost for free. */
     if (e->params.prefill_chunk <= 0)
         e->params.prefill_chunk = gp_gen_on_device(model->model) ? 512 : 32;
+    if (!(e->params.realtime_margin >= 0)) e->params.realtime_margin = 0; /* NaN, < 0 */
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     gp_gen_workspace_init(&e->work);
@@ -370,6 +375,13 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
         rc = gp_kv_pool_create(bb->num_layers, bb->num_kv_heads, bb->head_dim, ENGINE_KV_BLOCK,
                                kv_blocks_for_engine(e), &e->kv, &err);
     if (!rc) rc = gp_device_kv_attach(model->model, e->kv, &err);
+    if (!rc) {
+        const double fps = model->model->cfg.codec.frame_rate_hz;
+        if (gp_admission_init(&e->admission, e->params.max_streams, e->params.realtime_margin,
+                              fps > 0 ? 1.0 / fps : 0))
+            rc = gp_fail_oom(&err, "engine admission", 0);
+        e->stats.realtime_capacity = gp_admission_capacity(&e->admission, 0);
+    }
     if (!rc) {
         size_t n = (size_t)e->params.max_streams;
         e->step_streams = calloc(n, sizeof *e->step_streams);
@@ -421,6 +433,7 @@ void gepard_engine_free(gepard_engine *e) {
     free(e->decode_streams);
     free(e->decode_codes);
     free(e->decode_pcm);
+    gp_admission_free(&e->admission);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->lock);
     free(e);

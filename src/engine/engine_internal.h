@@ -10,6 +10,7 @@
 
 #include "base/pool.h"
 #include "compute/kv_cache.h"
+#include "engine/admission.h"
 #include "engine/api_internal.h"
 #include "model/generate.h"
 #include "text/segment.h"
@@ -77,6 +78,7 @@ struct gepard_engine {
     int queued;
     gepard_stream *active;
     int active_count;
+    gp_admission admission; /* engine thread only */
     gepard_engine_stats stats;
     double batch_sum;
 };

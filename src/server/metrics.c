@@ -228,6 +228,14 @@ int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int
                        "Largest number of streams stepped together so far.", (double)st.max_batch);
     rc |= render_gauge(out, "gepard_batch_size_mean", "gauge",
                        "Mean number of streams per engine step.", st.mean_batch);
+    rc |= render_gauge(out, "gepard_engine_cycle_seconds", "gauge",
+                       "Smoothed time of one engine cycle (batched step and its audio); real "
+                       "time needs it under a frame's 0.046 s.",
+                       st.cycle_ms / 1e3);
+    rc |= render_gauge(out, "gepard_realtime_capacity_streams", "gauge",
+                       "Streams the engine admits at once while keeping each one real time "
+                       "(--realtime-margin; the slot count when that is 0).",
+                       (double)st.realtime_capacity);
     rc |= render_gauge(out, "gepard_kv_blocks_used", "gauge", "KV cache blocks in use.",
                        (double)st.kv_blocks_used);
     rc |= render_gauge(out, "gepard_kv_blocks_total", "gauge", "KV cache blocks in all.",

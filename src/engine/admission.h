@@ -1,0 +1,37 @@
+/* admission.h — real-time admission for the engine (issue 12): how many
+ * streams the step thread may hold at once so that every admitted stream
+ * still gets its next frame within a frame's duration of audio.
+ *
+ * The engine measures each cycle (one batched step plus the delivery of its
+ * audio) with the number of streams it stepped; a queued request is admitted
+ * only while the projected cycle with it stays under `margin` × the frame
+ * duration. Admitting more would slow every listener below real time — the
+ * new request waits in the queue instead (its time to first audio grows; no
+ * running stream stutters). The projection for m streams is the measured
+ * cycle at m when there is one, else the largest measured n < m scaled by
+ * m / n (cost proportional to the batch: an over-estimate, so the engine
+ * never admits past what it has evidence for). */
+#ifndef GP_ENGINE_ADMISSION_H
+#define GP_ENGINE_ADMISSION_H
+
+#include <stdbool.h>
+
+typedef struct gp_admission {
+    int max_streams;
+    double budget_s;    /* cycle time allowed; 0 = no real-time limit */
+    double *cycle_by_n; /* [max_streams + 1] smoothed cycle seconds with n streams; 0 = unseen */
+} gp_admission;
+
+/* margin ≤ 0 turns the limit off (admit up to max_streams). 0 or an error
+ * code from gepard.h (out of memory). */
+int gp_admission_init(gp_admission *a, int max_streams, double margin, double frame_seconds);
+void gp_admission_free(gp_admission *a);
+/* One cycle that stepped n streams took `seconds`. */
+void gp_admission_record(gp_admission *a, int n, double seconds);
+/* Projected cycle seconds with m streams; 0 when nothing measured yet. */
+double gp_admission_projected(const gp_admission *a, int m);
+/* How many streams may be active now, `active` of them already: at least
+ * `active` (running streams are never dropped) and at least 1. */
+int gp_admission_capacity(const gp_admission *a, int active);
+
+#endif

@@ -1,0 +1,122 @@
+/* test_admission.c — the engine's real-time admission (engine/admission.h,
+ * issue 12): the projection from measured cycles, and an engine that holds
+ * back queued streams when a cycle with one more would exceed its budget
+ * (and batches them when it would not). */
+#include <pthread.h>
+#include <string.h>
+
+#include "engine/admission.h"
+#include "gepard.h"
+#include "test.h"
+
+TEST(admission_projects_from_measured_cycles) {
+    gp_admission a;
+    REQUIRE(gp_admission_init(&a, 64, 0.8, 0.05) == 0); /* budget 40 ms */
+    /* nothing measured: one stream at a time, running streams are kept */
+    CHECK_EQ_INT(gp_admission_capacity(&a, 0), 1);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 5), 5);
+    /* 10 ms with one stream: up to 4 (4 × 10 = 40 ms) by proportion */
+    gp_admission_record(&a, 1, 0.010);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 1), 4);
+    CHECK(gp_admission_projected(&a, 3) > 0.0299 && gp_admission_projected(&a, 3) < 0.0301);
+    /* measured: 4 streams cost 12 ms, so 13 fit by proportion from there */
+    gp_admission_record(&a, 4, 0.012);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 4), 13);
+    /* a cycle measured at 14 during a burst of prefills (60 ms) does not block
+     * admission once 13 streams run at 26 ms (26 × 14 / 13 = 28 ms) */
+    gp_admission_record(&a, 14, 0.060);
+    gp_admission_record(&a, 13, 0.026);
+    CHECK(gp_admission_capacity(&a, 13) >= 14);
+    /* smoothing: one slow cycle moves the estimate a quarter of the way */
+    gp_admission_record(&a, 1, 0.050);
+    CHECK(gp_admission_projected(&a, 1) > 0.0199 && gp_admission_projected(&a, 1) < 0.0201);
+    /* over budget already: nobody new, nobody dropped */
+    gp_admission_record(&a, 20, 0.045);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 20), 20);
+    gp_admission_free(&a);
+    /* margin 0: every slot */
+    REQUIRE(gp_admission_init(&a, 64, 0, 0.05) == 0);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 0), 64);
+    gp_admission_free(&a);
+}
+
+typedef struct job {
+    gepard_engine *engine;
+    gepard_status status;
+    size_t samples;
+} job;
+
+static int count_audio(const float *samples, size_t n, void *user) {
+    (void)samples;
+    ((job *)user)->samples += n;
+    return 0;
+}
+
+static void *run_job(void *arg) {
+    job *j = arg;
+    gepard_synth_params p = gepard_synth_default_params();
+    p.random_seed = 0;
+    p.seed = 3;
+    p.stop_threshold = 2.0f; /* never stops early: max_frames each */
+    p.max_frames = 12;
+    gepard_stream_callbacks cb = {.on_audio = count_audio, .user = j};
+    j->status = gepard_synthesize(j->engine, "Hello there, world.", &p, &cb, NULL);
+    return NULL;
+}
+
+/* 6 requests at once on 6 slots; returns the largest batch. */
+static int run_six(double margin, gepard_engine_stats *st) {
+    gepard_load_params lp = gepard_load_default_params();
+    lp.weights = GEPARD_WEIGHTS_F32;
+    gepard_model *m = NULL;
+    gepard_codec *c = NULL;
+    gepard_engine *e = NULL;
+    if (gepard_model_load(test_fixture("model-tiny/model"), &lp, &m) ||
+        gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &c)) {
+        gepard_model_free(m);
+        return -1;
+    }
+    gepard_engine_params ep = gepard_engine_default_params();
+    ep.threads = 1;
+    ep.max_streams = 6;
+    ep.realtime_margin = margin;
+    int largest = -1;
+    if (gepard_engine_create(m, c, &ep, &e) == GEPARD_OK) {
+        job jobs[6];
+        pthread_t t[6];
+        for (int i = 0; i < 6; i++) {
+            memset(&jobs[i], 0, sizeof jobs[i]);
+            jobs[i].engine = e;
+            pthread_create(&t[i], NULL, run_job, &jobs[i]);
+        }
+        largest = 0;
+        for (int i = 0; i < 6; i++) {
+            pthread_join(t[i], NULL);
+            if (jobs[i].status != GEPARD_OK || jobs[i].samples != 12 * 1024) largest = -2;
+        }
+        gepard_engine_get_stats(e, st);
+        if (largest == 0) largest = st->max_batch;
+        gepard_engine_free(e);
+    }
+    gepard_codec_free(c);
+    gepard_model_free(m);
+    return largest;
+}
+
+TEST(admission_engine_holds_back_what_would_not_be_real_time) {
+    gepard_engine_stats st;
+    /* A budget of 46 ns: no cycle fits, so the engine runs one stream at a
+     * time and every request still completes. */
+    int largest = run_six(1e-6, &st);
+    test_note("margin 1e-6: largest batch %d, capacity %d, cycle %.2f ms", largest,
+              st.realtime_capacity, st.cycle_ms);
+    CHECK_EQ_INT(largest, 1);
+    CHECK_EQ_INT(st.realtime_capacity, 1);
+    CHECK(st.cycle_ms > 0);
+    /* A budget of 100 frame durations: the tiny model's cycles fit, so the
+     * streams are batched as without a limit. */
+    largest = run_six(100.0, &st);
+    test_note("margin 100: largest batch %d, capacity %d", largest, st.realtime_capacity);
+    CHECK(largest > 1);
+    CHECK_EQ_INT(st.realtime_capacity, 6);
+}

@@ -65,6 +65,12 @@ if [ "$what" = codec ]; then
     codec_bench tf32 tf32
     codec_bench f16-tile128 f16 GEPARD_CUDA_CODEC_TILE=128
     codec_bench f16-split32 f16 GEPARD_CUDA_CODEC_SPLIT_CHUNKS=32
+    codec_bench f16-slice64 f16 GEPARD_CUDA_CODEC_SLICE=64
+    codec_bench f16-slice64-split32 f16 GEPARD_CUDA_CODEC_SLICE=64 GEPARD_CUDA_CODEC_SPLIT_CHUNKS=32
+    # the 64-pair staging must give the same samples: the streaming tests again with it
+    GEPARD_CUDA_CODEC_SLICE=64 GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard \
+        GEPARD_RELEASE_BIN=$bin/gepard "$bin/gepard-tests" cuda_codec_real cuda_codec_stream 2>&1 |
+        grep -E "^ok|FAIL|f16|passed"
 fi
 if [ "$what" = serve ] || [ "$what" = all ]; then
     # The server on the GPU (backbone and codec): one stream, then 64 and 256 at once.

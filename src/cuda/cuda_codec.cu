@@ -142,12 +142,15 @@ static void codec_layout(gp_dev_codec *c) {
                                                 : GP_CUDA_CODEC_WIDEST_TILE;
     if (c->math != GP_CODEC_MATH_F16 && widest > 64) widest = 64; /* no 128-row TF32/f32 tiles */
     const int enc_widest = widest > 64 ? 64 : widest;             /* the encoder runs f32 */
+    const char *e3 = getenv("GEPARD_CUDA_CODEC_SLICE"); /* FP16 staging: 32 (default) or 64 */
+    const int slice = e3 && atoi(e3) == 64 ? 64 : 32;
     auto place = [&](gp_cuda_codec_conv *cv, int rate) {
         cv->st_off = off;
         off += (size_t)cv->hist * cv->c_in;
         const size_t w = (size_t)cv->c_pad * ((size_t)cv->hist + (size_t)rate);
         if (w > win) win = w;
         gp_cuda_codec_conv_split(cv, per_split, widest);
+        cv->slice = slice;
         const int cols = (int)M * rate;
         const size_t p = gp_cuda_codec_conv_partial_floats(cv, cols);
         const size_t t = gp_cuda_codec_conv_tiles(cv, cols);

@@ -32,6 +32,7 @@ typedef struct gp_cuda_codec_conv {
     int stride;     /* 1 in the decoder; the encoder's down-sampling convs */
     int splits, ks; /* the reduction cut into `splits` slices of ks (fixed per layer) */
     int tm;         /* output channels per tile: 32 or 64 (128 with FP16) */
+    int slice;      /* FP16: (tap, channel) pairs staged per pass, 32 or 64 (the same sums) */
     const float *weight, *bias;
     const __half *weight_h; /* the weight in FP16 (GP_CODEC_MATH_F16 only), same layout */
     size_t st_off;          /* its history in a stream's state: [hist][c_in] */

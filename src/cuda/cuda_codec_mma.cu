@@ -18,15 +18,22 @@
 #include "cuda/cuda_codec.h"
 
 #define H_TN 128 /* output columns (stream, time) per tile */
-#define H_KC GP_CUDA_CODEC_KC
-#define H_LDS 40   /* halves per shared row: 80 bytes */
-#define H_STAGES 4 /* slices in flight */
 #define H_THREADS 256
 
-static_assert(H_KC == 32, "the loader gives each row 4 copies of 8 halves");
+/* A slice of KC (tap, channel) pairs: 32 (4 stages in flight) or 64 (3), rows
+ * of KC + 8 halves (80 or 144 bytes: the 8 rows of an ldmatrix hit distinct
+ * banks either way). The sums are the same for both: the MMAs run over k in
+ * steps of 16 in order whatever the staging. */
+template <int KC> struct h_slice {
+    static constexpr int LDS = KC + 8;
+    static constexpr int STAGES = KC == 32 ? 4 : 3;
+    static constexpr int CPR = KC / 8;          /* 16-byte copies per row */
+    static constexpr int RPP = H_THREADS / CPR; /* rows one sweep of the block copies */
+};
 
-template <int TM> constexpr size_t h_smem_bytes() {
-    const size_t in = (size_t)H_STAGES * (TM + H_TN) * H_LDS * sizeof(__half);
+template <int TM, int KC> constexpr size_t h_smem_bytes() {
+    using S = h_slice<KC>;
+    const size_t in = (size_t)S::STAGES * (TM + H_TN) * S::LDS * sizeof(__half);
     const size_t out = (size_t)H_TN * (TM + 4) * sizeof(float);
     return in > out ? in : out;
 }
@@ -57,18 +64,20 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
 /* One TM × 128 tile over the reduction slice of split blockIdx.z. 8 warps:
  * TM/32 along the channels × 8·32/TM along the columns, each 32 channels ×
  * WN columns. */
-template <int TM>
+template <int TM, int KC>
 __global__ void __launch_bounds__(H_THREADS, 2)
     k_codec_conv_f16(const __half *__restrict__ Wt, const float *__restrict__ bias,
                      const __half *__restrict__ win, int n, int T, int wrows, int stride, int C_in,
                      int C_out, int kernel, int dil, int ks, int splits, float *partial,
                      unsigned *tickets, gp_cuda_codec_epilogue ep) {
     constexpr int WARPS_M = TM / 32, WARPS_N = 8 / WARPS_M, WN = H_TN / WARPS_N, NT = WN / 8;
-    constexpr int A_ROWS_PER_THREAD = (TM * 4 + H_THREADS - 1) / H_THREADS;
+    using S = h_slice<KC>;
+    constexpr int LDS = S::LDS, STAGES = S::STAGES, RPP = S::RPP;
+    constexpr int A_ROWS_PER_THREAD = (TM + RPP - 1) / RPP, B_ROWS_PER_THREAD = H_TN / RPP;
     extern __shared__ __align__(128) unsigned char hsm[];
-    __half(*sa)[TM][H_LDS] = reinterpret_cast<__half(*)[TM][H_LDS]>(hsm);
-    __half(*sb)[H_TN][H_LDS] =
-        reinterpret_cast<__half(*)[H_TN][H_LDS]>(hsm + (size_t)H_STAGES * TM * H_LDS * 2);
+    __half(*sa)[TM][LDS] = reinterpret_cast<__half(*)[TM][LDS]>(hsm);
+    __half(*sb)[H_TN][LDS] =
+        reinterpret_cast<__half(*)[H_TN][LDS]>(hsm + (size_t)STAGES * TM * LDS * 2);
     float(*sc)[TM + 4] = reinterpret_cast<float(*)[TM + 4]>(hsm);
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -77,12 +86,12 @@ __global__ void __launch_bounds__(H_THREADS, 2)
     const int K = kernel * C_in;
     const int kbeg = blockIdx.z * ks, kend = min(K, kbeg + ks);
 
-    /* loader: this thread copies 8 halves at k = slice + 8q of rows r, r + 64 (…) */
-    const int q = tid & 3, r = tid >> 2;
-    int cbase[2]; /* window offset of the thread's two columns' first row, −1 past the end */
+    /* loader: this thread copies 8 halves at k = slice + 8q of rows r, r + RPP (…) */
+    const int q = tid % S::CPR, r = tid / S::CPR;
+    int cbase[B_ROWS_PER_THREAD]; /* window offset of the thread's columns' first row, or −1 */
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int g = col0 + r + 64 * i;
+    for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
+        const int g = col0 + r + RPP * i;
         cbase[i] = g < cols ? ((g / T) * wrows + (g % T) * stride) * C_in : -1;
     }
     int tap = 0, ch = 0; /* (tap, channel) of k = kbeg + 8q, advanced a slice per load */
@@ -97,7 +106,7 @@ __global__ void __launch_bounds__(H_THREADS, 2)
         const int off = tap * dil * C_in + ch;
 #pragma unroll
         for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
-            const int row = r + 64 * i;
+            const int row = r + RPP * i;
             if (row < TM) {
                 const int co = co0 + row;
                 const bool ok = kin && co < C_out;
@@ -105,21 +114,21 @@ __global__ void __launch_bounds__(H_THREADS, 2)
             }
         }
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
             const bool ok = kin && cbase[i] >= 0;
-            cp_async16(&sb[stage][r + 64 * i][8 * q], ok ? win + cbase[i] + off : win, ok);
+            cp_async16(&sb[stage][r + RPP * i][8 * q], ok ? win + cbase[i] + off : win, ok);
         }
-        ch += H_KC;
+        ch += KC;
         while (ch >= C_in) {
             ch -= C_in;
             tap++;
         }
     };
 
-    const int nk = kend > kbeg ? (kend - kbeg + H_KC - 1) / H_KC : 0;
+    const int nk = kend > kbeg ? (kend - kbeg + KC - 1) / KC : 0;
 #pragma unroll
-    for (int s = 0; s < H_STAGES - 1; s++) {
-        if (s < nk) load(s, kbeg + s * H_KC);
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nk) load(s, kbeg + s * KC);
         cp_async_commit();
     }
     const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * WN;
@@ -132,14 +141,14 @@ __global__ void __launch_bounds__(H_THREADS, 2)
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
 
     for (int it = 0; it < nk; it++) {
-        cp_async_wait<H_STAGES - 2>();
+        cp_async_wait<STAGES - 2>();
         __syncthreads(); /* slice `it` landed; everyone is done with slice it − 1 */
-        const int next = it + H_STAGES - 1;
-        if (next < nk) load(next % H_STAGES, kbeg + next * H_KC);
+        const int next = it + STAGES - 1;
+        if (next < nk) load(next % STAGES, kbeg + next * KC);
         cp_async_commit();
-        const int st = it % H_STAGES;
+        const int st = it % STAGES;
 #pragma unroll
-        for (int kk = 0; kk < H_KC; kk += 16) {
+        for (int kk = 0; kk < KC; kk += 16) {
             unsigned a[2][4];
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
@@ -174,36 +183,52 @@ __global__ void __launch_bounds__(H_THREADS, 2)
                                            tickets, ep, &last);
 }
 
-template <int TM> static cudaError_t mma_allow_smem() {
-    return cudaFuncSetAttribute(k_codec_conv_f16<TM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)h_smem_bytes<TM>());
+template <int TM, int KC> static cudaError_t mma_allow_smem() {
+    return cudaFuncSetAttribute(k_codec_conv_f16<TM, KC>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)h_smem_bytes<TM, KC>());
+}
+
+template <int KC> static cudaError_t mma_allow_all() {
+    cudaError_t e = mma_allow_smem<32, KC>();
+    if (e == cudaSuccess) e = mma_allow_smem<64, KC>();
+    return e == cudaSuccess ? mma_allow_smem<128, KC>() : e;
 }
 
 cudaError_t gp_cuda_codec_mma_init(void) {
-    cudaError_t e = mma_allow_smem<32>();
-    if (e == cudaSuccess) e = mma_allow_smem<64>();
-    return e == cudaSuccess ? mma_allow_smem<128>() : e;
+    cudaError_t e = mma_allow_all<32>();
+    return e == cudaSuccess ? mma_allow_all<64>() : e;
 }
 
-template <int TM>
+template <int TM, int KC>
 static void mma_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
                        const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
                        cudaStream_t s) {
     const int cols = n * T;
     dim3 grid((unsigned)((cols + H_TN - 1) / H_TN), (unsigned)((cv->c_out + TM - 1) / TM),
               (unsigned)cv->splits);
-    k_codec_conv_f16<TM><<<grid, H_THREADS, h_smem_bytes<TM>(), s>>>(
+    k_codec_conv_f16<TM, KC><<<grid, H_THREADS, h_smem_bytes<TM, KC>(), s>>>(
         cv->weight_h, cv->bias, win, n, T, wrows, cv->stride, cv->c_pad, cv->c_out, cv->kernel,
         cv->dilation, cv->ks, cv->splits, partial, tickets, *ep);
+}
+
+template <int KC>
+static void mma_dispatch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
+                         const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
+                         cudaStream_t s) {
+    if (cv->tm == 32)
+        mma_launch<32, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
+    else if (cv->tm == 64)
+        mma_launch<64, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
+    else
+        mma_launch<128, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
 }
 
 void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,
                                 int wrows, const gp_cuda_codec_epilogue *ep, float *partial,
                                 unsigned *tickets, cudaStream_t s) {
-    if (cv->tm == 32)
-        mma_launch<32>(cv, win, n, T, wrows, ep, partial, tickets, s);
-    else if (cv->tm == 64)
-        mma_launch<64>(cv, win, n, T, wrows, ep, partial, tickets, s);
+    if (cv->slice == 64)
+        mma_dispatch<64>(cv, win, n, T, wrows, ep, partial, tickets, s);
     else
-        mma_launch<128>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        mma_dispatch<32>(cv, win, n, T, wrows, ep, partial, tickets, s);
 }

@@ -16,6 +16,7 @@
  * Tolerances (stated once here and in each check): f32 logits 1e-4
  * absolute (the golden's own f32 tolerance), codes exact; bf16 mean KL
  * ≤ 1e-3 nats and stop probabilities ≤ 1e-3 (issue 10's budget). */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -558,4 +559,18 @@ TEST(cli_device_choice_errors) {
     CHECK_MSG(r.err && strstr(r.err, "--device cuda"), "message: %s", r.err);
     test_note("without a GPU: %s", r.err ? r.err : "");
     test_cmd_result_free(&r);
+    /* auto without the NVIDIA driver: the CPU, said without loading the plugin */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver) {
+        dlclose(driver);
+        test_note("the NVIDIA driver is installed: the no-driver auto note is not checked here");
+        return;
+    }
+    unsetenv("GEPARD_DEVICE");
+    gp_device_spec spec;
+    char note[256];
+    REQUIRE_OK(gp_device_parse("auto", &spec, &err), &err);
+    REQUIRE_OK(gp_device_resolve(&spec, note, sizeof note, &err), &err);
+    test_note("auto: %s", note);
+    CHECK(spec.kind == GP_DEVICE_CPU && strstr(note, "libcuda.so.1"));
 }

@@ -228,6 +228,7 @@ int cli_say(int argc, char **argv) {
     codec_lp.revision = NULL;
     gepard_codec_params cp = gepard_codec_default_params();
     cp.n_threads = threads > 0 ? threads : 0;
+    cp.no_encoder = !cli_get(&a, "voice"); /* the encoder only clones voices */
     cp.hub = &codec_lp;
     cli_read_codec_device(&a, &cp);
     if (gepard_model_load(model_path, &lp, &model) != GEPARD_OK ||

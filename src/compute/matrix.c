@@ -186,10 +186,25 @@ int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int col
         gp_matrix_free(m);
         return gp_fail_oom(err, "weight matrix", dbytes + sbytes);
     }
-    /* padding rows and columns stay zero (q4: zero scales, so zero values) */
-    memset(m->data, 0, dbytes);
+    /* padding rows and columns stay zero (q4: zero scales, so zero values); a
+     * matrix without padding is written whole below, so it is not zeroed first
+     * (for the real model every matrix: loading skips a pass over ~1 GB) */
+    if ((size_t)rows != gp_matrix_padded_rows(m) || (size_t)cols != gp_matrix_padded_cols(m))
+        memset(m->data, 0, dbytes);
     if (m->scales) memset(m->scales, 0, sbytes);
     if (m->gscales) memset(m->gscales, 0, sbytes);
+    if (src_dtype == GP_BF16 && format == GP_WEIGHTS_BF16) {
+        /* the stored values as they are: 16-column pieces copied into the tiles */
+        for (int r = 0; r < rows; r++) {
+            const uint16_t *in = (const uint16_t *)src + (size_t)r * cols;
+            for (int c = 0; c < cols; c += 16)
+                memcpy((uint16_t *)m->data + gp_matrix_index(m, r, c), in + c,
+                       (size_t)(cols - c < 16 ? cols - c : 16) * sizeof(uint16_t));
+        }
+        gp_aligned_free(row);
+        gp_aligned_free(tmp);
+        return GEPARD_OK;
+    }
     for (int r = 0; r < rows; r++) {
         gp_convert_to_f32(src_dtype, (const unsigned char *)src + (size_t)r * cols * elem, row,
                           (size_t)cols);

@@ -397,6 +397,9 @@ typedef struct gepard_codec_params {
     /* GPU arithmetic of the decoder: "tf32" (default: TF32 tensor cores, f32 sums) or "f32"
      * (f32 throughout, the exactness path); "bf16" is taken as "tf32". */
     const char *gpu_precision;
+    /* 1: load only the decoder (a third less load time and memory); encoding and voice
+     * cloning then fail with a clear error. 0 (default): the encoder too. */
+    int no_encoder;
 } gepard_codec_params;
 
 gepard_codec_params gepard_codec_default_params(void);

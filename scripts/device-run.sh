@@ -3,11 +3,16 @@
 # `make device-bundle` here packed .device/ (programs, their libraries, the
 # CUDA plugin and the fixtures). One command does the whole GPU check:
 #
-#   scripts/device-run.sh [tests|bench|codec|serve|all|cpu] [ARGS for bench...]
+#   scripts/device-run.sh [tests|bench|codec|serve|soak|all|cpu] [ARGS for bench...]
 #
 # tests: `gepard synth` writes the real-size synthetic checkpoint, then every
 #        CUDA test runs (release build) against the fixtures and real size.
 # bench: `gepard bench --device cuda` on the real-size checkpoint.
+# soak:  `gepard serve --device cuda` under `gepard loadtest --duration` for
+#        SOAK_SECONDS (600) at SOAK_CONCURRENCY (256) requests of ~10 s of audio,
+#        /metrics sampled every 10 s (resident memory, open files, streams; the
+#        server's answered count against the client's) and nvidia-smi's memory
+#        use every 10 s (soak.json, soak-gpu-memory.csv): issue 12's soak.
 # codec: the codec's CUDA tests, then `gepard bench --codec-only` for f16 and
 #        tf32 and the f16 tile/split variants (codec-*.json): the quick loop
 #        for codec kernel work.
@@ -71,6 +76,28 @@ if [ "$what" = codec ]; then
     GEPARD_CUDA_CODEC_SLICE=64 GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard \
         GEPARD_RELEASE_BIN=$bin/gepard "$bin/gepard-tests" cuda_codec_real cuda_codec_stream 2>&1 |
         grep -E "^ok|FAIL|f16|passed"
+fi
+if [ "$what" = soak ]; then
+    "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
+        --port 18080 --max-streams 1024 --max-queue 4096 --max-connections 8192 \
+        --max-connections-per-client 8192 > "$out/soak-serve.log" 2>&1 &
+    pid=$!
+    for i in $(seq 1 60); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
+    nvidia-smi --query-gpu=timestamp,memory.used --format=csv -l 10 > "$out/soak-gpu-memory.csv" &
+    smi=$!
+    "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c "${SOAK_CONCURRENCY:-256}" \
+        --duration "${SOAK_SECONDS:-600}" --sample 10 --prebuffer-ms "${SOAK_PREBUFFER_MS:-0}" \
+        --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/soak.json"
+    echo "soak: loadtest exit $?"
+    kill $smi
+    python3 - "$out/soak.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d.get("server", {})
+print({k: d.get(k) for k in ("requests", "ok", "failed", "audio_seconds_per_second", "max_gap_ms", "underruns")},
+      {k: s.get(k) for k in ("rss_mb", "open_fds", "speech_200_answered", "client_ok", "counts_match")})
+PY
+    kill -TERM $pid; wait $pid
 fi
 if [ "$what" = serve ] || [ "$what" = all ]; then
     # The server on the GPU (backbone and codec): one stream, then 64 and 256 at once.

@@ -94,6 +94,10 @@ const char *test_fixture(const char *relative);
 const char *test_tmpdir(void);
 /* Path inside the test's temporary directory (rotating static buffers). */
 const char *test_tmp(const char *name);
+/* Path inside a directory every test of this run shares (removed at the end
+ * of the run): for expensive inputs that tests only read, such as the
+ * synthetic real-size checkpoint. Tests run one at a time. */
+const char *test_shared_tmp(const char *name);
 /* Write bytes to a file; returns 0 on success. */
 int test_write_file(const char *path, const void *data, size_t len);
 

@@ -27,9 +27,15 @@ TEST(admission_projects_from_measured_cycles) {
     gp_admission_record(&a, 14, 0.060);
     gp_admission_record(&a, 13, 0.026);
     CHECK(gp_admission_capacity(&a, 13) >= 14);
-    /* smoothing: one slow cycle moves the estimate a quarter of the way */
+    /* smoothing: a cycle moves the estimate a quarter of the way, and one more
+     * than twice the estimate (a one-off: a graph capture) counts as twice it */
     gp_admission_record(&a, 1, 0.050);
-    CHECK(gp_admission_projected(&a, 1) > 0.0199 && gp_admission_projected(&a, 1) < 0.0201);
+    CHECK(gp_admission_projected(&a, 1) > 0.0124 && gp_admission_projected(&a, 1) < 0.0126);
+    gp_admission_record(&a, 1, 0.0125);
+    CHECK(gp_admission_projected(&a, 1) > 0.0124 && gp_admission_projected(&a, 1) < 0.0126);
+    /* the first cycle at a new size is clipped the same way (from the projection) */
+    gp_admission_record(&a, 5, 0.300); /* projected 12 × 5 / 4 = 15 ms: counts as 30 */
+    CHECK(gp_admission_projected(&a, 5) > 0.0149 && gp_admission_projected(&a, 5) < 0.0151);
     /* over budget already: nobody new, nobody dropped */
     gp_admission_record(&a, 20, 0.045);
     CHECK_EQ_INT(gp_admission_capacity(&a, 20), 20);

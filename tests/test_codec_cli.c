@@ -115,6 +115,39 @@ TEST(codec_public_api) {
     CHECK(strstr(gepard_last_error(), "No such file") != NULL);
 }
 
+/* A decode-only codec (gepard_codec_params.no_encoder) decodes the same
+ * samples and refuses to encode with a message that says why. */
+TEST(codec_without_encoder_decodes_and_refuses_to_encode) {
+    gepard_codec_params p = gepard_codec_default_params();
+    p.no_encoder = 1;
+    gepard_codec *full, *dec_only;
+    REQUIRE(gepard_codec_load(test_fixture(CODEC_FIXTURE), &full) == GEPARD_OK);
+    REQUIRE(gepard_codec_load_with_params(test_fixture(CODEC_FIXTURE), &p, &dec_only) == GEPARD_OK);
+    gp_st_file *g;
+    gp_error err;
+    REQUIRE_OK(gp_st_open(test_fixture(GOLDEN_FIXTURE), &g, &err), &err);
+    size_t T;
+    int32_t *codes = golden_codes(g, "dec5.codes", &T);
+    float *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    REQUIRE(gepard_codec_decode(full, codes, T, &a, &na) == GEPARD_OK);
+    REQUIRE(gepard_codec_decode(dec_only, codes, T, &b, &nb) == GEPARD_OK);
+    CHECK(na == nb && memcmp(a, b, na * sizeof(float)) == 0);
+    const gp_st_tensor *audio = gp_st_find(g, "enc28000.audio");
+    int32_t *k = NULL;
+    size_t frames = 0;
+    CHECK_EQ_INT(gepard_codec_encode(dec_only, audio->data, audio->numel, &k, &frames, NULL, NULL),
+                 GEPARD_ERR_INVALID_ARGUMENT);
+    test_note("%s", gepard_last_error());
+    CHECK(strstr(gepard_last_error(), "without its encoder") != NULL && k == NULL);
+    gepard_free(a);
+    gepard_free(b);
+    free(codes);
+    gp_st_close(g);
+    gepard_codec_free(full);
+    gepard_codec_free(dec_only);
+}
+
 static int run(test_cmd_result *r, const char *const *args) {
     return test_run_gepard(r, NULL, 0, 120, args);
 }

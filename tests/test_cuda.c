@@ -16,6 +16,7 @@
  * Tolerances (stated once here and in each check): f32 logits 1e-4
  * absolute (the golden's own f32 tolerance), codes exact; bf16 mean KL
  * ≤ 1e-3 nats and stop probabilities ≤ 1e-3 (issue 10's budget). */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include "model/device.h"
 #include "model/generate.h"
 #include "model/lora.h"
+#include "teacher_forcing.h"
 #include "test.h"
 
 static gp_model *load_on(const char *dir, gp_device_kind kind, gp_dev_precision precision) {
@@ -255,88 +257,7 @@ TEST(cuda_lora_runtime_in_a_mixed_batch) {
     golden_close(&g);
 }
 
-/* ---- teacher forcing through the generation API ---- */
-
-/* Forces the reference codes (pick hook) and records the logits each frame
- * was chosen from (the device leaves them in cond.logits) and the stop
- * probability of each decode step. */
-typedef struct forced {
-    const int32_t *codes; /* [T][C] frame-major */
-    int C, T, calls;
-    float *logits; /* [T][total] */
-    float *stop;   /* [T] */
-    int total;
-} forced;
-
-static int forced_pick(const float *probs, int L, void *user) {
-    (void)probs;
-    (void)L;
-    forced *f = user;
-    int t = f->calls / f->C, c = f->calls % f->C;
-    f->calls++;
-    return t < f->T ? f->codes[(size_t)t * f->C + c] : 0;
-}
-
-static void forced_frame(gp_gen_stream *s, int frame, const int32_t *codes, void *user) {
-    (void)codes;
-    forced *f = user;
-    if (frame >= f->T) return;
-    memcpy(f->logits + (size_t)frame * f->total, s->cond.logits, (size_t)f->total * sizeof(float));
-    f->stop[frame] = frame > 0 ? s->stop_probability : NAN;
-}
-
-static int run_forced(gp_model *m, const int32_t *ids, int n_ids, const float *prefix,
-                      int prefix_rows, forced *f, gp_error *err) {
-    gp_gen_params p = gp_gen_default_params();
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.max_frames = f->T;
-    p.stop_threshold = 2.0f;
-    gp_kv_pool *kv = tiny_pool(m, 4096 / 16);
-    gp_gen_stream *s = NULL;
-    int rc = gp_gen_create(m, &p, ids, n_ids, prefix, prefix_rows, NULL, &s, err);
-    if (!rc) {
-        s->pick = forced_pick;
-        s->on_frame = forced_frame;
-        s->user = f;
-        rc = gen_run_streams(&s, 1, kv, 512, err);
-    }
-    gp_gen_free(s, kv);
-    gp_kv_pool_free(kv);
-    return rc;
-}
-
-/* Mean over rows × channels of KL(softmax(ref) ‖ softmax(got)) and the max
- * absolute logit difference. */
-static void compare_logits(const gp_model *m, const float *ref, const float *got, int rows,
-                           double *mean_kl, double *max_err) {
-    const int C = m->cfg.num_channels, total = m->cfg.total_logits;
-    double kl_sum = 0, worst = 0;
-    for (int t = 0; t < rows; t++)
-        for (int c = 0; c < C; c++) {
-            const int L = m->cfg.channel_vocab[c], off = m->cfg.channel_offset[c];
-            const float *a = ref + (size_t)t * total + off, *b = got + (size_t)t * total + off;
-            double ma = a[0], mb = b[0];
-            for (int k = 0; k < L; k++) {
-                ma = fmax(ma, a[k]);
-                mb = fmax(mb, b[k]);
-                worst = fmax(worst, fabs((double)a[k] - b[k]));
-            }
-            double za = 0, zb = 0;
-            for (int k = 0; k < L; k++) {
-                za += exp(a[k] - ma);
-                zb += exp(b[k] - mb);
-            }
-            double kl = 0;
-            for (int k = 0; k < L; k++) {
-                double pa = exp(a[k] - ma) / za, pb = exp(b[k] - mb) / zb;
-                kl += pa * (log(pa) - log(pb));
-            }
-            kl_sum += kl;
-        }
-    *mean_kl = kl_sum / ((double)rows * C);
-    *max_err = worst;
-}
+/* ---- teacher forcing through the generation API (teacher_forcing.c) ---- */
 
 /* tf0..tf2 of model-tiny: the heads' logits and stop probabilities of 12
  * forced frames (tf0 with its voice prefix) against the goldens. */
@@ -372,12 +293,13 @@ TEST(cuda_teacher_forced_tiny) {
                 prefix = golden_f32(&g, name, NULL);
                 prefix_rows = cJSON_GetObjectItem(tc, "prefix_len")->valueint;
             }
-            forced f = {frames, C, (int)dims[0], 0, NULL, NULL, m->cfg.total_logits};
+            tf_forced f = {frames, C, (int)dims[0], 0, NULL, NULL, m->cfg.total_logits, NULL, NULL};
             f.logits = calloc((size_t)f.T * f.total, sizeof(float));
             f.stop = calloc((size_t)f.T, sizeof(float));
-            REQUIRE_OK(run_forced(m, ids, (int)n_ids, prefix, prefix_rows, &f, &err), &err);
+            REQUIRE_OK(tf_run_forced(m, ids, (int)n_ids, prefix, prefix_rows, &f, NULL, &err),
+                       &err);
             double kl, max_err, stop_err = 0;
-            compare_logits(m, want, f.logits, f.T, &kl, &max_err);
+            tf_compare_logits(m, want, f.logits, f.T, &kl, &max_err);
             for (int t = 1; t < f.T; t++) stop_err = fmax(stop_err, fabs(f.stop[t] - want_stop[t]));
             test_note("%s cuda/%s: logits max abs error %.3g, mean KL %.3g nats, stop %.3g",
                       keys[k], precision_name(prec), max_err, kl, stop_err);
@@ -531,12 +453,12 @@ TEST(cuda_real_size_against_reference) {
             const int T = (int)dims[0];
             gp_error err;
             /* teacher-forced distributions */
-            forced f = {codes, C, T, 0, NULL, NULL, m->cfg.total_logits};
+            tf_forced f = {codes, C, T, 0, NULL, NULL, m->cfg.total_logits, NULL, NULL};
             f.logits = calloc((size_t)T * f.total, sizeof(float));
             f.stop = calloc((size_t)T, sizeof(float));
-            REQUIRE_OK(run_forced(m, ids, (int)n_ids, NULL, 0, &f, &err), &err);
+            REQUIRE_OK(tf_run_forced(m, ids, (int)n_ids, NULL, 0, &f, NULL, &err), &err);
             double kl, max_err, stop_err = 0;
-            compare_logits(m, want, f.logits, T, &kl, &max_err);
+            tf_compare_logits(m, want, f.logits, T, &kl, &max_err);
             for (int t = 1; t < T; t++) stop_err = fmax(stop_err, fabs(f.stop[t] - want_stop[t]));
             worst_err = fmax(worst_err, max_err);
             worst_kl = fmax(worst_kl, kl);
@@ -637,4 +559,18 @@ TEST(cli_device_choice_errors) {
     CHECK_MSG(r.err && strstr(r.err, "--device cuda"), "message: %s", r.err);
     test_note("without a GPU: %s", r.err ? r.err : "");
     test_cmd_result_free(&r);
+    /* auto without the NVIDIA driver: the CPU, said without loading the plugin */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver) {
+        dlclose(driver);
+        test_note("the NVIDIA driver is installed: the no-driver auto note is not checked here");
+        return;
+    }
+    unsetenv("GEPARD_DEVICE");
+    gp_device_spec spec;
+    char note[256];
+    REQUIRE_OK(gp_device_parse("auto", &spec, &err), &err);
+    REQUIRE_OK(gp_device_resolve(&spec, note, sizeof note, &err), &err);
+    test_note("auto: %s", note);
+    CHECK(spec.kind == GP_DEVICE_CPU && strstr(note, "libcuda.so.1"));
 }

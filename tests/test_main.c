@@ -34,6 +34,7 @@ static test_case tests[MAX_TESTS];
 static int test_count;
 static int current_failures;
 static char current_tmpdir[512];
+static char shared_tmpdir[512]; /* test_shared_tmp: one per run */
 
 void test_register(const char *name, const char *file, test_fn fn) {
     if (test_count < MAX_TESTS) tests[test_count++] = (test_case){name, file, fn};
@@ -72,6 +73,14 @@ const char *test_fixture(const char *relative) {
 }
 
 const char *test_tmpdir(void) { return current_tmpdir; }
+
+const char *test_shared_tmp(const char *name) {
+    static char bufs[4][1024];
+    static int next;
+    char *buf = bufs[next++ % 4];
+    snprintf(buf, 1024, "%s/%s", shared_tmpdir, name);
+    return buf;
+}
 
 const char *test_tmp(const char *name) {
     static char bufs[8][1024];
@@ -288,6 +297,8 @@ int main(int argc, char **argv) {
         perror("mkdtemp");
         return 2;
     }
+    snprintf(shared_tmpdir, sizeof shared_tmpdir, "%s/shared", run_dir);
+    mkdir(shared_tmpdir, 0755);
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct stat fixtures;
     if (stat(test_fixture("README.md"), &fixtures) != 0)

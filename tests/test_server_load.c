@@ -409,6 +409,52 @@ TEST(server_loadtest_command_reports_json) {
     test_server_stop(&ts);
 }
 
+/* A soak in miniature: --duration keeps the requests coming for 2 s, --sample
+ * scrapes /metrics (process_* and stream gauges) every 0.4 s, and at the end
+ * the server's count of answered requests equals the client's. */
+TEST(server_loadtest_soak_samples_the_server) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    const char *args[] = {"loadtest",
+                          "--url",
+                          ts.base,
+                          "--concurrency",
+                          "2",
+                          "--duration",
+                          "2",
+                          "--sample",
+                          "0.4",
+                          "--body",
+                          "{\"max_frames\":4,\"stop_threshold\":2}",
+                          NULL};
+    test_cmd_result r;
+    REQUIRE(test_run_gepard(&r, NULL, 0, 60, args) == 0);
+    CHECK_MSG(r.status == 0, "loadtest: %s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    REQUIRE_MSG(j, "not JSON: %s", r.out);
+    const int ok = cJSON_GetObjectItem(j, "ok")->valueint;
+    const double wall = cJSON_GetObjectItem(j, "wall_seconds")->valuedouble;
+    test_note("%d requests in %.2f s", ok, wall);
+    CHECK(ok > 2 && cJSON_GetObjectItem(j, "failed")->valueint == 0);
+    CHECK(wall >= 2.0 && wall < 10.0);
+    const cJSON *srv = cJSON_GetObjectItem(j, "server");
+    REQUIRE(srv);
+    const cJSON *samples = cJSON_GetObjectItem(srv, "samples");
+    test_note("%d samples; counts_match %s", cJSON_GetArraySize(samples),
+              cJSON_IsTrue(cJSON_GetObjectItem(srv, "counts_match")) ? "true" : "false");
+    CHECK(cJSON_GetArraySize(samples) >= 3);
+    const cJSON *first = cJSON_GetArrayItem(samples, 0);
+    CHECK(cJSON_GetObjectItem(first, "rss_mb")->valuedouble > 1);
+    CHECK(cJSON_GetObjectItem(first, "open_fds")->valuedouble > 2);
+    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(first, "active")));
+    CHECK(cJSON_IsObject(cJSON_GetObjectItem(srv, "rss_mb")));
+    CHECK_EQ_INT(cJSON_GetObjectItem(srv, "speech_200_answered")->valueint, ok);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(srv, "counts_match")));
+    cJSON_Delete(j);
+    test_cmd_result_free(&r);
+    test_server_stop(&ts);
+}
+
 /* Start `gepard serve --port 0`; returns its pid and fills the port from
  * its "listening on" line. */
 static pid_t spawn_serve(int *port, int *err_fd) {

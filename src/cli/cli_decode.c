@@ -118,7 +118,7 @@ int cli_decode(int argc, char **argv) {
         return cli_usage_error("decode", "-o must end in .wav or .f32, or be - (got \"%s\")", out);
     }
     gepard_codec *codec = NULL;
-    if ((rc = cli_codec_open(&args, codec_path, &codec))) {
+    if ((rc = cli_codec_open(&args, codec_path, false, &codec))) {
         cli_args_free(&args);
         return rc;
     }

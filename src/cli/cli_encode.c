@@ -22,7 +22,7 @@ static const cli_option encode_options[] = {
 
 #define N_ENCODE_OPTIONS ((int)(sizeof encode_options / sizeof encode_options[0]))
 
-int cli_codec_open(const cli_args *args, const char *path, gepard_codec **out) {
+int cli_codec_open(const cli_args *args, const char *path, bool with_encoder, gepard_codec **out) {
     long long threads = sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     int rc = cli_get_int(args, "threads", 1, 256, &threads);
@@ -32,6 +32,7 @@ int cli_codec_open(const cli_args *args, const char *path, gepard_codec **out) {
     p.reference_kernels = cli_flag(args, "reference");
     p.device = cli_get(args, "device");
     p.gpu_precision = cli_get(args, "gpu-precision");
+    p.no_encoder = !with_encoder;
     if (!p.device && p.reference_kernels) p.device = "cpu";
     if (gepard_codec_load_with_params(path, &p, out) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());
@@ -91,7 +92,7 @@ int cli_encode(int argc, char **argv) {
         return cli_usage_error("encode", "--codec and -i are required");
     }
     gepard_codec *codec = NULL;
-    if ((rc = cli_codec_open(&args, codec_path, &codec))) {
+    if ((rc = cli_codec_open(&args, codec_path, true, &codec))) {
         cli_args_free(&args);
         return rc;
     }

@@ -42,6 +42,13 @@ static const cli_option loadtest_options[] = {
     {"ramp", 0, "S", "start the first N requests evenly over S seconds (default 0: at once)"},
     {"prebuffer-ms", 0, "MS",
      "the simulated listener buffers MS of wall time before playing (default 0)"},
+    {"duration", 0, "S",
+     "keep --concurrency requests in flight for S seconds, then let them finish (a soak; "
+     "--requests caps them, default 100000 then)"},
+    {"sample", 0, "S",
+     "scrape the server's /metrics every S seconds (resident memory, open files, streams) and "
+     "check its count of answered requests against the client's at the end (default 10 with "
+     "--duration, else off)"},
 };
 #define N_LOADTEST_OPTIONS ((int)(sizeof loadtest_options / sizeof loadtest_options[0]))
 
@@ -225,6 +232,105 @@ static int collect_finished(lt_loop *L) {
     return finished;
 }
 
+/* ---- /metrics (--sample) ---- */
+
+typedef struct lt_text {
+    char *data;
+    size_t len, cap;
+} lt_text;
+
+static size_t on_metrics(char *data, size_t size, size_t n, void *user) {
+    lt_text *t = user;
+    size_t len = size * n;
+    if (t->len + len + 1 > t->cap) {
+        size_t cap = (t->len + len + 1) * 2;
+        char *p = realloc(t->data, cap);
+        if (!p) return 0;
+        t->data = p;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, data, len);
+    t->len += len;
+    t->data[t->len] = 0;
+    return len;
+}
+
+/* The value of the sample line `name` (with its labels, if any), or -1. */
+static double metric_value(const char *text, const char *name) {
+    const size_t k = strlen(name);
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, name, k) == 0 && line[k] == ' ') return strtod(line + k + 1, NULL);
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    return -1;
+}
+
+/* One blocking GET of /metrics (a few milliseconds: the event loop waits that
+ * long every --sample seconds). */
+static bool lt_scrape(const lt_run *run, double t, lt_sample *out) {
+    CURL *easy = curl_easy_init();
+    if (!easy) return false;
+    char url[2048];
+    snprintf(url, sizeof url, "%s/metrics", run->url);
+    lt_text text = {0};
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, run->headers);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_metrics);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &text);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT, 5L);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    long status = 0;
+    bool ok = curl_easy_perform(easy) == CURLE_OK &&
+              curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK &&
+              status == 200 && text.data;
+    if (ok) {
+        const double rss = metric_value(text.data, "process_resident_memory_bytes");
+        *out = (lt_sample){
+            .t = t,
+            .rss_mb = rss >= 0 ? rss / 1048576.0 : -1,
+            .fds = metric_value(text.data, "process_open_fds"),
+            .cpu_s = metric_value(text.data, "process_cpu_seconds_total"),
+            .active = metric_value(text.data, "gepard_active_streams"),
+            .queued = metric_value(text.data, "gepard_queued_streams"),
+            .speech_ok = metric_value(text.data,
+                                      "gepard_http_requests_total{route=\"speech\",code=\"200\"}"),
+        };
+        if (out->speech_ok < 0) out->speech_ok = 0; /* no such line before the first answer */
+    }
+    free(text.data);
+    curl_easy_cleanup(easy);
+    return ok;
+}
+
+static void lt_add_sample(lt_run *run, double t) {
+    lt_sample smp;
+    if (!lt_scrape(run, t, &smp)) return;
+    if (run->n_samples == run->cap_samples) {
+        int cap = run->cap_samples ? 2 * run->cap_samples : 64;
+        lt_sample *p = realloc(run->samples, (size_t)cap * sizeof *p);
+        if (!p) return;
+        run->samples = p;
+        run->cap_samples = cap;
+    }
+    run->samples[run->n_samples++] = smp;
+}
+
+/* The scrape after the run: the server counts a response when it has sent
+ * it, which can trail the client's last byte by a moment, so it looks again
+ * (for up to 2 s) until the count stops short of the client's no more. */
+static void lt_scrape_after(lt_run *run, double t) {
+    int ok = 0;
+    for (int i = 0; i < run->total; i++) ok += run->req[i].ok;
+    for (double until = gp_now_s() + 2;;) {
+        run->have_after = lt_scrape(run, t, &run->after);
+        if (!run->have_after || !run->have_before ||
+            run->after.speech_ok - run->before.speech_ok >= ok || gp_now_s() > until)
+            return;
+        usleep(50000);
+    }
+}
+
 /* When request `i` may start: the first `concurrency` spread over --ramp. */
 static double start_time(const lt_run *run, double t0, int i) {
     return i < run->concurrency ? t0 + run->ramp_s * i / run->concurrency : t0;
@@ -238,7 +344,15 @@ static int wait_ms(const lt_loop *L, double next_start) {
     return until <= now ? 0 : (int)ceil((until - now) * 1e3);
 }
 
-/* Keep `concurrency` requests in flight until `total` have finished. */
+/* Whether request `next` may start now: below the cap and, with --duration,
+ * within it. */
+static bool may_start(const lt_run *run, int next, double t0) {
+    return next < run->total && (run->duration_s <= 0 || gp_now_s() < t0 + run->duration_s);
+}
+
+/* Keep `concurrency` requests in flight until `total` have finished (with
+ * --duration: until it is over and those started have finished); the number
+ * started ends up in run->total. */
 static int lt_drive(lt_run *run) {
     lt_loop L = {.multi = curl_multi_init(), .epfd = epoll_create1(EPOLL_CLOEXEC), .timer_at = -1};
     if (!L.multi || L.epfd < 0) {
@@ -250,18 +364,23 @@ static int lt_drive(lt_run *run) {
     curl_multi_setopt(L.multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(L.multi, CURLMOPT_TIMERDATA, &L);
     struct epoll_event events[MAX_EVENTS];
-    double t0 = gp_now_s();
+    double t0 = gp_now_s(), next_sample = run->sample_s > 0 ? t0 + run->sample_s : -1;
     int next = 0, finished = 0, running = 0, rc = 0;
-    while (finished < run->total) {
-        while (next < run->total && next - finished < run->concurrency &&
+    while (finished < next || may_start(run, next, t0)) {
+        while (may_start(run, next, t0) && next - finished < run->concurrency &&
                start_time(run, t0, next) <= gp_now_s())
             if (lt_add(run, L.multi, next++)) {
                 rc = -1;
                 goto out;
             }
-        bool waiting = next < run->total && next - finished < run->concurrency;
-        int n = epoll_wait(L.epfd, events, MAX_EVENTS,
-                           wait_ms(&L, waiting ? start_time(run, t0, next) : -1));
+        if (next_sample >= 0 && gp_now_s() >= next_sample) {
+            lt_add_sample(run, gp_now_s() - t0);
+            next_sample += run->sample_s;
+        }
+        bool waiting = may_start(run, next, t0) && next - finished < run->concurrency;
+        double wake = waiting ? start_time(run, t0, next) : -1;
+        if (next_sample >= 0 && (wake < 0 || next_sample < wake)) wake = next_sample;
+        int n = epoll_wait(L.epfd, events, MAX_EVENTS, wait_ms(&L, wake));
         for (int i = 0; i < n; i++) {
             int flags = (events[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
                         (events[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
@@ -274,6 +393,7 @@ static int lt_drive(lt_run *run) {
         }
         finished += collect_finished(&L);
     }
+    run->total = next;
 out:
     for (int i = 0; i < run->total; i++)
         if (run->req[i].easy) {
@@ -326,11 +446,17 @@ static int lt_options(const cli_args *a, lt_run *run) {
     long long conc = 4, total = 16;
     double timeout = 600, prebuffer_ms = 0;
     int rc;
+    if ((rc = cli_get_float(a, "duration", 0, 1e7, &run->duration_s))) return rc;
+    if (run->duration_s > 0) {
+        total = 100000;
+        run->sample_s = 10;
+    }
     if ((rc = cli_get_int(a, "concurrency", 1, 100000, &conc)) ||
         (rc = cli_get_int(a, "requests", 1, 1000000, &total)) ||
         (rc = cli_get_float(a, "timeout", 1, 1e6, &timeout)) ||
         (rc = cli_get_float(a, "ramp", 0, 1e5, &run->ramp_s)) ||
-        (rc = cli_get_float(a, "prebuffer-ms", 0, 1e7, &prebuffer_ms)))
+        (rc = cli_get_float(a, "prebuffer-ms", 0, 1e7, &prebuffer_ms)) ||
+        (rc = cli_get_float(a, "sample", 0, 1e6, &run->sample_s)))
         return rc;
     if (strcmp(run->format, "pcm") && strcmp(run->format, "wav") && strcmp(run->format, "f32"))
         return cli_usage_error("loadtest", "--format must be pcm, wav or f32 (the audio length "
@@ -370,6 +496,7 @@ int cli_loadtest(int argc, char **argv) {
     if (!run.req || !run.headers) {
         rc = cli_runtime_error("out of memory");
     } else {
+        if (run.sample_s > 0) run.have_before = lt_scrape(&run, 0, &run.before);
         double t0 = gp_now_s(), cpu0 = cpu_seconds();
         if (lt_drive(&run)) {
             rc = cli_runtime_error("cannot start the HTTP requests (libcurl or epoll failed; "
@@ -377,10 +504,12 @@ int cli_loadtest(int argc, char **argv) {
         } else {
             run.wall_s = gp_now_s() - t0;
             run.cpu_s = cpu_seconds() - cpu0;
+            if (run.sample_s > 0) lt_scrape_after(&run, gp_now_s() - t0);
             lt_report(&run);
         }
     }
     free(run.req);
+    free(run.samples);
     curl_slist_free_all(run.headers);
     curl_global_cleanup();
 done:

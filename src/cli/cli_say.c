@@ -11,6 +11,7 @@
 #include "base/timing.h"
 #include "cli/args.h"
 #include "cli/synth_options.h"
+#include "engine/realtime_note.h"
 #include "gepard.h"
 #include "io/audio_sink.h"
 #include "io/playback.h"
@@ -57,6 +58,7 @@ typedef struct say_state {
     size_t n_sped, cap_sped;
     gp_audio_sink *sink;
     gp_playback *playback;
+    bool playback_used; /* --play was on (playback is closed before the summary) */
     int sample_rate;
     size_t samples;
     double start, last_progress;
@@ -226,6 +228,7 @@ int cli_say(int argc, char **argv) {
     codec_lp.revision = NULL;
     gepard_codec_params cp = gepard_codec_default_params();
     cp.n_threads = threads > 0 ? threads : 0;
+    cp.no_encoder = !cli_get(&a, "voice"); /* the encoder only clones voices */
     cp.hub = &codec_lp;
     cli_read_codec_device(&a, &cp);
     if (gepard_model_load(model_path, &lp, &model) != GEPARD_OK ||
@@ -279,11 +282,16 @@ int cli_say(int argc, char **argv) {
     if (st.playback) {
         gp_playback *pb = st.playback;
         st.playback = NULL;
+        st.playback_used = true;
         if (gp_playback_close(pb, 1, &err)) {
             rc = cli_runtime_error("%s", err.message);
             goto done;
         }
     }
+    char note[512];
+    if ((st.playback_used || to_stdout) &&
+        gp_realtime_note(note, sizeof note, &result, gepard_model_device(model), weights))
+        GP_INFO("%s", note);
     if (cli_flag(&a, "json")) {
         const char *out = cli_get(&a, "output");
         bool stdout_audio = (out && strcmp(out, "-") == 0) || (!out && !cli_flag(&a, "play"));

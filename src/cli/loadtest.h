@@ -31,6 +31,14 @@ typedef struct lt_request {
     unsigned char wav[LT_WAV_HEADER];
 } lt_request;
 
+/* One scrape of the server's /metrics during the run (--sample). */
+typedef struct lt_sample {
+    double t;                  /* seconds since the run started */
+    double rss_mb, fds, cpu_s; /* process_* (-1: not reported) */
+    double active, queued;     /* gepard_active_streams, gepard_queued_streams */
+    double speech_ok;          /* gepard_http_requests_total{route="speech",code="200"} */
+} lt_sample;
+
 typedef struct lt_run {
     const char *url, *format;
     char *body;
@@ -41,7 +49,14 @@ typedef struct lt_run {
     double prebuffer_s;   /* the listener's buffer before it starts playing */
     double ramp_s;        /* the first `concurrency` requests start over this long */
     double wall_s, cpu_s; /* the run's wall time and this process's CPU time */
+    double duration_s;    /* > 0: start requests for this long (up to total), then drain */
+    double sample_s;      /* > 0: scrape /metrics this often */
     lt_request *req;
+    /* /metrics: before the run, every sample_s during it, and after it */
+    lt_sample *samples;
+    int n_samples, cap_samples;
+    bool have_before, have_after;
+    lt_sample before, after;
 } lt_run;
 
 /* Print the run's JSON report on standard output. */

@@ -108,6 +108,57 @@ static void print_listening(const lt_run *run, double *gaps) {
         printf("  \"min_headroom_ms\": null,\n");
 }
 
+/* A metric for JSON: null when the server did not report it. */
+static void print_number(const char *name, double v, const char *tail) {
+    if (v < 0)
+        printf("\"%s\": null%s", name, tail);
+    else
+        printf("\"%s\": %.6g%s", name, v, tail);
+}
+
+/* "server": what /metrics said during the run (--sample): every sample, the
+ * resident memory and open files after warm-up (the first sample past a
+ * quarter of the run) and at the end, and the server's count of answered
+ * speech requests against the client's. */
+static void print_server(const lt_run *run, int client_ok) {
+    if (run->sample_s <= 0) return;
+    printf("  \"server\": {\n    \"samples\": [");
+    for (int i = 0; i < run->n_samples; i++) {
+        const lt_sample *p = &run->samples[i];
+        printf("%s\n      {\"t\": %.1f, ", i ? "," : "", p->t);
+        print_number("rss_mb", p->rss_mb, ", ");
+        print_number("open_fds", p->fds, ", ");
+        print_number("cpu_seconds", p->cpu_s, ", ");
+        print_number("active", p->active, ", ");
+        print_number("queued", p->queued, "}");
+    }
+    printf("%s],\n", run->n_samples ? "\n    " : "");
+    const lt_sample *warm = NULL, *last = run->have_after ? &run->after : NULL;
+    for (int i = 0; i < run->n_samples && !warm; i++)
+        if (run->samples[i].t >= run->wall_s / 4) warm = &run->samples[i];
+    if (warm && last && warm->rss_mb >= 0 && last->rss_mb >= 0) {
+        const double hours = (last->t - warm->t) / 3600;
+        printf("    \"rss_mb\": {\"after_warmup\": %.1f, \"at_end\": %.1f, \"growth\": %.1f, "
+               "\"growth_per_hour\": %.1f},\n",
+               warm->rss_mb, last->rss_mb, last->rss_mb - warm->rss_mb,
+               hours > 0 ? (last->rss_mb - warm->rss_mb) / hours : 0);
+        printf("    \"open_fds\": {\"after_warmup\": %.0f, \"at_end\": %.0f},\n", warm->fds,
+               last->fds);
+    } else {
+        printf("    \"rss_mb\": null,\n    \"open_fds\": null,\n");
+    }
+    if (run->have_before && run->have_after) {
+        const double served = run->after.speech_ok - run->before.speech_ok;
+        printf("    \"speech_200_answered\": %.0f,\n    \"client_ok\": %d,\n"
+               "    \"counts_match\": %s\n  },\n",
+               served, client_ok, served == client_ok ? "true" : "false");
+    } else {
+        printf("    \"speech_200_answered\": null,\n    \"client_ok\": %d,\n"
+               "    \"counts_match\": null\n  },\n",
+               client_ok);
+    }
+}
+
 void lt_report(const lt_run *run) {
     double *ttfa = calloc((size_t)run->total + 1, sizeof(double));
     double *rtf = calloc((size_t)run->total + 1, sizeof(double));
@@ -145,6 +196,7 @@ void lt_report(const lt_run *run) {
     print_listening(run, gaps);
     printf("  \"client_cpu_seconds\": %.3f,\n  \"client_cpu_share\": %.3f,\n", run->cpu_s,
            wall > 0 ? run->cpu_s / wall : 0);
+    print_server(run, ok);
     print_errors(run);
     printf("}\n");
     if (wall > 1 && run->cpu_s / wall > 0.8)

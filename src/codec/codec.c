@@ -59,7 +59,10 @@ int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt
         rc = gp_codec_decoder_use_kernels(
             &c->dec, opt->reference ? GP_CODEC_KERNELS_REFERENCE : opt->kernels, opt->stage_types,
             err);
-    if (rc == GEPARD_OK) rc = gp_codec_encoder_load(&c->enc, &c->cfg, src, err);
+    if (rc == GEPARD_OK && !opt->skip_encoder) {
+        rc = gp_codec_encoder_load(&c->enc, &c->cfg, src, err);
+        c->has_encoder = rc == GEPARD_OK;
+    }
     if (rc == GEPARD_OK && opt->n_threads > 1) rc = gp_pool_create(opt->n_threads, &c->pool, err);
     if (rc) {
         gp_codec_free(c);
@@ -242,6 +245,11 @@ int gp_codec_encode(const gp_codec *codec, const float *audio, size_t n, int32_t
     *frames = 0;
     if (latent) *latent = NULL;
     const size_t spf = (size_t)codec->cfg.samples_per_frame, C = (size_t)codec->fsq.channels;
+    if (!codec->has_encoder)
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
+                       "this codec was loaded without its encoder (decode only), so it cannot "
+                       "encode audio or clone a voice — load it without skipping the encoder "
+                       "(gepard_codec_params.no_encoder = 0)");
     if (n == 0)
         return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "cannot encode empty audio (0 samples)");
     size_t T = (n + spf - 1) / spf, padded;

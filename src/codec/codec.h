@@ -30,6 +30,9 @@ typedef struct gp_codec_options {
     /* Direct paths: per-stage weight types, see gp_codec_decoder_use_kernels (NULL: by
      * `kernels`). */
     const char *stage_types;
+    /* Leave the encoder out (decode-only callers: a third of the load time and its
+     * weights' memory); gp_codec_encode then says it is missing. */
+    bool skip_encoder;
 } gp_codec_options;
 
 /* A decoder that runs somewhere else (a GPU: model/device_codec.c installs it).
@@ -57,6 +60,7 @@ typedef struct gp_codec {
     gp_fsq fsq;
     gp_codec_decoder dec;
     gp_codec_encoder enc;
+    bool has_encoder; /* false when loaded with skip_encoder */
     gp_pool *pool;
     gp_codec_accel *accel; /* NULL: the CPU decodes (owned) */
 } gp_codec;

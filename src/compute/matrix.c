@@ -3,6 +3,8 @@
 #include "compute/matrix.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/pool.h"
 #include "compute/kernels.h"
 
 int gp_weight_format_parse(const char *name) {
@@ -161,6 +164,50 @@ int gp_matrix_from_f32(gp_matrix *m, gp_weight_format format, int rows, int cols
     return gp_matrix_from_data(m, format, rows, cols, GP_F32, src, err);
 }
 
+/* Rows [r0, r1) of the source into the matrix: one thread's share of the
+ * conversion (rows write disjoint bytes and scales, so shares never touch). */
+typedef struct convert_job {
+    gp_matrix *m;
+    gp_dtype src_dtype;
+    const void *src;
+    int r0, r1;
+    int status; /* 0, or out of memory */
+} convert_job;
+
+static void *convert_rows(void *arg) {
+    convert_job *j = arg;
+    gp_matrix *m = j->m;
+    const int cols = m->cols;
+    if (j->src_dtype == GP_BF16 && m->format == GP_WEIGHTS_BF16) {
+        /* the stored values as they are: 16-column pieces copied into the tiles */
+        for (int r = j->r0; r < j->r1; r++) {
+            const uint16_t *in = (const uint16_t *)j->src + (size_t)r * cols;
+            for (int c = 0; c < cols; c += 16)
+                memcpy((uint16_t *)m->data + gp_matrix_index(m, r, c), in + c,
+                       (size_t)(cols - c < 16 ? cols - c : 16) * sizeof(uint16_t));
+        }
+        return NULL;
+    }
+    const size_t elem = gp_dtype_size(j->src_dtype);
+    float *row = gp_aligned_alloc((size_t)cols * sizeof(float));
+    void *tmp = gp_aligned_alloc((size_t)cols * 2);
+    if (!row || !tmp) {
+        j->status = GEPARD_ERR_NOMEM;
+    } else {
+        for (int r = j->r0; r < j->r1; r++) {
+            gp_convert_to_f32(j->src_dtype, (const unsigned char *)j->src + (size_t)r * cols * elem,
+                              row, (size_t)cols);
+            store_row(m, r, row, tmp);
+        }
+    }
+    gp_aligned_free(row);
+    gp_aligned_free(tmp);
+    return NULL;
+}
+
+#define CONVERT_MAX_THREADS 16
+#define CONVERT_BYTES_PER_THREAD ((size_t)4 << 20) /* smaller matrices: one thread */
+
 int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int cols,
                         gp_dtype src_dtype, const void *src, gp_error *err) {
     memset(m, 0, sizeof *m);
@@ -174,29 +221,58 @@ int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int col
     m->format = format;
     m->rows = rows;
     m->cols = cols;
-    const size_t elem = gp_dtype_size(src_dtype), dbytes = data_bytes(m), sbytes = scale_bytes(m);
-    float *row = gp_aligned_alloc((size_t)cols * sizeof(float));
-    void *tmp = gp_aligned_alloc((size_t)cols * 2);
+    const size_t dbytes = data_bytes(m), sbytes = scale_bytes(m);
     m->data = weights_alloc(dbytes);
     if (sbytes && format == GP_WEIGHTS_INT8) m->scales = gp_aligned_alloc(sbytes);
     if (sbytes && format == GP_WEIGHTS_Q4) m->gscales = gp_aligned_alloc(sbytes);
-    if (!row || !tmp || !m->data || (sbytes && !m->scales && !m->gscales)) {
-        gp_aligned_free(row);
-        gp_aligned_free(tmp);
+    if (!m->data || (sbytes && !m->scales && !m->gscales)) {
         gp_matrix_free(m);
         return gp_fail_oom(err, "weight matrix", dbytes + sbytes);
     }
-    /* padding rows and columns stay zero (q4: zero scales, so zero values) */
-    memset(m->data, 0, dbytes);
+    /* padding rows and columns stay zero (q4: zero scales, so zero values); a
+     * matrix without padding is written whole below, so it is not zeroed first
+     * (for the real model every matrix: loading skips a pass over ~1 GB) */
+    if ((size_t)rows != gp_matrix_padded_rows(m) || (size_t)cols != gp_matrix_padded_cols(m))
+        memset(m->data, 0, dbytes);
     if (m->scales) memset(m->scales, 0, sbytes);
     if (m->gscales) memset(m->gscales, 0, sbytes);
-    for (int r = 0; r < rows; r++) {
-        gp_convert_to_f32(src_dtype, (const unsigned char *)src + (size_t)r * cols * elem, row,
-                          (size_t)cols);
-        store_row(m, r, row, tmp);
+    /* Large matrices are converted by several threads (loading is otherwise one
+     * core copying and quantising ~1 GB while the others wait); the result does
+     * not depend on how the rows are shared. */
+    int n = (int)(dbytes / CONVERT_BYTES_PER_THREAD);
+    const int cpus = gp_cpu_count();
+    if (n > cpus) n = cpus;
+    if (n > CONVERT_MAX_THREADS) n = CONVERT_MAX_THREADS;
+    if (n > rows / GP_TILE_ROWS) n = rows / GP_TILE_ROWS;
+    if (n < 1) n = 1;
+    convert_job jobs[CONVERT_MAX_THREADS];
+    pthread_t threads[CONVERT_MAX_THREADS];
+    bool started[CONVERT_MAX_THREADS] = {false};
+    for (int i = 0; i < n; i++) {
+        /* shares of whole tiles of rows */
+        const int tiles = (rows + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+        const int t0 = (int)((long)tiles * i / n), t1 = (int)((long)tiles * (i + 1) / n);
+        jobs[i] = (convert_job){m,
+                                src_dtype,
+                                src,
+                                t0 * GP_TILE_ROWS,
+                                t1 * GP_TILE_ROWS < rows ? t1 * GP_TILE_ROWS : rows,
+                                0};
+        if (i > 0) started[i] = pthread_create(&threads[i], NULL, convert_rows, &jobs[i]) == 0;
     }
-    gp_aligned_free(row);
-    gp_aligned_free(tmp);
+    convert_rows(&jobs[0]);
+    int rc = jobs[0].status;
+    for (int i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else
+            convert_rows(&jobs[i]); /* no thread: this one does it */
+        if (jobs[i].status) rc = jobs[i].status;
+    }
+    if (rc) {
+        gp_matrix_free(m);
+        return gp_fail_oom(err, "weight conversion", (size_t)cols * sizeof(float));
+    }
     return GEPARD_OK;
 }
 

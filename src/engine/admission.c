@@ -21,6 +21,13 @@ void gp_admission_free(gp_admission *a) {
 
 void gp_admission_record(gp_admission *a, int n, double seconds) {
     if (n < 1 || n > a->max_streams || !(seconds > 0)) return;
+    /* A cycle more than twice the projection counts as twice it: the first
+     * cycle at a new batch size can carry one-off work (a GPU captures the
+     * size's CUDA graph, 100 ms and more) that would otherwise stall
+     * admission until the average forgets it; a machine that really got
+     * slower still doubles the estimate every cycle. */
+    const double projected = gp_admission_projected(a, n);
+    if (projected > 0 && seconds > 2 * projected) seconds = 2 * projected;
     double *c = &a->cycle_by_n[n];
     *c = *c > 0 ? *c + ADMISSION_SMOOTHING * (seconds - *c) : seconds;
 }

@@ -34,6 +34,7 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
     gp_codec_options_default(&opt);
     opt.n_threads = params->n_threads > 0 ? params->n_threads : gp_cpu_count();
     opt.reference = params->reference_kernels != 0;
+    opt.skip_encoder = params->no_encoder != 0;
     switch (params->precision) {
     case GEPARD_CODEC_AUTO: opt.kernels = GP_CODEC_KERNELS_AUTO; break;
     case GEPARD_CODEC_F32: opt.kernels = GP_CODEC_KERNELS_F32; break;

@@ -96,9 +96,13 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
 int gp_stream_positions_needed(const gepard_stream *s);
 /* Audio goes out in chunks of this many frames after the first frame (which
  * goes alone, for the time to first audio): the codec's first stage reads
- * its weights once per call, so pairs of frames cost less per frame. */
+ * its weights once per call, so pairs of frames cost less per frame. A frame
+ * does not wait for its pair while the stream's listener has less than
+ * GP_ENGINE_PAIR_HEADROOM frames of audio in hand (its first frames, or a
+ * stream that is just keeping up): pairing there would make it run dry. */
 #define GP_ENGINE_CHUNK_FRAMES 2
 #define GP_ENGINE_MAX_CHUNK 4
+#define GP_ENGINE_PAIR_HEADROOM 2.0
 
 /* How many of the stream's sampled frames to decode now (0 = wait). */
 int gp_stream_frames_to_decode(const gepard_stream *s);

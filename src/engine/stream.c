@@ -135,6 +135,15 @@ static void stream_fail(gepard_stream *s, gepard_status status, const char *mess
     snprintf(s->message, sizeof s->message, "%s", message);
 }
 
+/* Seconds of audio the stream's listener has in hand: delivered audio minus
+ * the time since its first audio (a listener playing from the first sample). */
+static double listener_headroom_s(const gepard_stream *s) {
+    const gepard_codec *c = s->engine->codec;
+    const int rate = c ? gepard_codec_sample_rate(c) : 0;
+    if (!rate || !s->first_audio_time) return 0;
+    return (double)s->result.samples / rate - (gp_now_s() - s->first_audio_time);
+}
+
 int gp_stream_frames_to_decode(const gepard_stream *s) {
     if (!s->gen) return 0;
     int pending = s->gen->n_frames - s->frames_delivered;
@@ -143,6 +152,16 @@ int gp_stream_frames_to_decode(const gepard_stream *s) {
     bool ending = s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested);
     if (pending >= GP_ENGINE_CHUNK_FRAMES || ending)
         return pending < GP_ENGINE_MAX_CHUNK ? pending : GP_ENGINE_MAX_CHUNK;
+    /* A lone frame goes now when its listener is keeping up but holds less
+     * than GP_ENGINE_PAIR_HEADROOM frames of audio (the first frames of every
+     * stream): waiting for the pair would make it run dry. A listener that
+     * already ran dry (the stream is slower than real time) gains nothing
+     * from it, and pairs cost the codec less. */
+    const gepard_codec *c = s->engine->codec;
+    const double frame_s =
+        c ? (double)gepard_codec_samples_per_frame(c) / gepard_codec_sample_rate(c) : 0;
+    const double headroom = listener_headroom_s(s);
+    if (frame_s > 0 && headroom >= 0 && headroom < GP_ENGINE_PAIR_HEADROOM * frame_s) return 1;
     return 0;
 }
 

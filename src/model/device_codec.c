@@ -178,7 +178,8 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
     gp_dev_codec_block *blocks = NULL, *enc_blocks = NULL;
     int rc = describe(&codec->dec, &d, &blocks, err);
     /* the encoder shares the decoder's residual-block shape (one n_kernels × n_dilations) */
-    if (rc == GEPARD_OK && codec->enc.cfg.res.n_kernels == codec->dec.cfg.res.n_kernels &&
+    if (rc == GEPARD_OK && codec->has_encoder &&
+        codec->enc.cfg.res.n_kernels == codec->dec.cfg.res.n_kernels &&
         codec->enc.cfg.res.n_dilations == codec->dec.cfg.res.n_dilations)
         rc = describe_encoder(&codec->enc, &d.enc, &enc_blocks, err);
     device_codec *dc = NULL;

@@ -3,9 +3,13 @@
  * *_seconds units, histograms with cumulative le buckets, _sum and _count. */
 #include "server/metrics.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #define STATUS_MIN 100
 #define STATUS_SPAN 500 /* 100..599 */
@@ -190,6 +194,35 @@ static int render_requests_locked(const gp_metrics *m, gp_buf *out) {
     return rc;
 }
 
+/* Prometheus's standard process metrics: resident memory, CPU time, open
+ * descriptors (a soak checks that they stay flat). */
+static int render_process(gp_buf *out) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    struct rusage u;
+    double cpu = 0;
+    if (getrusage(RUSAGE_SELF, &u) == 0)
+        cpu = (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
+              u.ru_stime.tv_usec / 1e6;
+    int fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') fds++;
+    if (d) closedir(d);
+    int rc = render_gauge(out, "process_resident_memory_bytes", "gauge",
+                          "Resident memory size in bytes.",
+                          (double)resident * (double)sysconf(_SC_PAGESIZE));
+    rc |= render_gauge(out, "process_cpu_seconds_total", "counter",
+                       "Total user and system CPU time spent in seconds.", cpu);
+    rc |= render_gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.",
+                       (double)(fds > 0 ? fds - 1 : 0)); /* less the one listing them */
+    return rc;
+}
+
 int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int max_queue,
                       int open_connections, gp_buf *out) {
     gepard_engine_stats st;
@@ -240,5 +273,6 @@ int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int
                        (double)st.kv_blocks_used);
     rc |= render_gauge(out, "gepard_kv_blocks_total", "gauge", "KV cache blocks in all.",
                        (double)st.kv_blocks_total);
+    rc |= render_process(out);
     return rc ? -1 : 0;
 }

@@ -9,10 +9,12 @@
 #include "codec/decoder_stream.h"
 
 void gp_codec_options_default(gp_codec_options *opt) {
+    memset(opt, 0, sizeof *opt); /* every field, also the ones added later */
     opt->reference = false;
     opt->n_threads = 1;
     opt->kernels = GP_CODEC_KERNELS_AUTO;
     opt->stage_types = NULL;
+    opt->skip_encoder = false;
 }
 
 /* The int32 FSQ buffers, when present, must agree with the YAML levels. */

@@ -590,6 +590,26 @@ TEST(server_cli_checks_the_voices_directory_first) {
     test_cmd_result_free(&r);
 }
 
+/* Out-of-range numbers for the options this work added are refused before
+ * anything loads: serve --realtime-margin, loadtest --duration / --sample. */
+TEST(server_cli_refuses_bad_margin_and_soak_options) {
+    const char *margin[] = {"serve", "--model", "/nonexistent/m", "--realtime-margin", "-1", NULL};
+    const char *duration[] = {"loadtest", "--duration", "-5", NULL};
+    const char *sample[] = {"loadtest", "--duration", "1", "--sample", "x", NULL};
+    const struct {
+        const char *const *args;
+        const char *want;
+    } cases[] = {{margin, "realtime-margin"}, {duration, "duration"}, {sample, "sample"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_cmd_result r;
+        REQUIRE(test_run_gepard(&r, NULL, 0, 30, cases[i].args) == 0);
+        test_note("%s", r.err);
+        CHECK_MSG(r.status == 2 && r.err && strstr(r.err, cases[i].want) && r.out_len == 0,
+                  "%s: exit %d, %s", cases[i].want, r.status, r.err);
+        test_cmd_result_free(&r);
+    }
+}
+
 /* `gepard serve` with one voice says "1 voice" (it said "1 voices"). */
 TEST(server_cli_ready_line_counts_voices) {
     char voices[1024], cmd[4096];

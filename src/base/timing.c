@@ -20,6 +20,13 @@ uint64_t gp_peak_rss_bytes(void) {
     return (uint64_t)usage.ru_maxrss * 1024ull; /* Linux reports KiB */
 }
 
+double gp_process_cpu_seconds(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
+           u.ru_stime.tv_usec / 1e6;
+}
+
 uint64_t gp_current_rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     if (!f) return 0;

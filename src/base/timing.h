@@ -12,5 +12,7 @@ double gp_now_s(void);
 uint64_t gp_peak_rss_bytes(void);
 /* Current resident set size in bytes (0 if unknown). */
 uint64_t gp_current_rss_bytes(void);
+/* User plus system CPU time this process has used, in seconds (0 if unknown). */
+double gp_process_cpu_seconds(void);
 
 #endif

@@ -435,13 +435,6 @@ static int lt_body(const cli_args *a, const char *format, char **out, int *sampl
     return *out ? CLI_EXIT_OK : cli_runtime_error("out of memory");
 }
 
-static double cpu_seconds(void) {
-    struct rusage u;
-    if (getrusage(RUSAGE_SELF, &u)) return 0;
-    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
-           u.ru_stime.tv_usec / 1e6;
-}
-
 static int lt_options(const cli_args *a, lt_run *run) {
     long long conc = 4, total = 16;
     double timeout = 600, prebuffer_ms = 0;
@@ -497,13 +490,13 @@ int cli_loadtest(int argc, char **argv) {
         rc = cli_runtime_error("out of memory");
     } else {
         if (run.sample_s > 0) run.have_before = lt_scrape(&run, 0, &run.before);
-        double t0 = gp_now_s(), cpu0 = cpu_seconds();
+        double t0 = gp_now_s(), cpu0 = gp_process_cpu_seconds();
         if (lt_drive(&run)) {
             rc = cli_runtime_error("cannot start the HTTP requests (libcurl or epoll failed; "
                                    "out of memory or file descriptors?)");
         } else {
             run.wall_s = gp_now_s() - t0;
-            run.cpu_s = cpu_seconds() - cpu0;
+            run.cpu_s = gp_process_cpu_seconds() - cpu0;
             if (run.sample_s > 0) lt_scrape_after(&run, gp_now_s() - t0);
             lt_report(&run);
         }

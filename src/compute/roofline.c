@@ -13,20 +13,7 @@
  * best, or less when GEPARD_KERNELS caps it (GEPARD_KERNELS=avx2 on an
  * AVX-512 CPU gives its AVX2 FMA peak and no bf16 dot peak, so fractions of
  * peak compare like with like). */
-static gp_kernel_level cpu_level(void) {
-    gp_kernel_level best = GP_KERNELS_SCALAR;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16"))
-        best = GP_KERNELS_AVX512;
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        best = GP_KERNELS_AVX2;
-#endif
-    const char *env = getenv("GEPARD_KERNELS");
-    if (env && strcmp(env, "avx2") == 0 && best > GP_KERNELS_AVX2) best = GP_KERNELS_AVX2;
-    if (env && strcmp(env, "scalar") == 0) best = GP_KERNELS_SCALAR;
-    return best;
-}
+static gp_kernel_level cpu_level(void) { return gp_kernels_active(); }
 
 typedef struct probe_job {
     const float *data;

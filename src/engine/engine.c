@@ -55,6 +55,7 @@ static void active_remove(gepard_engine *e, gepard_stream *s) {
 /* Move queued streams into slots while slots and KV blocks allow. Lock held. */
 static void admit_locked(gepard_engine *e) {
     const int limit = gp_admission_capacity(&e->admission, e->active_count);
+    e->stats.realtime_capacity = limit;
     while (e->queue_head && e->active_count < limit) {
         gepard_stream *s = e->queue_head;
         if (atomic_load(&s->cancel_requested)) {
@@ -302,12 +303,13 @@ static void *engine_thread_main(void *arg) {
             count_step(e, n);
             advance_streams(e, on_device);
             uint64_t t2 = gp_now_ns();
+            /* the admission state is the step thread's own: no lock for it */
             gp_admission_record(&e->admission, n, (double)(t2 - t0) * 1e-9);
+            const double cycle_ms = gp_admission_projected(&e->admission, n) * 1e3;
             pthread_mutex_lock(&e->lock);
             e->stats.step_seconds += (double)(t1 - t0) * 1e-9 - overlapped;
             e->stats.deliver_seconds += (double)(t2 - t1) * 1e-9 + overlapped;
-            e->stats.cycle_ms = gp_admission_projected(&e->admission, n) * 1e3;
-            e->stats.realtime_capacity = gp_admission_capacity(&e->admission, e->active_count);
+            e->stats.cycle_ms = cycle_ms;
             pthread_mutex_unlock(&e->lock);
         }
         pthread_mutex_lock(&e->lock);

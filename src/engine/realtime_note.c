@@ -4,14 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compute/matrix.h"
+
 bool gp_realtime_note(char *buf, size_t size, const gepard_synth_result *r, const char *device,
                       gepard_weight_format weights) {
     if (r->audio_seconds < 1.0 || r->rtf <= 1.0 || !device || strcmp(device, "cpu") != 0)
         return false;
-    const char *now = weights == GEPARD_WEIGHTS_F32    ? "f32"
-                      : weights == GEPARD_WEIGHTS_INT8 ? "int8"
-                      : weights == GEPARD_WEIGHTS_Q4   ? "q4"
-                                                       : "bf16";
+    const char *now = weights == GEPARD_WEIGHTS_DEFAULT
+                          ? "bf16"
+                          : gp_weight_format_name((gp_weight_format)weights);
     const char *hint = weights == GEPARD_WEIGHTS_Q4
                            ? "give it more cores (--threads) or a GPU (--device cuda)"
                        : weights == GEPARD_WEIGHTS_INT8

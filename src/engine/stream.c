@@ -135,15 +135,6 @@ static void stream_fail(gepard_stream *s, gepard_status status, const char *mess
     snprintf(s->message, sizeof s->message, "%s", message);
 }
 
-/* Seconds of audio the stream's listener has in hand: delivered audio minus
- * the time since its first audio (a listener playing from the first sample). */
-static double listener_headroom_s(const gepard_stream *s) {
-    const gepard_codec *c = s->engine->codec;
-    const int rate = c ? gepard_codec_sample_rate(c) : 0;
-    if (!rate || !s->first_audio_time) return 0;
-    return (double)s->result.samples / rate - (gp_now_s() - s->first_audio_time);
-}
-
 int gp_stream_frames_to_decode(const gepard_stream *s) {
     if (!s->gen) return 0;
     int pending = s->gen->n_frames - s->frames_delivered;
@@ -158,11 +149,12 @@ int gp_stream_frames_to_decode(const gepard_stream *s) {
      * already ran dry (the stream is slower than real time) gains nothing
      * from it, and pairs cost the codec less. */
     const gepard_codec *c = s->engine->codec;
-    const double frame_s =
-        c ? (double)gepard_codec_samples_per_frame(c) / gepard_codec_sample_rate(c) : 0;
-    const double headroom = listener_headroom_s(s);
-    if (frame_s > 0 && headroom >= 0 && headroom < GP_ENGINE_PAIR_HEADROOM * frame_s) return 1;
-    return 0;
+    const int rate = c ? gepard_codec_sample_rate(c) : 0;
+    if (!rate || !s->first_audio_time) return 0;
+    /* seconds of audio in hand: delivered minus played since the first sample */
+    const double headroom = (double)s->result.samples / rate - (gp_now_s() - s->first_audio_time);
+    const double pair = GP_ENGINE_PAIR_HEADROOM * gepard_codec_samples_per_frame(c) / rate;
+    return headroom >= 0 && headroom < pair ? 1 : 0;
 }
 
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
+
+#include "base/timing.h"
 
 #define STATUS_MIN 100
 #define STATUS_SPAN 500 /* 100..599 */
@@ -197,27 +197,16 @@ static int render_requests_locked(const gp_metrics *m, gp_buf *out) {
 /* Prometheus's standard process metrics: resident memory, CPU time, open
  * descriptors (a soak checks that they stay flat). */
 static int render_process(gp_buf *out) {
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-        fclose(f);
-    }
-    struct rusage u;
-    double cpu = 0;
-    if (getrusage(RUSAGE_SELF, &u) == 0)
-        cpu = (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec +
-              u.ru_stime.tv_usec / 1e6;
     int fds = 0;
     DIR *d = opendir("/proc/self/fd");
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.') fds++;
     if (d) closedir(d);
     int rc = render_gauge(out, "process_resident_memory_bytes", "gauge",
-                          "Resident memory size in bytes.",
-                          (double)resident * (double)sysconf(_SC_PAGESIZE));
-    rc |= render_gauge(out, "process_cpu_seconds_total", "counter",
-                       "Total user and system CPU time spent in seconds.", cpu);
+                          "Resident memory size in bytes.", (double)gp_current_rss_bytes());
+    rc |=
+        render_gauge(out, "process_cpu_seconds_total", "counter",
+                     "Total user and system CPU time spent in seconds.", gp_process_cpu_seconds());
     rc |= render_gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.",
                        (double)(fds > 0 ? fds - 1 : 0)); /* less the one listing them */
     return rc;

@@ -3,7 +3,7 @@
 # `make device-bundle` here packed .device/ (programs, their libraries, the
 # CUDA plugin and the fixtures). One command does the whole GPU check:
 #
-#   scripts/device-run.sh [tests|bench|codec|serve|soak|all|cpu] [ARGS for bench...]
+#   scripts/device-run.sh [tests|bench|codec|serve|serve12|soak|all|cpu][,MODE...] [ARGS for bench...]
 #
 # tests: `gepard synth` writes the real-size synthetic checkpoint, then every
 #        CUDA test runs (release build) against the fixtures and real size.
@@ -19,6 +19,11 @@
 # serve: `gepard serve --device cuda` (backbone and codec on the GPU) driven
 #        by `gepard loadtest` (1, 64 and 256 concurrent streaming requests of
 #        100 frames).
+# serve12: issue 12's load checks: `gepard serve --device cuda --max-streams
+#        1024`, one streaming request at a time of a 12-word sentence (20
+#        requests: TTFA p50), then 256, 512 and 1024 concurrent requests of
+#        ~10 s of audio (215 frames) each (serve12-*.json). The codec's
+#        precision is GEPARD_CUDA_CODEC_PRECISION's when set.
 # cpu:   the host CPU alone (issue 15): the kernel and real-size CPU tests, then
 #        prefill_bench (26 and 64 rows) and
 #        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
@@ -38,6 +43,8 @@ export GEPARD_FIXTURES=$here/.device/fixtures
 bin=$here/.device/bin
 what=${1:-all}
 shift || true
+# several modes in one call: codec,serve12
+want() { case ",$what," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 nproc; grep -m1 "model name" /proc/cpuinfo
 grep -o -w -E "avx512f|avx512_bf16|avx512_vnni|amx_bf16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
@@ -45,17 +52,17 @@ if [ ! -f /tmp/rs/model/model.safetensors ]; then
     "$bin/gepard" synth --preset gepard-1.0 --seed 1 --out /tmp/rs > /dev/null || exit 1
 fi
 rc=0
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if want tests || want all; then
     GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
         "$bin/gepard-tests" cuda 2>&1 | tee "$out/tests.log"
     rc=${PIPESTATUS[0]}
 fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if want bench || want all; then
     "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec "$@" \
         > "$out/bench.json" 2> "$out/bench.err"
     echo "bench exit $?"; tail -5 "$out/bench.err"; cat "$out/bench.json"
 fi
-if [ "$what" = codec ]; then
+if want codec; then
     GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
         "$bin/gepard-tests" cuda_codec 2>&1 | tee "$out/codec-tests.log" | grep -E "^ok|FAIL|passed"
     rc=${PIPESTATUS[0]}
@@ -77,7 +84,7 @@ if [ "$what" = codec ]; then
         GEPARD_RELEASE_BIN=$bin/gepard "$bin/gepard-tests" cuda_codec_real cuda_codec_stream 2>&1 |
         grep -E "^ok|FAIL|f16|passed"
 fi
-if [ "$what" = soak ]; then
+if want soak; then
     "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
         --port 18080 --max-streams 1024 --max-queue 4096 --max-connections 8192 \
         --max-connections-per-client 8192 > "$out/soak-serve.log" 2>&1 &
@@ -99,7 +106,7 @@ print({k: d.get(k) for k in ("requests", "ok", "failed", "audio_seconds_per_seco
 PY
     kill -TERM $pid; wait $pid
 fi
-if [ "$what" = serve ] || [ "$what" = all ]; then
+if want serve || want all; then
     # The server on the GPU (backbone and codec): one stream, then 64 and 256 at once.
     "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
         --port 18080 --max-streams 256 --max-queue 1024 --max-connections-per-client 4096 > "$out/serve.log" 2>&1 &
@@ -112,7 +119,25 @@ if [ "$what" = serve ] || [ "$what" = all ]; then
     done
     kill -TERM $pid; wait $pid
 fi
-if [ "$what" = cpu ]; then
+if want serve12; then
+    "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
+        --port 18080 --max-streams 1024 --max-queue 4096 --max-connections 8192 \
+        --max-connections-per-client 8192 > "$out/serve12.log" 2>&1 &
+    pid=$!
+    for i in $(seq 1 60); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
+    twelve="Please remember to bring your umbrella tomorrow because the forecast says rain."
+    "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c 1 -n 20 --text "$twelve" \
+        --body '{"max_frames":86,"stop_threshold":2,"seed":1}' > "$out/serve12-1.json"
+    echo "serve12 -c 1: $(cat "$out/serve12-1.json")"
+    for c in 256 512 1024; do
+        "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $c \
+            --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/serve12-$c.json"
+        echo "serve12 -c $c: $(cat "$out/serve12-$c.json")"
+        env -u LD_LIBRARY_PATH curl -s http://127.0.0.1:18080/metrics | grep -E "^gepard_(engine_cycle|realtime_capacity|streams)" 
+    done
+    kill -TERM $pid; wait $pid
+fi
+if want cpu; then
     # The matrix kernels (bitwise batch invariance of the blocked prefill kernels) and the
     # real-size goldens on this CPU first.
     GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \

@@ -14,6 +14,10 @@ _Static_assert((int)GP_DEV_ACT_IDENTITY == (int)GP_ACT_IDENTITY &&
                "device activation kinds follow compute/conv.h");
 
 int gp_device_codec_precision_parse(const char *text, gp_dev_codec_precision *out, gp_error *err) {
+    /* The backbone's precision names (bf16, or none) leave the codec at its default, which
+     * GEPARD_CUDA_CODEC_PRECISION may override for measurements (serve has one --gpu-precision). */
+    const char *override = getenv("GEPARD_CUDA_CODEC_PRECISION");
+    if ((!text || !*text || !strcmp(text, "bf16")) && override && *override) text = override;
     if (!text || !*text || !strcmp(text, "tf32") || !strcmp(text, "bf16")) {
         *out = GP_DEV_CODEC_TF32;
         return GEPARD_OK;

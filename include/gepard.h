@@ -394,8 +394,9 @@ typedef struct gepard_codec_params {
     /* Where the decoder runs: "cpu", "cuda", "cuda:N" or "auto" (NULL: auto — a GPU when
      * one is usable, as gepard_load_params.device). The encoder stays on the CPU. */
     const char *device;
-    /* GPU arithmetic of the decoder: "tf32" (default: TF32 tensor cores, f32 sums) or "f32"
-     * (f32 throughout, the exactness path); "bf16" is taken as "tf32". */
+    /* GPU arithmetic of the decoder: "f16" (default: FP16 tensor cores, f32 sums; 69 dB
+     * against the f32 decoder), "tf32" (TF32 tensor cores) or "f32" (f32 throughout, the
+     * exactness path); "bf16" (the backbone's name) is taken as the default. */
     const char *gpu_precision;
     /* 1: load only the decoder (a third less load time and memory); encoding and voice
      * cloning then fail with a clear error. 0 (default): the encoder too. */

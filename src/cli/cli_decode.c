@@ -20,7 +20,7 @@ static const cli_option decode_options[] = {
     {"threads", 't', "N", "threads for the decoder (default: all CPUs)"},
     {"reference", 0, NULL, "use the slow reference kernels (for checking; on the CPU)"},
     {"device", 0, "DEV", "cpu, cuda, cuda:N or auto (default: a GPU when one is usable)"},
-    {"gpu-precision", 0, "P", "GPU arithmetic: tf32 (default), f16 or f32"},
+    {"gpu-precision", 0, "P", "GPU arithmetic: f16 (default), tf32 or f32"},
 };
 
 #define N_DECODE_OPTIONS ((int)(sizeof decode_options / sizeof decode_options[0]))

@@ -136,14 +136,19 @@ static void codec_layout(gp_dev_codec *c) {
     size_t partial = 0, tickets = 1;
     const char *e1 = getenv("GEPARD_CUDA_CODEC_SPLIT_CHUNKS"),
                *e2 = getenv("GEPARD_CUDA_CODEC_TILE");
-    const int per_split = e1 && atoi(e1) > 0 ? atoi(e1) : GP_CUDA_CODEC_CHUNKS_PER_SPLIT;
+    const bool f16 = c->math == GP_CODEC_MATH_F16;
+    const int per_split = e1 && atoi(e1) > 0 ? atoi(e1)
+                          : f16              ? GP_CUDA_CODEC_CHUNKS_PER_SPLIT_F16
+                                             : GP_CUDA_CODEC_CHUNKS_PER_SPLIT;
+    /* the encoder runs f32 whatever the decoder's precision */
+    const int enc_per_split = e1 && atoi(e1) > 0 ? atoi(e1) : GP_CUDA_CODEC_CHUNKS_PER_SPLIT;
     int widest = e2 && (atoi(e2) == 32 || atoi(e2) == 64 || atoi(e2) == 128) ? atoi(e2)
                  : c->math == GP_CODEC_MATH_F16 ? GP_CUDA_CODEC_WIDEST_TILE_F16
                                                 : GP_CUDA_CODEC_WIDEST_TILE;
     if (c->math != GP_CODEC_MATH_F16 && widest > 64) widest = 64; /* no 128-row TF32/f32 tiles */
     const int enc_widest = widest > 64 ? 64 : widest;             /* the encoder runs f32 */
-    const char *e3 = getenv("GEPARD_CUDA_CODEC_SLICE"); /* FP16 staging: 32 (default) or 64 */
-    const int slice = e3 && atoi(e3) == 64 ? 64 : 32;
+    const char *e3 = getenv("GEPARD_CUDA_CODEC_SLICE");           /* FP16 staging: 32 or 64 pairs */
+    const int slice = e3 && (atoi(e3) == 32 || atoi(e3) == 64) ? atoi(e3) : GP_CUDA_CODEC_SLICE_F16;
     auto place = [&](gp_cuda_codec_conv *cv, int rate) {
         cv->st_off = off;
         off += (size_t)cv->hist * cv->c_in;
@@ -173,14 +178,16 @@ static void codec_layout(gp_dev_codec *c) {
     place(&c->post, R);
     if (c->enc.present) { /* encoder convs: only their reduction cut (buffers per call) */
         codec_encoder *e = &c->enc;
-        gp_cuda_codec_conv_split(&e->pre, per_split, enc_widest);
-        gp_cuda_codec_conv_split(&e->post, per_split, enc_widest);
+        gp_cuda_codec_conv_split(&e->pre, enc_per_split, enc_widest);
+        gp_cuda_codec_conv_split(&e->post, enc_per_split, enc_widest);
         for (int i = 0; i < e->n_stages; i++) {
             for (int b = 0; b < c->nk * c->nd; b++) {
-                gp_cuda_codec_conv_split(&e->stages[i].blocks[b].in_conv, per_split, enc_widest);
-                gp_cuda_codec_conv_split(&e->stages[i].blocks[b].skip_conv, per_split, enc_widest);
+                gp_cuda_codec_conv_split(&e->stages[i].blocks[b].in_conv, enc_per_split,
+                                         enc_widest);
+                gp_cuda_codec_conv_split(&e->stages[i].blocks[b].skip_conv, enc_per_split,
+                                         enc_widest);
             }
-            gp_cuda_codec_conv_split(&e->stages[i].down, per_split, enc_widest);
+            gp_cuda_codec_conv_split(&e->stages[i].down, enc_per_split, enc_widest);
         }
     }
     c->state_floats = off ? off : 1;

@@ -78,6 +78,11 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int h
  * GEPARD_CUDA_CODEC_SPLIT_CHUNKS overrides it, GEPARD_CUDA_CODEC_TILE (32 or 64)
  * caps the output channels per tile — for measurements. */
 #define GP_CUDA_CODEC_CHUNKS_PER_SPLIT 16
+/* FP16: 128 passes per split (the widest layers cut in two, the rest whole)
+ * and slices of 64 pairs: 25.2k frames/s at 256 streams against 17.1k with
+ * 16 and 32, one stream 2.07 against 2.41 ms (H200, docs/NOTES.md). */
+#define GP_CUDA_CODEC_CHUNKS_PER_SPLIT_F16 128
+#define GP_CUDA_CODEC_SLICE_F16 64
 #define GP_CUDA_CODEC_WIDEST_TILE 32
 #define GP_CUDA_CODEC_WIDEST_TILE_F16 64
 /* Let the convolution kernels use more than 48 KB of shared memory (once). */
@@ -137,24 +142,46 @@ __device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, 
         }
         __syncthreads();
     }
-    for (int e = tid; e < TILE; e += THREADS) {
-        const int j = e / TM, r = e % TM;
-        const int g = col0 + j;
-        const int co = co0 + r;
-        if (g >= cols || co >= C_out) continue;
-        const size_t o = (size_t)g * C_out + co;
-        float v = sc[j][r] + bias[co];
-        switch (ep.mode) {
-        case GP_CODEC_EP_STORE: ep.out[o] = v; break;
-        case GP_CODEC_EP_RESIDUAL: ep.out[o] = ep.res[o] + v; break;
-        case GP_CODEC_EP_BRANCH: {
-            float run = ep.res[o] + v;
-            float acc = ep.first ? run : ep.out[o] + run;
-            ep.out[o] = ep.divide > 0.0f ? acc / ep.divide : acc;
-            break;
+    /* The epilogue's loads (residual, running branch sum) for EP_GROUP
+     * elements are issued before any of their stores: one memory latency per
+     * group instead of one per element (out and res may alias, so the
+     * compiler cannot hoist them itself). The arithmetic is unchanged. */
+    constexpr int EP_GROUP = 8;
+    const bool reads_res = ep.mode == GP_CODEC_EP_RESIDUAL || ep.mode == GP_CODEC_EP_BRANCH;
+    const bool reads_out = ep.mode == GP_CODEC_EP_BRANCH && !ep.first;
+#pragma unroll 1
+    for (int e0 = tid; e0 < TILE; e0 += THREADS * EP_GROUP) {
+        float v[EP_GROUP], res[EP_GROUP], prev[EP_GROUP];
+        size_t o[EP_GROUP];
+        bool ok[EP_GROUP];
+#pragma unroll
+        for (int u = 0; u < EP_GROUP; u++) {
+            const int e = e0 + u * THREADS;
+            const int j = e / TM, r = e % TM;
+            const int g = col0 + j, co = co0 + r;
+            ok[u] = e < TILE && g < cols && co < C_out;
+            o[u] = ok[u] ? (size_t)g * C_out + co : 0;
+            v[u] = ok[u] ? sc[j][r] + bias[co] : 0.0f;
+            res[u] = ok[u] && reads_res ? ep.res[o[u]] : 0.0f;
+            prev[u] = ok[u] && reads_out ? ep.out[o[u]] : 0.0f;
         }
-        case GP_CODEC_EP_CLAMP: ep.out[o] = v < -1.0f ? -1.0f : v > 1.0f ? 1.0f : v; break;
-        case GP_CODEC_EP_TANH: ep.out[o] = tanhf(v); break;
+#pragma unroll
+        for (int u = 0; u < EP_GROUP; u++) {
+            if (!ok[u]) continue;
+            float y = v[u];
+            switch (ep.mode) {
+            case GP_CODEC_EP_STORE: break;
+            case GP_CODEC_EP_RESIDUAL: y = res[u] + v[u]; break;
+            case GP_CODEC_EP_BRANCH: {
+                const float run = res[u] + v[u];
+                const float acc = ep.first ? run : prev[u] + run;
+                y = ep.divide > 0.0f ? acc / ep.divide : acc;
+                break;
+            }
+            case GP_CODEC_EP_CLAMP: y = v[u] < -1.0f ? -1.0f : v[u] > 1.0f ? 1.0f : v[u]; break;
+            case GP_CODEC_EP_TANH: y = tanhf(v[u]); break;
+            }
+            ep.out[o[u]] = y;
         }
     }
 }

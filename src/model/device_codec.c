@@ -18,7 +18,11 @@ int gp_device_codec_precision_parse(const char *text, gp_dev_codec_precision *ou
      * GEPARD_CUDA_CODEC_PRECISION may override for measurements (serve has one --gpu-precision). */
     const char *override = getenv("GEPARD_CUDA_CODEC_PRECISION");
     if ((!text || !*text || !strcmp(text, "bf16")) && override && *override) text = override;
-    if (!text || !*text || !strcmp(text, "tf32") || !strcmp(text, "bf16")) {
+    if (!text || !*text || !strcmp(text, "bf16") || !strcmp(text, "f16") || !strcmp(text, "fp16")) {
+        *out = GP_DEV_CODEC_F16;
+        return GEPARD_OK;
+    }
+    if (!strcmp(text, "tf32")) {
         *out = GP_DEV_CODEC_TF32;
         return GEPARD_OK;
     }
@@ -26,12 +30,8 @@ int gp_device_codec_precision_parse(const char *text, gp_dev_codec_precision *ou
         *out = GP_DEV_CODEC_F32;
         return GEPARD_OK;
     }
-    if (!strcmp(text, "f16") || !strcmp(text, "fp16")) {
-        *out = GP_DEV_CODEC_F16;
-        return GEPARD_OK;
-    }
     return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
-                   "unknown GPU precision '%s' for the codec (expected tf32, f16 or f32)", text);
+                   "unknown GPU precision '%s' for the codec (expected f16, tf32 or f32)", text);
 }
 
 const char *gp_device_codec_precision_name(gp_dev_codec_precision p) {

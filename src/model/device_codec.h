@@ -9,7 +9,7 @@
 #include "codec/codec.h"
 #include "model/device.h"
 
-/* "tf32" (default, also for NULL, "" and "bf16"), "f16" ("fp16") or "f32". */
+/* "f16" ("fp16"; the default, also for NULL, "" and "bf16"), "tf32" or "f32". */
 int gp_device_codec_precision_parse(const char *text, gp_dev_codec_precision *out, gp_error *err);
 /* "tf32", "f16" or "f32". */
 const char *gp_device_codec_precision_name(gp_dev_codec_precision p);

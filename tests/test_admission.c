@@ -15,27 +15,35 @@ TEST(admission_projects_from_measured_cycles) {
     /* nothing measured: one stream at a time, running streams are kept */
     CHECK_EQ_INT(gp_admission_capacity(&a, 0), 1);
     CHECK_EQ_INT(gp_admission_capacity(&a, 5), 5);
-    /* 10 ms with one stream: up to 4 (4 × 10 = 40 ms) by proportion */
+    /* 10 ms with one stream: proportional (30 ms for 3), but no more than
+     * twice the largest batch measured */
     gp_admission_record(&a, 1, 0.010);
-    CHECK_EQ_INT(gp_admission_capacity(&a, 1), 4);
     CHECK(gp_admission_projected(&a, 3) > 0.0299 && gp_admission_projected(&a, 3) < 0.0301);
-    /* measured: 4 streams cost 12 ms, so 13 fit by proportion from there */
-    gp_admission_record(&a, 4, 0.012);
-    CHECK_EQ_INT(gp_admission_capacity(&a, 4), 13);
-    /* a cycle measured at 14 during a burst of prefills (60 ms) does not block
-     * admission once 13 streams run at 26 ms (26 × 14 / 13 = 28 ms) */
-    gp_admission_record(&a, 14, 0.060);
-    gp_admission_record(&a, 13, 0.026);
-    CHECK(gp_admission_capacity(&a, 13) >= 14);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 1), 2);
+    /* 2 streams cost 11 ms: 1 ms per stream more (secant from 1), up to 4 */
+    gp_admission_record(&a, 2, 0.011);
+    CHECK(gp_admission_projected(&a, 3) > 0.0119 && gp_admission_projected(&a, 3) < 0.0121);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 2), 4);
+    gp_admission_record(&a, 4, 0.012); /* secant from 2: 0.5 ms per stream */
+    CHECK_EQ_INT(gp_admission_capacity(&a, 4), 8);
+    /* the cost turns steep at 8 (27 ms: 3.75 ms per stream from 4): 11 fit */
+    gp_admission_record(&a, 8, 0.027);
+    CHECK(gp_admission_projected(&a, 11) > 0.0382 && gp_admission_projected(&a, 11) < 0.0383);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 8), 11);
+    /* a cycle measured at 9 during a burst of prefills (60 ms) does not block
+     * admission: the projection from 8 is lower (30.75 ms) */
+    gp_admission_record(&a, 9, 0.060);
+    CHECK(gp_admission_projected(&a, 9) > 0.0307 && gp_admission_projected(&a, 9) < 0.0308);
+    /* the first cycle at a new size (a GPU captures its graph) counts as at
+     * most twice its projection */
+    gp_admission_record(&a, 3, 0.300); /* projected 11 + 1 = 12 ms: counts as 24 */
+    CHECK(a.cycle_by_n[3] > 0.0239 && a.cycle_by_n[3] < 0.0241);
     /* smoothing: a cycle moves the estimate a quarter of the way, and one more
      * than twice the estimate (a one-off: a graph capture) counts as twice it */
     gp_admission_record(&a, 1, 0.050);
     CHECK(gp_admission_projected(&a, 1) > 0.0124 && gp_admission_projected(&a, 1) < 0.0126);
     gp_admission_record(&a, 1, 0.0125);
     CHECK(gp_admission_projected(&a, 1) > 0.0124 && gp_admission_projected(&a, 1) < 0.0126);
-    /* the first cycle at a new size is clipped the same way (from the projection) */
-    gp_admission_record(&a, 5, 0.300); /* projected 12 × 5 / 4 = 15 ms: counts as 30 */
-    CHECK(gp_admission_projected(&a, 5) > 0.0149 && gp_admission_projected(&a, 5) < 0.0151);
     /* over budget already: nobody new, nobody dropped */
     gp_admission_record(&a, 20, 0.045);
     CHECK_EQ_INT(gp_admission_capacity(&a, 20), 20);
@@ -43,6 +51,26 @@ TEST(admission_projects_from_measured_cycles) {
     /* margin 0: every slot */
     REQUIRE(gp_admission_init(&a, 64, 0, 0.05) == 0);
     CHECK_EQ_INT(gp_admission_capacity(&a, 0), 64);
+    gp_admission_free(&a);
+}
+
+/* A GPU-like cost (4 ms fixed + 0.05 ms per stream; 40 ms budget: 720 fit):
+ * admission doubles the batch per measurement, never past 720, and settles
+ * at 720 in a dozen cycles. */
+TEST(admission_grows_to_the_real_time_limit) {
+    gp_admission a;
+    REQUIRE(gp_admission_init(&a, 1024, 0.8, 0.05) == 0);
+    int active = 0, cycles = 0, largest = 0;
+    for (; cycles < 40; cycles++) {
+        active = gp_admission_capacity(&a, active);
+        if (active > largest) largest = active;
+        gp_admission_record(&a, active, 0.004 + 0.00005 * active);
+        if (cycles > 0 && gp_admission_capacity(&a, active) == active) break;
+    }
+    test_note("settled at %d streams after %d cycles (largest %d)", active, cycles, largest);
+    CHECK(largest <= 720);
+    CHECK(active >= 700);
+    CHECK(cycles <= 14);
     gp_admission_free(&a);
 }
 

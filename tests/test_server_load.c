@@ -85,6 +85,8 @@ TEST(server_16_concurrent_streams_batched_with_correct_audio) {
               test_metric(m, "gepard_engine_cycle_seconds") * 1e3,
               test_metric(m, "gepard_realtime_capacity_streams"));
     CHECK(test_metric(m, "gepard_engine_cycle_seconds") > 0);
+    CHECK(test_metric(m, "gepard_engine_step_seconds_total") > 0);
+    CHECK(test_metric(m, "gepard_engine_deliver_seconds_total") > 0);
     CHECK(test_metric(m, "gepard_realtime_capacity_streams") >= 16);
     CHECK_EQ_INT(test_metric(m, "gepard_http_requests_total{route=\"speech\",code=\"200\"}"), 18);
     CHECK_EQ_INT(test_metric(m, "gepard_time_to_first_audio_seconds_count"), 18);

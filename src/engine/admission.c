@@ -11,12 +11,49 @@ int gp_admission_init(gp_admission *a, int max_streams, double margin, double fr
     a->max_streams = max_streams;
     a->budget_s = margin > 0 && frame_seconds > 0 ? margin * frame_seconds : 0;
     a->cycle_by_n = calloc((size_t)max_streams + 1, sizeof *a->cycle_by_n);
-    return a->cycle_by_n ? 0 : GEPARD_ERR_NOMEM;
+    a->measured_upto = calloc((size_t)max_streams + 1, sizeof *a->measured_upto);
+    return a->cycle_by_n && a->measured_upto ? 0 : GEPARD_ERR_NOMEM;
 }
 
 void gp_admission_free(gp_admission *a) {
     free(a->cycle_by_n);
+    free(a->measured_upto);
     a->cycle_by_n = NULL;
+    a->measured_upto = NULL;
+}
+
+/* The largest measured batch at most k (0: none), by a scan down. */
+static int measured_at_most(const gp_admission *a, int k) {
+    for (; k >= 1; k--)
+        if (a->cycle_by_n[k] > 0) return k;
+    return 0;
+}
+
+/* The projection for m streams from `below`, the largest measured batch
+ * under m, and `lower`, the largest measured batch at most below / 2 (else
+ * under below; 0: none): the smaller of the measured cycle at m and below's
+ * cycle extended along the secant. A figure at m measured long ago during a
+ * burst of prefills does not block admission forever. */
+static double project(const gp_admission *a, int m, int below, int lower) {
+    double extended = 0;
+    if (below) {
+        const double at = a->cycle_by_n[below];
+        double slope = at / below; /* one measurement: proportional */
+        if (lower) {
+            slope = (at - a->cycle_by_n[lower]) / (below - lower);
+            if (slope < 0) slope = 0;
+        }
+        extended = at + slope * (m - below);
+    }
+    const double seen = a->cycle_by_n[m];
+    if (seen > 0 && (extended <= 0 || seen < extended)) return seen;
+    return extended;
+}
+
+static int lower_of(const gp_admission *a, int below) {
+    if (!below) return 0;
+    const int half = measured_at_most(a, below / 2);
+    return half ? half : measured_at_most(a, below - 1);
 }
 
 void gp_admission_record(gp_admission *a, int n, double seconds) {
@@ -32,39 +69,27 @@ void gp_admission_record(gp_admission *a, int n, double seconds) {
     *c = *c > 0 ? *c + ADMISSION_SMOOTHING * (seconds - *c) : seconds;
 }
 
-/* The projection for m streams given the largest measured n < m ("below",
- * 0 if none): the smaller of the measured cycle at m and the one at n scaled
- * by m / n. The scaled figure over-estimates (a batch costs less than
- * proportionally), so the minimum stays safe, and a figure at m measured long
- * ago during a burst of prefills does not block admission forever. */
-static double project(const gp_admission *a, int m, int below) {
-    const double scaled = below ? a->cycle_by_n[below] * m / below : 0;
-    const double seen = a->cycle_by_n[m];
-    if (seen > 0 && (scaled <= 0 || seen < scaled)) return seen;
-    return scaled;
-}
-
 double gp_admission_projected(const gp_admission *a, int m) {
     if (m < 1) return 0;
     if (m > a->max_streams) m = a->max_streams;
-    int below = 0;
-    for (int n = m - 1; n >= 1 && !below; n--)
-        if (a->cycle_by_n[n] > 0) below = n;
-    return project(a, m, below);
+    const int below = measured_at_most(a, m - 1);
+    return project(a, m, below, lower_of(a, below));
 }
 
-int gp_admission_capacity(const gp_admission *a, int active) {
+int gp_admission_capacity(gp_admission *a, int active) {
     if (a->budget_s <= 0) return a->max_streams;
     int cap = active > 1 ? active : 1;
     if (cap >= a->max_streams) return a->max_streams;
-    int below = 0;
-    for (int n = 1; n <= cap; n++)
-        if (a->cycle_by_n[n] > 0) below = n;
+    int *upto = a->measured_upto;
+    upto[0] = 0;
+    for (int k = 1; k <= a->max_streams; k++) upto[k] = a->cycle_by_n[k] > 0 ? k : upto[k - 1];
     /* Nothing measured yet: one stream at a time until a cycle is seen. */
     while (cap < a->max_streams) {
         const int m = cap + 1;
-        const double t = project(a, m, below);
-        if (a->cycle_by_n[m] > 0) below = m;
+        const int below = upto[m - 1];
+        if (!below || m > 2 * below) break;
+        const int lower = upto[below / 2] ? upto[below / 2] : upto[below - 1];
+        const double t = project(a, m, below, lower);
         if (t <= 0 || t > a->budget_s) break;
         cap = m;
     }

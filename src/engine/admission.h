@@ -7,10 +7,17 @@
  * only while the projected cycle with it stays under `margin` × the frame
  * duration. Admitting more would slow every listener below real time — the
  * new request waits in the queue instead (its time to first audio grows; no
- * running stream stutters). The projection for m streams is the measured
- * cycle at m when there is one, else the largest measured n < m scaled by
- * m / n (cost proportional to the batch: an over-estimate, so the engine
- * never admits past what it has evidence for). */
+ * running stream stutters).
+ *
+ * A cycle costs a fixed part (launches, weight reads: nearly all of it for a
+ * GPU's small batches) plus a part per stream. The projection for m streams
+ * is the measured cycle at m when there is one, else the largest measured
+ * batch n < m extended along the secant from a measured batch at most n / 2
+ * (the marginal cost per stream; with n the only measurement, the cycle at n
+ * scaled by m / n, i.e. no fixed part). Capacity never runs past twice the
+ * largest batch measured: the batch doubles at most once per measurement, so
+ * a cost that turns steeper than the secant says is seen before it can hurt
+ * many listeners. */
 #ifndef GP_ENGINE_ADMISSION_H
 #define GP_ENGINE_ADMISSION_H
 
@@ -20,6 +27,7 @@ typedef struct gp_admission {
     int max_streams;
     double budget_s;    /* cycle time allowed; 0 = no real-time limit */
     double *cycle_by_n; /* [max_streams + 1] smoothed cycle seconds with n streams; 0 = unseen */
+    int *measured_upto; /* [max_streams + 1] scratch: largest measured n ≤ k (0: none) */
 } gp_admission;
 
 /* margin ≤ 0 turns the limit off (admit up to max_streams). 0 or an error
@@ -32,6 +40,6 @@ void gp_admission_record(gp_admission *a, int n, double seconds);
 double gp_admission_projected(const gp_admission *a, int m);
 /* How many streams may be active now, `active` of them already: at least
  * `active` (running streams are never dropped) and at least 1. */
-int gp_admission_capacity(const gp_admission *a, int active);
+int gp_admission_capacity(gp_admission *a, int active);
 
 #endif

@@ -362,6 +362,7 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     if (e->params.prefill_chunk <= 0)
         e->params.prefill_chunk = gp_gen_on_device(model->model) ? 512 : 32;
     if (!(e->params.realtime_margin >= 0)) e->params.realtime_margin = 0; /* NaN, < 0 */
+    e->chunk_frames = codec && codec->codec->accel ? 1 : GP_ENGINE_CHUNK_FRAMES;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     gp_gen_workspace_init(&e->work);

@@ -79,6 +79,10 @@ struct gepard_engine {
     gepard_stream *active;
     int active_count;
     gp_admission admission; /* engine thread only */
+    /* Frames per audio chunk after the first (GP_ENGINE_CHUNK_FRAMES on the
+     * CPU; 1 when the codec runs on a GPU, where a batch over streams already
+     * fills the device and one frame per step keeps the gaps to one cycle). */
+    int chunk_frames;
     gepard_engine_stats stats;
     double batch_sum;
 };

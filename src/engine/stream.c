@@ -141,7 +141,7 @@ int gp_stream_frames_to_decode(const gepard_stream *s) {
     if (pending <= 0) return 0;
     if (s->frames_delivered == 0 && s->result.samples == 0) return 1; /* first audio: at once */
     bool ending = s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested);
-    if (pending >= GP_ENGINE_CHUNK_FRAMES || ending)
+    if (pending >= s->engine->chunk_frames || ending)
         return pending < GP_ENGINE_MAX_CHUNK ? pending : GP_ENGINE_MAX_CHUNK;
     /* A lone frame goes now when its listener is keeping up but holds less
      * than GP_ENGINE_PAIR_HEADROOM frames of audio (the first frames of every
@@ -175,7 +175,7 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
         s->frames_delivered = g->n_frames;
         return 0;
     }
-    /* Audio in chunks (see GP_ENGINE_CHUNK_FRAMES). */
+    /* Audio in chunks (see GP_ENGINE_CHUNK_FRAMES and chunk_frames). */
     for (;;) {
         int k = s->pcm_ready ? s->pcm_ready : gp_stream_frames_to_decode(s);
         if (k <= 0) return 0;

@@ -254,6 +254,13 @@ int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int
                        "Smoothed time of one engine cycle (batched step and its audio); real "
                        "time needs it under a frame's 0.046 s.",
                        st.cycle_ms / 1e3);
+    rc |= render_gauge(out, "gepard_engine_step_seconds_total", "counter",
+                       "Time in batched backbone steps (where the codec overlaps a GPU step, "
+                       "without the overlap).",
+                       st.step_seconds);
+    rc |=
+        render_gauge(out, "gepard_engine_deliver_seconds_total", "counter",
+                     "Time decoding audio and handing it to the connections.", st.deliver_seconds);
     rc |= render_gauge(out, "gepard_realtime_capacity_streams", "gauge",
                        "Streams the engine admits at once while keeping each one real time "
                        "(--realtime-margin; the slot count when that is 0).",

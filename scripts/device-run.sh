@@ -71,18 +71,27 @@ if want codec; then
         shift 2
         env "$@" "$bin/gepard" bench --codec-only --device cuda --codec /tmp/rs/codec \
             --frames 32 --gpu-precision "$prec" > "$out/codec-$name.json" 2> /dev/null
-        echo "codec $name: $(cat "$out/codec-$name.json")"
+        echo "codec $name: $(python3 -c '
+import json, sys
+g = json.load(open(sys.argv[1]))["gpu_codec"]
+for k, v in g.items():
+    if isinstance(v, dict):
+        print(k, "1 stream %.2f ms/frame;" % v["single_stream_ms_per_frame"],
+              " ".join("%d: %.0f f/s %.0f TF" % (b["streams"], b["frames_per_s"], b["tflops"])
+                       for b in v["batches"]))' "$out/codec-$name.json" 2>&1)"
     }
     codec_bench f16 f16
     codec_bench tf32 tf32
     codec_bench f16-tile128 f16 GEPARD_CUDA_CODEC_TILE=128
     codec_bench f16-split32 f16 GEPARD_CUDA_CODEC_SPLIT_CHUNKS=32
-    codec_bench f16-slice64 f16 GEPARD_CUDA_CODEC_SLICE=64
-    codec_bench f16-slice64-split32 f16 GEPARD_CUDA_CODEC_SLICE=64 GEPARD_CUDA_CODEC_SPLIT_CHUNKS=32
-    # the 64-pair staging must give the same samples: the streaming tests again with it
-    GEPARD_CUDA_CODEC_SLICE=64 GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard \
-        GEPARD_RELEASE_BIN=$bin/gepard "$bin/gepard-tests" cuda_codec_real cuda_codec_stream 2>&1 |
-        grep -E "^ok|FAIL|f16|passed"
+    for v in ${CODEC_VARIANTS:-64:32 64:64 64:128 32:64}; do # slice:split-chunks
+        codec_bench "f16-slice${v%:*}-split${v#*:}" f16 GEPARD_CUDA_CODEC_SLICE=${v%:*} \
+            GEPARD_CUDA_CODEC_SPLIT_CHUNKS=${v#*:}
+        # every staging and cut must give the same samples in any chunking
+        GEPARD_CUDA_CODEC_SLICE=${v%:*} GEPARD_CUDA_CODEC_SPLIT_CHUNKS=${v#*:} \
+            GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
+            "$bin/gepard-tests" cuda_codec_real cuda_codec_stream 2>&1 | grep -E "^ok|FAIL|passed"
+    done
 fi
 if want soak; then
     "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
@@ -119,23 +128,44 @@ if want serve || want all; then
     done
     kill -TERM $pid; wait $pid
 fi
-if want serve12; then
+serve12() { # NAME [serve options...]
+    local name=$1
+    shift
     "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
         --port 18080 --max-streams 1024 --max-queue 4096 --max-connections 8192 \
-        --max-connections-per-client 8192 > "$out/serve12.log" 2>&1 &
+        --max-connections-per-client 8192 "$@" > "$out/$name.log" 2>&1 &
     pid=$!
     for i in $(seq 1 60); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
     twelve="Please remember to bring your umbrella tomorrow because the forecast says rain."
     "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c 1 -n 20 --text "$twelve" \
-        --body '{"max_frames":86,"stop_threshold":2,"seed":1}' > "$out/serve12-1.json"
-    echo "serve12 -c 1: $(cat "$out/serve12-1.json")"
-    for c in 256 512 1024; do
+        --body '{"max_frames":86,"stop_threshold":2,"seed":1}' > "$out/$name-1.json"
+    echo "$name -c 1: $(summary "$out/$name-1.json")"
+    for c in ${SERVE12_LOADS:-256 512 1024}; do
         "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $c \
-            --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/serve12-$c.json"
-        echo "serve12 -c $c: $(cat "$out/serve12-$c.json")"
-        env -u LD_LIBRARY_PATH curl -s http://127.0.0.1:18080/metrics | grep -E "^gepard_(engine_cycle|realtime_capacity|streams)" 
+            --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/$name-$c.json"
+        echo "$name -c $c: $(summary "$out/$name-$c.json")"
+        env -u LD_LIBRARY_PATH curl -s http://127.0.0.1:18080/metrics > "$out/$name-$c.metrics"
+        grep -E "^gepard_(engine|realtime|batch|streams_total)" "$out/$name-$c.metrics" | tr '\n' ' '
+        echo
     done
     kill -TERM $pid; wait $pid
+}
+summary() { # the loadtest figures issue 12 asks for, on one line
+    python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d.get("ttfa_ms", {})
+print("ok %s/%s, %.0f s/s, ttfa p50 %s p99 %s ms, max gap %s ms, underruns %s (worst %s ms), rtf p50 %s"
+      % (d.get("ok"), d.get("requests"), d.get("audio_seconds_per_second", 0), t.get("p50"),
+         t.get("p99"), d.get("max_gap_ms"), d.get("underruns"), d.get("worst_underrun_ms"),
+         d.get("rtf", {}).get("p50")))
+PY
+}
+if want serve12; then
+    serve12 serve12
+fi
+if want serve12-nomargin; then
+    serve12 serve12-nomargin --realtime-margin 0
 fi
 if want cpu; then
     # The matrix kernels (bitwise batch invariance of the blocked prefill kernels) and the
@@ -174,5 +204,9 @@ if want cpu; then
             done
         done
     } 2>&1 | tee "$out/cpu.log"
+fi
+# The device tool brings back 8 files at most: everything in one archive.
+if [ -n "${OUT:-}" ]; then
+    tar czf /tmp/results.tgz -C "$out" . && rm -rf "${out:?}"/* && mv /tmp/results.tgz "$out/"
 fi
 exit $rc

@@ -2,6 +2,8 @@
 # ncu-codec.sh — on the GPU machine (after `make device-bundle` here): the GPU
 # time of every kernel of a real-size codec decode of N frames (one call),
 # summed per kernel and grid shape. Usage: scripts/ncu-codec.sh [FRAMES] [tf32|f16|f32]
+# NCU_DETAIL=REGEX adds ncu's full report of the fifth launch of the kernels
+# whose name matches (occupancy, throughputs, stall reasons; ncu-detail.txt).
 set -u
 . .device/env.sh
 b=.device/bin
@@ -33,3 +35,10 @@ print("kernels %d, total %.1f us" % (len(rows), total))
 for k, (n, us) in sorted(by.items(), key=lambda x: -x[1][1])[:25]:
     print("%8.1f us %4d x  %-40s grid %s" % (us, n, k[0], k[1]))
 PY
+if [ -n "${NCU_DETAIL:-}" ]; then
+    /usr/local/cuda/bin/ncu --clock-control none --set full -k "regex:$NCU_DETAIL" --launch-skip 4 \
+        --launch-count 1 "$b/gepard" decode --codec /tmp/rs/codec --codes /tmp/codes.json \
+        --device cuda --gpu-precision "${2:-tf32}" -o /tmp/o.f32 > "$out/ncu-detail.txt" 2>&1
+    grep -E "Duration|Throughput|Occupancy|Registers Per|Block Limit|Warp Cycles Per Issued|Issued Ipc|Stall|L2 Hit|Bank|One or More|No Eligible|Active Warps" \
+        "$out/ncu-detail.txt" | head -45
+fi

@@ -35,7 +35,9 @@ PKG_LIBS = $(shell pkg-config --libs $(filter-out libavcodec libavutil,$(PKGS)) 
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wno-format-truncation
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-strict-aliasing
-LIBS = $(PKG_LIBS) -lm -lpthread -ldl
+# oneDNN (prefill's bf16 matmul on AMX / AVX512-BF16, compute/onednn_matmul.c) has
+# no pkg-config file in Debian; it runs on libgomp, whose omp.h comes with gcc.
+LIBS = $(PKG_LIBS) -ldnnl -lgomp -lm -lpthread -ldl
 
 # ---- the CUDA backend (a plugin opened at run time: src/cuda/, model/device.c) ----
 # Built automatically when nvcc is found (CUDA=0 turns it off, CUDA=1 insists).

@@ -11,7 +11,9 @@
  * cache-blocked prefill kernels, rows of several streams in one product);
  * bf16 runs real2 (the longest prefill, 103 rows) and real3 (the shortest)
  * alone with the whole prefill in one step.
- * Equal codes both ways also hold batch invariance at the real size.
+ * Equal codes both ways also hold batch invariance at the real size. With
+ * oneDNN's prefill path (where oneDNN has a bf16 matmul) the four cases run
+ * batched with 64-row prefill chunks and must give the same codes.
  *
  * The quantised formats (int8, q4) cannot give the golden codes exactly; their
  * accuracy is reported on real0's first 16 frames — teacher-forced
@@ -33,13 +35,22 @@
 #define FRAMES 16 /* of the goldens' 40: enough to tell, and the test stays ~1.5 min under ASan */
 
 static void check_format(const golden *g, const char *model_dir, gp_weight_format format,
-                         bool batched) {
+                         bool batched, int chunk, bool onednn) {
     const int n_cases = batched ? N_CASES : 2, pick[N_CASES] = {2, 3, 0, 1};
     gp_model_load_options o = gp_model_load_default_options();
     o.weight_format = format;
     gp_model *m = NULL;
     gp_error err;
-    REQUIRE_OK(gp_model_load(model_dir, &o, &m, &err), &err);
+    if (onednn) setenv("GEPARD_PREFILL", "onednn", 1);
+    int loaded = gp_model_load(model_dir, &o, &m, &err);
+    if (onednn) setenv("GEPARD_PREFILL", "native", 1); /* the suite's default (test_main.c) */
+    REQUIRE_OK(loaded, &err);
+    if (onednn && !m->prefill_onednn) {
+        static char why[300];
+        snprintf(why, sizeof why, "oneDNN's prefill is not available here: %s", m->prefill_why);
+        gp_model_free(m);
+        test_skip(why);
+    }
     gp_pool *pool = NULL;
     REQUIRE_OK(gp_pool_create(2, &pool, &err), &err);
     const int C = m->cfg.num_channels;
@@ -70,7 +81,7 @@ static void check_format(const golden *g, const char *model_dir, gp_weight_forma
         free(ids);
     }
     if (batched) {
-        REQUIRE_OK(gen_run_streams_on(s, N_CASES, kv, 7, pool, &err), &err);
+        REQUIRE_OK(gen_run_streams_on(s, N_CASES, kv, chunk, pool, &err), &err);
     }
     for (int i = 0; i < n_cases; i++) {
         const int key = batched ? i : pick[i];
@@ -79,9 +90,10 @@ static void check_format(const golden *g, const char *model_dir, gp_weight_forma
         for (int t = 0; t < T[i] && t < s[i]->n_frames; t++)
             eq += memcmp(s[i]->frames + (size_t)t * C, codes[i] + (size_t)t * C,
                          (size_t)C * sizeof(int32_t)) == 0;
-        test_note("real%d cpu/%s (%s): %d/%d greedy frames equal to the golden", key,
-                  gp_weight_format_name(format),
-                  batched ? "4 streams, prefill chunks of 7" : "alone, whole prefill", eq, T[i]);
+        test_note("real%d cpu/%s%s (%s, prefill chunks of %d): %d/%d greedy frames equal to "
+                  "the golden",
+                  key, gp_weight_format_name(format), onednn ? " through oneDNN" : "",
+                  batched ? "4 streams" : "alone", chunk, eq, T[i]);
         CHECK_MSG(eq == T[i] && s[i]->n_frames == T[i], "real%d cpu/%s: %d/%d frames equal", key,
                   gp_weight_format_name(format), eq, T[i]);
         gp_gen_free(s[i], kv);
@@ -99,8 +111,22 @@ TEST(real_size_cpu_greedy_codes) {
     REQUIRE(dir);
     char model_dir[1100];
     snprintf(model_dir, sizeof model_dir, "%s/model", dir);
-    check_format(&g, model_dir, GP_WEIGHTS_F32, true);
-    check_format(&g, model_dir, GP_WEIGHTS_BF16, false);
+    check_format(&g, model_dir, GP_WEIGHTS_F32, true, 7, false);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 4096, false);
+    golden_close(&g);
+}
+
+/* Prefill through oneDNN (bf16 terms ×3, compute/onednn_matmul.c): the four
+ * cases as one batch, prefill chunks of 64 rows (all through oneDNN), equal
+ * golden codes. Skipped where oneDNN has no bf16 matmul. */
+TEST(real_size_cpu_onednn_prefill_codes) {
+    golden g;
+    REQUIRE(golden_open(&g, "real-size") == 0);
+    const char *dir = gen_realsize_dir(&g);
+    REQUIRE(dir);
+    char model_dir[1100];
+    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, true, 64, true);
     golden_close(&g);
 }
 

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/pool.h"
 #include "compute/kernels.h"
+#include "compute/onednn_matmul.h"
 
 int gp_weight_format_parse(const char *name) {
     if (!name) return -1;
@@ -54,6 +55,7 @@ size_t gp_matrix_bytes(const gp_matrix *m) { return data_bytes(m) + scale_bytes(
 
 void gp_matrix_free(gp_matrix *m) {
     if (!m) return;
+    gp_onednn_detach(m);
     gp_aligned_free(m->data);
     gp_aligned_free(m->scales);
     gp_aligned_free(m->gscales);
@@ -403,6 +405,14 @@ static void matmul_task(void *ctx, int task, int worker) {
 
 void gp_matmul(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                gp_pool *pool) {
+    if (w->onednn && n >= GP_ONEDNN_MIN_ROWS && gp_onednn_enabled() &&
+        gp_onednn_matmul(w, x, n, ldx, y, ldy, pool) == GEPARD_OK)
+        return;
+    gp_matmul_native(w, x, n, ldx, y, ldy, pool);
+}
+
+void gp_matmul_native(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                      gp_pool *pool) {
     if (n <= 0 || w->rows <= 0) return;
     const gp_kernel_table *table = gp_kernel_table_active();
     gp_matmul_rows_fn fn = table->matmul_rows[w->format];

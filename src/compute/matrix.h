@@ -27,13 +27,16 @@ typedef enum gp_weight_format {
 
 #define GP_Q4_GROUP 32
 
+typedef struct gp_onednn_matrix gp_onednn_matrix; /* compute/onednn_matmul.h */
+
 typedef struct gp_matrix {
     gp_weight_format format;
-    int rows;          /* output features */
-    int cols;          /* input features */
-    void *data;        /* f32 / uint16 bf16 / int8 / packed nibbles, tiled (below), owned */
-    float *scales;     /* int8: [padded rows] f32 row scales; owned */
-    uint16_t *gscales; /* q4: f16 group scales, tiled (below); owned */
+    int rows;                 /* output features */
+    int cols;                 /* input features */
+    void *data;               /* f32 / uint16 bf16 / int8 / packed nibbles, tiled (below), owned */
+    float *scales;            /* int8: [padded rows] f32 row scales; owned */
+    uint16_t *gscales;        /* q4: f16 group scales, tiled (below); owned */
+    gp_onednn_matrix *onednn; /* bf16: oneDNN's copy for prefill, or NULL; owned */
 } gp_matrix;
 
 /* Storage layout (every format). Rows are grouped in tiles of GP_TILE_ROWS;
@@ -121,8 +124,13 @@ const char *gp_kernel_level_name(gp_kernel_level level);
 const char *gp_kernels_reason(void);
 
 /* y[j][r] = Σ_i W[r][i] · x[j][i] for j < n, r < rows, with x rows `ldx`
- * floats apart and y rows `ldy` apart. */
+ * floats apart and y rows `ldy` apart. Batches of GP_ONEDNN_MIN_ROWS rows
+ * or more go through oneDNN where the matrix has a oneDNN copy
+ * (compute/onednn_matmul.h). */
 void gp_matmul(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                gp_pool *pool);
+/* The same on gepard's own kernels whatever the batch. */
+void gp_matmul_native(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                      gp_pool *pool);
 
 #endif

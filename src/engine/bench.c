@@ -17,6 +17,7 @@
 #include "base/rng.h"
 #include "base/timing.h"
 #include "compute/kernels.h"
+#include "compute/onednn_matmul.h"
 #include "compute/roofline.h"
 #include "engine/api_error.h"
 #include "engine/api_internal.h"
@@ -175,9 +176,13 @@ static int bench_prefill_levels(const gp_model *m, int rows, int threads, cJSON 
     for (size_t i = 0; !rc && i < (size_t)rows * H; i++) x[i] = (float)(gp_rng_uniform(&rng) - 0.5);
     const gp_kernel_level active = gp_kernels_active();
     cJSON *obj = cJSON_AddObjectToObject(into, "prefill_by_level");
-    for (int l = GP_KERNELS_AVX512; !rc && l >= GP_KERNELS_AVX2; l--) {
-        if (!gp_kernel_table_for((gp_kernel_level)l)) continue;
-        gp_kernels_set((gp_kernel_level)l);
+    /* the native kernels at each level, then oneDNN's path when the model has it */
+    for (int l = GP_KERNELS_AVX512 + 1; !rc && l >= GP_KERNELS_AVX2; l--) {
+        const bool onednn = l > GP_KERNELS_AVX512;
+        if (onednn && !m->prefill_onednn) continue;
+        if (!onednn && !gp_kernel_table_for((gp_kernel_level)l)) continue;
+        gp_onednn_enable(onednn);
+        gp_kernels_set(onednn ? active : (gp_kernel_level)l);
         double best = 1e30;
         for (int rep = 0; !rc && rep < 3; rep++) {
             gp_kv_seq seq;
@@ -190,11 +195,13 @@ static int bench_prefill_levels(const gp_model *m, int rows, int threads, cJSON 
             if (ms < best) best = ms;
             gp_kv_seq_release(kv, &seq);
         }
-        cJSON *o = cJSON_AddObjectToObject(obj, gp_kernel_level_name((gp_kernel_level)l));
+        cJSON *o = cJSON_AddObjectToObject(obj, onednn ? "onednn"
+                                                       : gp_kernel_level_name((gp_kernel_level)l));
         cJSON_AddNumberToObject(o, "tokens_per_s", rows / (best * 1e-3));
         cJSON_AddNumberToObject(o, "gflops", 2 * backbone_macs_per_row(m) * rows / (best * 1e6));
     }
     gp_kernels_set(active);
+    gp_onednn_enable(true);
     gp_forward_scratch_free(&s);
     gp_kv_pool_free(kv);
     gp_pool_free(pool);
@@ -322,6 +329,11 @@ static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bo
     cJSON_AddStringToObject(
         into, "dtype", gpu ? (p->gpu_precision ? p->gpu_precision : "bf16") : format_name(fmt));
     cJSON_AddNumberToObject(into, "load_seconds", load_s);
+    if (!gpu) {
+        cJSON_AddStringToObject(into, "prefill_path",
+                                gm->model->prefill_onednn ? "onednn-bf16x3" : "native");
+        cJSON_AddStringToObject(into, "prefill_path_why", gm->model->prefill_why);
+    }
     cJSON_AddNumberToObject(into, "backbone_ms_per_frame", bn.ms_per_frame);
     cJSON_AddNumberToObject(into, "backbone_median_ms_per_frame", bn.median_ms);
     cJSON_AddNumberToObject(into, "prefill_tokens", bn.prefill_rows);

@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "compute/onednn_matmul.h"
 #include "io/file.h"
 #include "io/torch.h"
 #include "model/device.h"
@@ -273,8 +274,10 @@ int gp_lora_merge(gp_model *m, const gp_lora_adapter *ad, gp_error *err) {
             int rc = gp_matrix_from_f32(&merged, w->format, w->rows, w->cols, dense, err);
             gp_aligned_free(dense);
             if (rc) return rc;
+            const bool onednn = w->onednn != NULL; /* prefill through oneDNN: keep it so */
             gp_matrix_free(w);
             *w = merged;
+            if (onednn && (rc = gp_onednn_attach(w, err))) return rc;
         }
     }
     if (ad->has_stop_head) {

@@ -60,6 +60,10 @@ typedef struct gp_model_load_options {
 typedef struct gp_model {
     gp_model_config cfg;
     gp_weight_format weight_format;
+    /* Prefill's matrix products through oneDNN (compute/onednn_matmul.h), and
+     * why or why not, for `gepard bench`. */
+    bool prefill_onednn;
+    char prefill_why[240];
     char *dir;
     gp_st_file *file;
     const gp_st_tensor *embed; /* [V, H] inside the mapping */

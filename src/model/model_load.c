@@ -3,6 +3,7 @@
  * the config; missing or mis-shaped tensors are errors naming the tensor;
  * unknown tensors are logged and ignored; an un-merged LoRA training
  * checkpoint (P.base.weight + P.lora_A/B) is merged on the fly. */
+#include <cpuid.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "compute/onednn_matmul.h"
 #include "io/file.h"
 #include "model/lora.h"
 #include "model/model.h"
@@ -249,6 +251,57 @@ gp_model_load_options gp_model_load_default_options(void) {
     return o;
 }
 
+/* Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX-BF16):
+ * without them oneDNN's bf16 matmul is emulated and never worth timing. */
+static bool cpu_has_bf16_matrix(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool amx_bf16 = (d >> 22) & 1u;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return amx_bf16;
+    return amx_bf16 || ((a >> 5) & 1u);
+}
+
+/* Prefill through oneDNN where it measures faster (bf16 weights only): every
+ * backbone matrix gets a oneDNN copy. A failure to build one leaves prefill
+ * on the native kernels (said in prefill_why), never fails the load. */
+static int choose_prefill_path(gp_model *m, gp_error *err) {
+    const char *env = getenv("GEPARD_PREFILL");
+    const bool forced = env && !strcmp(env, "onednn");
+    if (m->weight_format != GP_WEIGHTS_BF16) {
+        snprintf(m->prefill_why, sizeof m->prefill_why, "native: oneDNN's path needs bf16 weights");
+        return GEPARD_OK;
+    }
+    if (!forced && !cpu_has_bf16_matrix()) {
+        snprintf(m->prefill_why, sizeof m->prefill_why,
+                 "native: no bf16 matrix instructions (AVX512-BF16 or AMX-BF16) for oneDNN");
+        return GEPARD_OK;
+    }
+    m->prefill_onednn =
+        gp_onednn_choose(&m->layers[0].gate_proj, m->prefill_why, sizeof m->prefill_why);
+    for (int l = 0; m->prefill_onednn && l < m->cfg.backbone.num_layers; l++) {
+        gp_layer *y = &m->layers[l];
+        gp_matrix *ms[] = {&y->q_proj,    &y->k_proj,  &y->v_proj,   &y->o_proj,
+                           &y->gate_proj, &y->up_proj, &y->down_proj};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0] && m->prefill_onednn; i++) {
+            gp_error why;
+            gp_error_clear(&why);
+            if (gp_onednn_attach(ms[i], &why) == GEPARD_OK) continue;
+            if (why.code == GEPARD_ERR_NOMEM) return gp_fail(err, why.code, "%s", why.message);
+            GP_WARN("prefill stays on the native kernels: %s", why.message);
+            snprintf(m->prefill_why, sizeof m->prefill_why, "native: %s", why.message);
+            m->prefill_onednn = false;
+        }
+    }
+    if (!m->prefill_onednn)
+        for (int l = 0; l < m->cfg.backbone.num_layers; l++) {
+            gp_layer *y = &m->layers[l];
+            gp_matrix *ms[] = {&y->q_proj,    &y->k_proj,  &y->v_proj,   &y->o_proj,
+                               &y->gate_proj, &y->up_proj, &y->down_proj};
+            for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) gp_onednn_detach(ms[i]);
+        }
+    return GEPARD_OK;
+}
+
 int gp_model_load(const char *dir, const gp_model_load_options *options, gp_model **out,
                   gp_error *err) {
     *out = NULL;
@@ -303,6 +356,7 @@ int gp_model_load(const char *dir, const gp_model_load_options *options, gp_mode
         log_unused(&ld);
     }
     if (rc == GEPARD_OK && m->device) rc = gp_device_model_finish(m->device, m, err);
+    if (rc == GEPARD_OK && !m->device) rc = choose_prefill_path(m, err);
     free(ld.used);
     if (rc) {
         gp_model_free(m);

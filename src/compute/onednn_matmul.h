@@ -1,0 +1,57 @@
+/* onednn_matmul.h — prefill's matrix products through oneDNN's bf16 matmul
+ * (AMX tiles on Intel Sapphire Rapids and later, AVX512-BF16 elsewhere),
+ * exact to f32 rounding (issue 15).
+ *
+ * The weights are bf16 already; the f32 activations are split into three
+ * bf16 terms (x = hi + mid + lo, 24 significant bits, as f32 has), each
+ * bf16 × bf16 product is exact in f32, so hi·W + mid·W + lo·W equals x·W up
+ * to the order of the f32 additions — the error of the f32-FMA kernels, at
+ * three times the bf16 work, which AMX does many times faster than the FMA
+ * units. The three terms go through one matmul as 3n rows (one pass over
+ * the weights), and the three results are summed in a fixed order.
+ *
+ * Each matrix is cut into slices of GP_ONEDNN_SLICE output rows with their
+ * own reordered weights (a second copy, in oneDNN's blocked layout), run as
+ * tasks on gepard's thread pool with oneDNN single-threaded inside each, and
+ * one primitive per row count is kept per slice. Whether the path is used is
+ * decided at load by a short measurement against the native kernel
+ * (gp_onednn_choose), never by CPU flags alone; GEPARD_PREFILL=onednn or
+ * native overrides it. Decode (fewer than GP_ONEDNN_MIN_ROWS rows) always
+ * stays on the native kernels, which stream the weights at memory speed.
+ */
+#ifndef GP_COMPUTE_ONEDNN_MATMUL_H
+#define GP_COMPUTE_ONEDNN_MATMUL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "base/pool.h"
+#include "compute/matrix.h"
+
+#define GP_ONEDNN_SLICE 128    /* output rows per slice (a task) */
+#define GP_ONEDNN_MIN_ROWS 8   /* fewer input rows: the native kernels */
+#define GP_ONEDNN_PRIMITIVES 4 /* row counts remembered per slice */
+
+/* Attach a oneDNN copy of bf16 matrix `m` (m->onednn); GEPARD_ERR_UNSUPPORTED
+ * for other formats or when oneDNN cannot build a bf16 matmul here. */
+int gp_onednn_attach(gp_matrix *m, gp_error *err);
+void gp_onednn_detach(gp_matrix *m);
+/* y = x·Wᵀ through the attached copy (as gp_matmul; n ≥ 1). 0, or an error
+ * (the caller then runs the native kernel). */
+int gp_onednn_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y, int ldy,
+                     gp_pool *pool);
+
+/* Process-wide switch (on by default) for measurements: off, gp_matmul runs
+ * the native kernels even where a matrix has a oneDNN copy. */
+void gp_onednn_enable(bool on);
+bool gp_onednn_enabled(void);
+
+/* Whether prefill should go through oneDNN on this machine: GEPARD_PREFILL
+ * (onednn | native), else timing `probe` (a bf16 matrix of at least 2^20
+ * elements) at 64 rows on as many threads as the process may use (the
+ * default of --threads), both ways: oneDNN when it is at least 1.2× faster.
+ * `why` gets a phrase for `gepard bench` (the figures and oneDNN's kernel). */
+bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size);
+
+#endif

@@ -107,12 +107,13 @@ static void slice_clear(onednn_slice *s) {
 /* The slice's weights, rows r0 .. r1 of m as [N][K] bf16 ("ba" for K × N),
  * reordered into the layout a matmul of 96 rows asks for (the same for every
  * row count). */
-static dnnl_status_t slice_build(const gp_matrix *m, onednn_slice *s, float *row, uint16_t *plain) {
+static dnnl_status_t slice_build(const gp_matrix *m, onednn_slice *s, uint16_t *plain) {
     const int K = m->cols, N = s->r1 - s->r0;
-    for (int r = s->r0; r < s->r1; r++) {
-        gp_matrix_row_f32(m, r, row);
-        for (int k = 0; k < K; k++) plain[(size_t)(r - s->r0) * K + k] = gp_f32_to_bf16(row[k]);
-    }
+    const uint16_t *data = m->data;
+    for (int r = s->r0; r < s->r1; r++) /* the tiled rows' 16-column chunks, as stored */
+        for (int c = 0; c < K; c += 16)
+            memcpy(plain + (size_t)(r - s->r0) * K + c, data + gp_matrix_index(m, r, c),
+                   (size_t)(K - c < 16 ? K - c : 16) * sizeof *plain);
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t st = matmul_pd(96, K, N, NULL, &pd);
     if (st != dnnl_success) return st;
@@ -162,11 +163,9 @@ int gp_onednn_attach(gp_matrix *m, gp_error *err) {
     gp_onednn_detach(m);
     gp_onednn_matrix *o = calloc(1, sizeof *o);
     const int n_slices = (m->rows + GP_ONEDNN_SLICE - 1) / GP_ONEDNN_SLICE;
-    float *row = malloc((size_t)m->cols * sizeof *row);
     uint16_t *plain = malloc((size_t)GP_ONEDNN_SLICE * m->cols * sizeof *plain);
     if (o) o->slices = calloc((size_t)n_slices, sizeof *o->slices);
-    if (!o || !o->slices || !row || !plain) {
-        free(row);
+    if (!o || !o->slices || !plain) {
         free(plain);
         if (o) free(o->slices);
         free(o);
@@ -181,9 +180,8 @@ int gp_onednn_attach(gp_matrix *m, gp_error *err) {
         onednn_slice *s = &o->slices[i];
         s->r0 = i * GP_ONEDNN_SLICE;
         s->r1 = s->r0 + GP_ONEDNN_SLICE < m->rows ? s->r0 + GP_ONEDNN_SLICE : m->rows;
-        st = slice_build(m, s, row, plain);
+        st = slice_build(m, s, plain);
     }
-    free(row);
     free(plain);
     if (st != dnnl_success) {
         gp_onednn_detach(m);

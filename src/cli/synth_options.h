@@ -9,7 +9,8 @@
 /* Where the model runs (shared by codes, say, serve and bench). */
 #define CLI_DEVICE_OPTIONS                                                                         \
     {"device", 0, "DEV", "cpu, cuda, cuda:N or auto (default: a GPU when one is usable)"}, {       \
-        "gpu-precision", 0, "P", "GPU arithmetic: bf16 (default) or f32 (reproduces the CPU)"      \
+        "gpu-precision", 0, "P",                                                                   \
+            "GPU arithmetic: bf16 (default; the codec in FP16) or f32 (reproduces the CPU)"        \
     }
 
 /* Where the codec decodes (say, serve). */

@@ -154,3 +154,12 @@ const char *gen_realsize_dir(const golden *g) {
     }
     return dir;
 }
+
+/* See gen_cases.h. */
+const char *gen_realsize_model_dir(const golden *g) {
+    static char model_dir[1100];
+    const char *dir = gen_realsize_dir(g);
+    if (!dir) return NULL;
+    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
+    return model_dir;
+}

@@ -25,5 +25,7 @@ int gen_run_streams_on(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_r
  * ASan binary); its model weights' sha256 must match the golden's, else
  * the test fails and NULL comes back. */
 const char *gen_realsize_dir(const golden *g);
+/* Its model folder (gen_realsize_dir + "/model"), or NULL as above. */
+const char *gen_realsize_model_dir(const golden *g);
 
 #endif

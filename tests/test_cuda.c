@@ -424,10 +424,8 @@ TEST(cuda_real_size_against_reference) {
     require_cuda();
     golden g;
     REQUIRE(golden_open(&g, "real-size") == 0);
-    const char *dir = gen_realsize_dir(&g);
-    REQUIRE(dir);
-    char model_dir[1100];
-    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
     const cJSON *cases = cJSON_GetObjectItem(g.json, "cases");
     for (int pi = 0; pi < 2; pi++) {
         const gp_dev_precision prec = pi ? GP_DEV_BF16 : GP_DEV_F32;

@@ -34,8 +34,11 @@
 #define N_CASES 4
 #define FRAMES 16 /* of the goldens' 40: enough to tell, and the test stays ~1.5 min under ASan */
 
+/* With `skipped` (the oneDNN run), *skipped says why it could not happen here, or
+ * stays NULL. */
 static void check_format(const golden *g, const char *model_dir, gp_weight_format format,
-                         bool batched, int chunk, bool onednn) {
+                         bool batched, int chunk, const char **skipped) {
+    const bool onednn = skipped != NULL;
     const int n_cases = batched ? N_CASES : onednn ? 1 : 2, pick[N_CASES] = {2, 3, 0, 1};
     gp_model_load_options o = gp_model_load_default_options();
     o.weight_format = format;
@@ -49,7 +52,8 @@ static void check_format(const golden *g, const char *model_dir, gp_weight_forma
         static char why[300];
         snprintf(why, sizeof why, "oneDNN's prefill is not available here: %s", m->prefill_why);
         gp_model_free(m);
-        test_skip(why);
+        *skipped = why;
+        return;
     }
     gp_pool *pool = NULL;
     REQUIRE_OK(gp_pool_create(2, &pool, &err), &err);
@@ -107,12 +111,10 @@ static void check_format(const golden *g, const char *model_dir, gp_weight_forma
 TEST(real_size_cpu_greedy_codes) {
     golden g;
     REQUIRE(golden_open(&g, "real-size") == 0);
-    const char *dir = gen_realsize_dir(&g);
-    REQUIRE(dir);
-    char model_dir[1100];
-    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
-    check_format(&g, model_dir, GP_WEIGHTS_F32, true, 7, false);
-    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 4096, false);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
+    check_format(&g, model_dir, GP_WEIGHTS_F32, true, 7, NULL);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 4096, NULL);
     golden_close(&g);
 }
 
@@ -122,12 +124,12 @@ TEST(real_size_cpu_greedy_codes) {
 TEST(real_size_cpu_onednn_prefill_codes) {
     golden g;
     REQUIRE(golden_open(&g, "real-size") == 0);
-    const char *dir = gen_realsize_dir(&g);
-    REQUIRE(dir);
-    char model_dir[1100];
-    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
-    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, true);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
+    const char *skipped = NULL;
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, &skipped);
     golden_close(&g);
+    if (skipped) test_skip(skipped);
 }
 
 /* real0's first QFRAMES frames with `format` weights: teacher-forced KL,
@@ -198,10 +200,8 @@ static void quantised_accuracy(const golden *g, const char *model_dir, gp_weight
 TEST(real_size_cpu_quantised_accuracy) {
     golden g;
     REQUIRE(golden_open(&g, "real-size") == 0);
-    const char *dir = gen_realsize_dir(&g);
-    REQUIRE(dir);
-    char model_dir[1100];
-    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
     /* Bounds ~4x the measured (2026-12-01, 16 frames: int8 4.6e-4, q4 0.12 nats; stop
      * 4e-6 / 6e-5; top-1 497 / 318 of 512; bf16, for scale: ~0 nats, 512/512). The
      * synthetic weights' distributions are nearly flat, so one flipped code of 32 in the

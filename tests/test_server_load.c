@@ -381,6 +381,18 @@ TEST(server_voices_from_directory_and_ref_audio) {
     test_server_stop(&ts);
 }
 
+/* `gepard loadtest …` against a test server: its exit status checked, the
+ * JSON it printed (NULL when it printed none). */
+static cJSON *loadtest_json(const char *const *args) {
+    test_cmd_result r;
+    if (test_run_gepard(&r, NULL, 0, 60, args) != 0) return NULL;
+    CHECK_MSG(r.status == 0, "loadtest: %s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    CHECK_MSG(j, "not JSON: %s", r.out);
+    test_cmd_result_free(&r);
+    return j;
+}
+
 TEST(server_loadtest_command_reports_json) {
     test_server ts;
     REQUIRE(test_server_start(&ts, NULL) == 0);
@@ -394,11 +406,8 @@ TEST(server_loadtest_command_reports_json) {
                           "--body",
                           "{\"max_frames\":8,\"stop_threshold\":2,\"top_k\":1}",
                           NULL};
-    test_cmd_result r;
-    REQUIRE(test_run_gepard(&r, NULL, 0, 60, args) == 0);
-    CHECK_MSG(r.status == 0, "loadtest: %s", r.err);
-    cJSON *j = cJSON_Parse(r.out);
-    REQUIRE_MSG(j, "not JSON: %s", r.out);
+    cJSON *j = loadtest_json(args);
+    REQUIRE(j);
     CHECK_EQ_INT(cJSON_GetObjectItem(j, "ok")->valueint, 6);
     CHECK_EQ_INT(cJSON_GetObjectItem(j, "failed")->valueint, 0);
     double audio = cJSON_GetObjectItem(j, "audio_seconds")->valuedouble;
@@ -407,7 +416,6 @@ TEST(server_loadtest_command_reports_json) {
     CHECK(cJSON_GetObjectItem(ttfa, "p50") && cJSON_GetObjectItem(ttfa, "p99"));
     CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "rtf"), "p90"));
     cJSON_Delete(j);
-    test_cmd_result_free(&r);
     test_server_stop(&ts);
 }
 
@@ -429,11 +437,8 @@ TEST(server_loadtest_soak_samples_the_server) {
                           "--body",
                           "{\"max_frames\":4,\"stop_threshold\":2}",
                           NULL};
-    test_cmd_result r;
-    REQUIRE(test_run_gepard(&r, NULL, 0, 60, args) == 0);
-    CHECK_MSG(r.status == 0, "loadtest: %s", r.err);
-    cJSON *j = cJSON_Parse(r.out);
-    REQUIRE_MSG(j, "not JSON: %s", r.out);
+    cJSON *j = loadtest_json(args);
+    REQUIRE(j);
     const int ok = cJSON_GetObjectItem(j, "ok")->valueint;
     const double wall = cJSON_GetObjectItem(j, "wall_seconds")->valuedouble;
     test_note("%d requests in %.2f s", ok, wall);
@@ -453,7 +458,6 @@ TEST(server_loadtest_soak_samples_the_server) {
     CHECK_EQ_INT(cJSON_GetObjectItem(srv, "speech_200_answered")->valueint, ok);
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(srv, "counts_match")));
     cJSON_Delete(j);
-    test_cmd_result_free(&r);
     test_server_stop(&ts);
 }
 

@@ -177,12 +177,20 @@ static int bench_prefill_levels(const gp_model *m, int rows, int threads, cJSON 
     const gp_kernel_level active = gp_kernels_active();
     cJSON *obj = cJSON_AddObjectToObject(into, "prefill_by_level");
     /* the native kernels at each level, then oneDNN's path when the model has it */
-    for (int l = GP_KERNELS_AVX512 + 1; !rc && l >= GP_KERNELS_AVX2; l--) {
-        const bool onednn = l > GP_KERNELS_AVX512;
-        if (onednn && !m->prefill_onednn) continue;
-        if (!onednn && !gp_kernel_table_for((gp_kernel_level)l)) continue;
-        gp_onednn_enable(onednn);
-        gp_kernels_set(onednn ? active : (gp_kernel_level)l);
+    struct prefill_path {
+        const char *name;
+        gp_kernel_level level;
+        bool onednn;
+    } paths[GP_KERNELS_AVX512 + 1];
+    int n_paths = 0;
+    for (int l = GP_KERNELS_AVX512; l >= GP_KERNELS_AVX2; l--)
+        if (gp_kernel_table_for((gp_kernel_level)l))
+            paths[n_paths++] = (struct prefill_path){gp_kernel_level_name((gp_kernel_level)l),
+                                                     (gp_kernel_level)l, false};
+    if (m->prefill_onednn) paths[n_paths++] = (struct prefill_path){"onednn", active, true};
+    for (int p = 0; !rc && p < n_paths; p++) {
+        gp_onednn_enable(paths[p].onednn);
+        gp_kernels_set(paths[p].level);
         double best = 1e30;
         for (int rep = 0; !rc && rep < 3; rep++) {
             gp_kv_seq seq;
@@ -195,8 +203,7 @@ static int bench_prefill_levels(const gp_model *m, int rows, int threads, cJSON 
             if (ms < best) best = ms;
             gp_kv_seq_release(kv, &seq);
         }
-        cJSON *o = cJSON_AddObjectToObject(obj, onednn ? "onednn"
-                                                       : gp_kernel_level_name((gp_kernel_level)l));
+        cJSON *o = cJSON_AddObjectToObject(obj, paths[p].name);
         cJSON_AddNumberToObject(o, "tokens_per_s", rows / (best * 1e-3));
         cJSON_AddNumberToObject(o, "gflops", 2 * backbone_macs_per_row(m) * rows / (best * 1e6));
     }

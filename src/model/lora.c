@@ -240,10 +240,11 @@ const gp_lora_module *gp_lora_module_for(const gp_lora_adapter *ad, int layer,
     return mod->rank ? mod : NULL;
 }
 
+_Static_assert(GP_LORA_TARGETS == GP_LAYER_MATRICES, "one LoRA target per layer matrix");
+
 static gp_matrix *layer_matrix(gp_model *m, int layer, int target) {
-    gp_layer *L = &m->layers[layer];
-    gp_matrix *ms[GP_LORA_TARGETS] = {&L->q_proj,    &L->k_proj,  &L->v_proj,   &L->o_proj,
-                                      &L->gate_proj, &L->up_proj, &L->down_proj};
+    gp_matrix *ms[GP_LAYER_MATRICES];
+    gp_layer_matrices(&m->layers[layer], ms);
     return ms[target];
 }
 

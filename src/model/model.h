@@ -36,6 +36,19 @@ typedef struct gp_layer {
     float *q_bias, *k_bias, *v_bias, *o_bias; /* only with attention_bias */
 } gp_layer;
 
+/* The layer's seven Linear matrices, in LoRA target order (model/lora.h:
+ * q, k, v, o, gate, up, down). */
+#define GP_LAYER_MATRICES 7
+static inline void gp_layer_matrices(gp_layer *L, gp_matrix *out[GP_LAYER_MATRICES]) {
+    out[0] = &L->q_proj;
+    out[1] = &L->k_proj;
+    out[2] = &L->v_proj;
+    out[3] = &L->o_proj;
+    out[4] = &L->gate_proj;
+    out[5] = &L->up_proj;
+    out[6] = &L->down_proj;
+}
+
 typedef struct gp_compressor_block {
     float *norm_self, *norm_cross, *norm_ffn; /* plain RMSNorm gains [d] */
     gp_matrix self_q, self_k, self_v, self_out;

@@ -278,11 +278,10 @@ static int choose_prefill_path(gp_model *m, gp_error *err) {
     }
     m->prefill_onednn =
         gp_onednn_choose(&m->layers[0].gate_proj, m->prefill_why, sizeof m->prefill_why);
+    gp_matrix *ms[GP_LAYER_MATRICES];
     for (int l = 0; m->prefill_onednn && l < m->cfg.backbone.num_layers; l++) {
-        gp_layer *y = &m->layers[l];
-        gp_matrix *ms[] = {&y->q_proj,    &y->k_proj,  &y->v_proj,   &y->o_proj,
-                           &y->gate_proj, &y->up_proj, &y->down_proj};
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0] && m->prefill_onednn; i++) {
+        gp_layer_matrices(&m->layers[l], ms);
+        for (int i = 0; i < GP_LAYER_MATRICES && m->prefill_onednn; i++) {
             gp_error why;
             gp_error_clear(&why);
             if (gp_onednn_attach(ms[i], &why) == GEPARD_OK) continue;
@@ -292,13 +291,10 @@ static int choose_prefill_path(gp_model *m, gp_error *err) {
             m->prefill_onednn = false;
         }
     }
-    if (!m->prefill_onednn)
-        for (int l = 0; l < m->cfg.backbone.num_layers; l++) {
-            gp_layer *y = &m->layers[l];
-            gp_matrix *ms[] = {&y->q_proj,    &y->k_proj,  &y->v_proj,   &y->o_proj,
-                               &y->gate_proj, &y->up_proj, &y->down_proj};
-            for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) gp_onednn_detach(ms[i]);
-        }
+    for (int l = 0; !m->prefill_onednn && l < m->cfg.backbone.num_layers; l++) {
+        gp_layer_matrices(&m->layers[l], ms);
+        for (int i = 0; i < GP_LAYER_MATRICES; i++) gp_onednn_detach(ms[i]);
+    }
     return GEPARD_OK;
 }
 
@@ -407,9 +403,9 @@ void gp_model_free(gp_model *m) {
         gp_aligned_free(L->post_norm);
         gp_aligned_free(L->q_norm);
         gp_aligned_free(L->k_norm);
-        gp_matrix *ms[] = {&L->q_proj,    &L->k_proj,  &L->v_proj,   &L->o_proj,
-                           &L->gate_proj, &L->up_proj, &L->down_proj};
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) gp_matrix_free(ms[i]);
+        gp_matrix *ms[GP_LAYER_MATRICES];
+        gp_layer_matrices(L, ms);
+        for (int i = 0; i < GP_LAYER_MATRICES; i++) gp_matrix_free(ms[i]);
         gp_aligned_free(L->q_bias);
         gp_aligned_free(L->k_bias);
         gp_aligned_free(L->v_bias);

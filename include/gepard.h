@@ -309,6 +309,9 @@ typedef struct gepard_engine_stats {
     double cycle_ms;        /* smoothed time of a cycle (step + audio) at the current batch */
     int realtime_capacity;  /* streams the engine would hold now under realtime_margin
                                (max_streams when the margin is off) */
+    double codec_seconds;   /* of deliver_seconds: in batched codec decodes (one call
+                               decoding the new frames of many streams) */
+    uint64_t codec_batches; /* those calls */
 } gepard_engine_stats;
 
 void gepard_engine_get_stats(gepard_engine *engine, gepard_engine_stats *stats);

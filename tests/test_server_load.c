@@ -87,6 +87,11 @@ TEST(server_16_concurrent_streams_batched_with_correct_audio) {
     CHECK(test_metric(m, "gepard_engine_cycle_seconds") > 0);
     CHECK(test_metric(m, "gepard_engine_step_seconds_total") > 0);
     CHECK(test_metric(m, "gepard_engine_deliver_seconds_total") > 0);
+    /* batched codec time is part of the delivery time */
+    CHECK(test_metric(m, "gepard_engine_codec_seconds_total") >= 0);
+    CHECK(test_metric(m, "gepard_engine_codec_seconds_total") <=
+          test_metric(m, "gepard_engine_deliver_seconds_total"));
+    CHECK(test_metric(m, "gepard_engine_codec_batches_total") >= 0);
     CHECK(test_metric(m, "gepard_realtime_capacity_streams") >= 16);
     CHECK_EQ_INT(test_metric(m, "gepard_http_requests_total{route=\"speech\",code=\"200\"}"), 18);
     CHECK_EQ_INT(test_metric(m, "gepard_time_to_first_audio_seconds_count"), 18);

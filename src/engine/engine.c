@@ -95,10 +95,19 @@ static void admit_locked(gepard_engine *e) {
     }
 }
 
-/* Decode the new frame of every stream that has exactly one in a single
- * pass over the codec's weights (bit-identical to decoding them one by
- * one); the rest are decoded at delivery. */
-static void decode_new_frames_together(gepard_engine *e) {
+/* Whether advance_streams delivers this stream's audio now even while
+ * deferring the running ones: it finished generating or was cancelled. */
+static bool ends_this_step(const gepard_stream *s) {
+    return s->gen && !s->stop_pending &&
+           (s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested));
+}
+
+/* Decode the new frames of streams with the same number of them in one
+ * pass over the codec's weights per count (bit-identical to decoding them
+ * one by one; a lone stream is decoded at delivery). With `only_ending`,
+ * only the streams that end this step: their last frames, which would
+ * otherwise each cost a codec call of their own. */
+static void decode_new_frames_together(gepard_engine *e, bool only_ending) {
     if (!e->codec) return;
     const int C = e->model->model->cfg.num_channels;
     /* One batched pass per chunk length (streams in one pass decode the same
@@ -106,7 +115,9 @@ static void decode_new_frames_together(gepard_engine *e) {
     for (int k = 1; k <= GP_ENGINE_MAX_CHUNK; k++) {
         int n = 0;
         for (gepard_stream *s = e->active; s; s = s->next) {
-            if (!s->gen || s->pcm_ready || gp_stream_frames_to_decode(s) != k) continue;
+            if (!s->gen || s->pcm_ready || (only_ending && !ends_this_step(s)) ||
+                gp_stream_frames_to_decode(s) != k)
+                continue;
             e->decode_owners[n] = s;
             e->decode_streams[n] = s->codec_stream->stream;
             e->decode_codes[n] = s->gen->frames + (size_t)s->frames_delivered * C;
@@ -115,8 +126,15 @@ static void decode_new_frames_together(gepard_engine *e) {
         }
         if (n < 2) continue;
         gp_error err;
-        if (gp_codec_decode_frames_multi(e->codec->codec, e->decode_streams, e->decode_codes, n,
-                                         (size_t)k, e->decode_pcm, &err) != GEPARD_OK) {
+        const uint64_t t0 = gp_now_ns();
+        const int rc = gp_codec_decode_frames_multi(
+            e->codec->codec, e->decode_streams, e->decode_codes, n, (size_t)k, e->decode_pcm, &err);
+        const double seconds = (double)(gp_now_ns() - t0) * 1e-9;
+        pthread_mutex_lock(&e->lock);
+        e->stats.codec_seconds += seconds;
+        e->stats.codec_batches++;
+        pthread_mutex_unlock(&e->lock);
+        if (rc != GEPARD_OK) {
             GP_WARN("batched codec decode failed (%s); decoding stream by stream", err.message);
             continue;
         }
@@ -130,7 +148,7 @@ static void decode_new_frames_together(gepard_engine *e) {
  * still refers to these streams; a stream whose callback asked to stop is
  * marked and finished after the step. */
 static void deliver_during_step(gepard_engine *e) {
-    decode_new_frames_together(e);
+    decode_new_frames_together(e, false);
     for (gepard_stream *s = e->active; s; s = s->next) {
         if (!s->gen || s->gen->phase == GP_GEN_DONE || s->stop_pending) continue;
         if (gp_stream_deliver(e, s)) s->stop_pending = true;
@@ -143,7 +161,7 @@ static void deliver_during_step(gepard_engine *e) {
  * deliver_during_step of the next step; only finished, cancelled or stopped
  * streams are delivered and retired now. */
 static void advance_streams(gepard_engine *e, bool defer_running) {
-    if (!defer_running) decode_new_frames_together(e);
+    decode_new_frames_together(e, defer_running);
     gepard_stream *s = e->active;
     while (s) {
         gepard_stream *next = s->next;

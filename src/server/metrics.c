@@ -261,6 +261,12 @@ int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int
     rc |=
         render_gauge(out, "gepard_engine_deliver_seconds_total", "counter",
                      "Time decoding audio and handing it to the connections.", st.deliver_seconds);
+    rc |= render_gauge(out, "gepard_engine_codec_seconds_total", "counter",
+                       "Of the delivery time: in batched codec calls (the new frames of many "
+                       "streams decoded at once).",
+                       st.codec_seconds);
+    rc |= render_gauge(out, "gepard_engine_codec_batches_total", "counter", "Batched codec calls.",
+                       (double)st.codec_batches);
     rc |= render_gauge(out, "gepard_realtime_capacity_streams", "gauge",
                        "Streams the engine admits at once while keeping each one real time "
                        "(--realtime-margin; the slot count when that is 0).",

@@ -243,6 +243,13 @@ static int codec_check_desc(const gp_dev_codec_desc *d, gp_dev_status *st) {
         if (u->groups < 1 || u->c_in % u->groups || u->c_out % u->groups || u->stride < 1)
             return gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT,
                                 "codec stage %d: bad transposed convolution shape", i);
+        if ((u->c_in / u->groups) * ((u->kernel - 1) / u->stride + 1) > GP_CUDA_CODEC_CONVT_CACHE)
+            return gp_cuda_fail(st, GEPARD_ERR_UNSUPPORTED,
+                                "codec stage %d: the GPU decoder's transposed convolution takes at "
+                                "most %d inputs per output (this one has %d channels per group, "
+                                "kernel %d, stride %d); decode on the CPU (--codec-device cpu)",
+                                i, GP_CUDA_CODEC_CONVT_CACHE, u->c_in / u->groups, u->kernel,
+                                u->stride);
         R *= u->stride;
     }
     if (R != d->samples_per_frame)

@@ -111,6 +111,94 @@ void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win,
 cudaError_t gp_cuda_codec_mma_init(void);
 
 #ifdef __CUDACC__
+/* VEC consecutive floats (16-, 8- or 4-byte aligned) in one read-only
+ * access (ld.global.nc: the epilogue reads each residual and running-sum
+ * element only before its own thread stores it, and no other thread writes
+ * it, so the value is unchanged for the kernel's life — and the compiler may
+ * move these loads ahead of other elements' stores). */
+template <int VEC> __device__ __forceinline__ void codec_ldv(float (&d)[VEC], const float *p) {
+    if constexpr (VEC == 4) {
+        const float4 t = __ldg(reinterpret_cast<const float4 *>(p));
+        d[0] = t.x, d[1] = t.y, d[2] = t.z, d[3] = t.w;
+    } else if constexpr (VEC == 2) {
+        const float2 t = __ldg(reinterpret_cast<const float2 *>(p));
+        d[0] = t.x, d[1] = t.y;
+    } else {
+        d[0] = __ldg(p);
+    }
+}
+template <int VEC> __device__ __forceinline__ void codec_stv(float *p, const float (&d)[VEC]) {
+    if constexpr (VEC == 4)
+        *reinterpret_cast<float4 *>(p) = make_float4(d[0], d[1], d[2], d[3]);
+    else if constexpr (VEC == 2)
+        *reinterpret_cast<float2 *>(p) = make_float2(d[0], d[1]);
+    else
+        *p = d[0];
+}
+
+/* The store of a finished tile: v = sum + bias, then ep.mode, VEC channels
+ * at a time (C_out a multiple of VEC, so a thread's channels are one aligned
+ * access). The loads of a group of G units (residual, running branch sum) are
+ * all issued before any of its stores — one memory latency per group, not
+ * per element (out and res may alias, so the compiler cannot hoist them
+ * itself). The arithmetic of every element is the same whatever VEC. */
+template <int TM, int TN, int THREADS, int VEC>
+__device__ __forceinline__ void codec_conv_store(float (*sc)[TM + 4], int co0, int col0, int cols,
+                                                 int C_out, const float *__restrict__ bias,
+                                                 const gp_cuda_codec_epilogue &ep) {
+    constexpr int UNITS_PER_ROW = TM / VEC, PER = TM * TN / VEC / THREADS;
+    constexpr int G = 8 / VEC < PER ? 8 / VEC : PER;
+    static_assert(PER % G == 0, "tile units must split into whole groups");
+    const int tid = threadIdx.x;
+    const bool reads_res = ep.mode == GP_CODEC_EP_RESIDUAL || ep.mode == GP_CODEC_EP_BRANCH;
+    const bool reads_out = ep.mode == GP_CODEC_EP_BRANCH && !ep.first;
+#pragma unroll 1
+    for (int u0 = 0; u0 < PER; u0 += G) {
+        float v[G][VEC], res[G][VEC], prev[G][VEC];
+        size_t o[G];
+        bool ok[G];
+#pragma unroll
+        for (int q = 0; q < G; q++) {
+            const int unit = tid + (u0 + q) * THREADS;
+            const int j = unit / UNITS_PER_ROW, r = (unit % UNITS_PER_ROW) * VEC;
+            const int g = col0 + j, co = co0 + r;
+            ok[q] = g < cols && co < C_out;
+            o[q] = ok[q] ? (size_t)g * C_out + co : 0;
+            float b[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; k++) b[k] = res[q][k] = prev[q][k] = 0.0f;
+            if (ok[q]) codec_ldv<VEC>(b, bias + co);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) v[q][k] = ok[q] ? sc[j][r + k] + b[k] : 0.0f;
+            if (ok[q] && reads_res) codec_ldv<VEC>(res[q], ep.res + o[q]);
+            if (ok[q] && reads_out) codec_ldv<VEC>(prev[q], ep.out + o[q]);
+        }
+#pragma unroll
+        for (int q = 0; q < G; q++) {
+            if (!ok[q]) continue;
+            float y[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; k++) {
+                const float x = v[q][k];
+                switch (ep.mode) {
+                case GP_CODEC_EP_STORE: y[k] = x; break;
+                case GP_CODEC_EP_RESIDUAL: y[k] = res[q][k] + x; break;
+                case GP_CODEC_EP_BRANCH: {
+                    const float run = res[q][k] + x;
+                    const float acc = ep.first ? run : prev[q][k] + run;
+                    y[k] = ep.divide > 0.0f ? acc / ep.divide : acc;
+                    break;
+                }
+                case GP_CODEC_EP_CLAMP: y[k] = x < -1.0f ? -1.0f : x > 1.0f ? 1.0f : x; break;
+                case GP_CODEC_EP_TANH: y[k] = tanhf(x); break;
+                default: y[k] = x; break;
+                }
+            }
+            codec_stv<VEC>(ep.out + o[q], y);
+        }
+    }
+}
+
 /* The end of every convolution tile, whatever computed it: `sc` holds the
  * tile's sums [col][co] for the reduction slice of split blockIdx.z. With
  * several splits every split stores its partial tile; the split that finishes
@@ -142,48 +230,12 @@ __device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, 
         }
         __syncthreads();
     }
-    /* The epilogue's loads (residual, running branch sum) for EP_GROUP
-     * elements are issued before any of their stores: one memory latency per
-     * group instead of one per element (out and res may alias, so the
-     * compiler cannot hoist them itself). The arithmetic is unchanged. */
-    constexpr int EP_GROUP = 8;
-    const bool reads_res = ep.mode == GP_CODEC_EP_RESIDUAL || ep.mode == GP_CODEC_EP_BRANCH;
-    const bool reads_out = ep.mode == GP_CODEC_EP_BRANCH && !ep.first;
-#pragma unroll 1
-    for (int e0 = tid; e0 < TILE; e0 += THREADS * EP_GROUP) {
-        float v[EP_GROUP], res[EP_GROUP], prev[EP_GROUP];
-        size_t o[EP_GROUP];
-        bool ok[EP_GROUP];
-#pragma unroll
-        for (int u = 0; u < EP_GROUP; u++) {
-            const int e = e0 + u * THREADS;
-            const int j = e / TM, r = e % TM;
-            const int g = col0 + j, co = co0 + r;
-            ok[u] = e < TILE && g < cols && co < C_out;
-            o[u] = ok[u] ? (size_t)g * C_out + co : 0;
-            v[u] = ok[u] ? sc[j][r] + bias[co] : 0.0f;
-            res[u] = ok[u] && reads_res ? ep.res[o[u]] : 0.0f;
-            prev[u] = ok[u] && reads_out ? ep.out[o[u]] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < EP_GROUP; u++) {
-            if (!ok[u]) continue;
-            float y = v[u];
-            switch (ep.mode) {
-            case GP_CODEC_EP_STORE: break;
-            case GP_CODEC_EP_RESIDUAL: y = res[u] + v[u]; break;
-            case GP_CODEC_EP_BRANCH: {
-                const float run = res[u] + v[u];
-                const float acc = ep.first ? run : prev[u] + run;
-                y = ep.divide > 0.0f ? acc / ep.divide : acc;
-                break;
-            }
-            case GP_CODEC_EP_CLAMP: y = v[u] < -1.0f ? -1.0f : v[u] > 1.0f ? 1.0f : v[u]; break;
-            case GP_CODEC_EP_TANH: y = tanhf(v[u]); break;
-            }
-            ep.out[o[u]] = y;
-        }
-    }
+    if (C_out % 4 == 0)
+        codec_conv_store<TM, TN, THREADS, 4>(sc, co0, col0, cols, C_out, bias, ep);
+    else if (C_out % 2 == 0)
+        codec_conv_store<TM, TN, THREADS, 2>(sc, co0, col0, cols, C_out, bias, ep);
+    else
+        codec_conv_store<TM, TN, THREADS, 1>(sc, co0, col0, cols, C_out, bias, ep);
 }
 #endif
 /* win [left + n + right][Cp] = pad(act(x [n][C])) for the encoder (mode: 0 zeros,
@@ -191,7 +243,10 @@ __device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, 
 void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left, int right,
                                   int mode, const gp_cuda_codec_act *act, float *win,
                                   cudaStream_t s);
-/* y [n][T·stride][c_out] = convt(act(x [n][T][c_in])) with the history in the state. */
+/* y [n][T·stride][c_out] = convt(act(x [n][T][c_in])) with the history in the state;
+ * a group's input channels × (hist + 1) taps must not exceed GP_CUDA_CODEC_CONVT_CACHE
+ * (NanoCodec: 2 × 2). */
+#define GP_CUDA_CODEC_CONVT_CACHE 8
 void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_convt *cv,
                              const gp_cuda_codec_act *act, const float *const *st_in,
                              float *const *st_out, size_t st_off, float *y, cudaStream_t s);

@@ -23,13 +23,17 @@
 
 using namespace nvcuda;
 
+/* FAST: the hardware sine (__sinf) instead of sinf, for values that are
+ * rounded to FP16 right after (its error, ~2^-21 plus 2^-24 of the argument,
+ * is far below FP16's 2^-11; the FP16 path's SNR against NeMo is tested). */
+template <bool FAST = false>
 __device__ __forceinline__ float codec_act(const gp_cuda_codec_act &a, float x, int c) {
     switch (a.kind) {
     case GP_DEV_ACT_IDENTITY: return x;
     case GP_DEV_ACT_SNAKE:
     case GP_DEV_ACT_HALF_SNAKE:
         if (c < a.n_snake) {
-            const float v = sinf(a.alpha[c] * x);
+            const float v = FAST ? __sinf(a.alpha[c] * x) : sinf(a.alpha[c] * x);
             return x + a.inv_alpha[c] * (v * v);
         }
         return x > 0.0f ? x : a.slope * x;
@@ -61,6 +65,7 @@ __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned
                                unsigned Cp, unsigned hist, gp_cuda_codec_act act,
                                const float *const *st_in, float *const *st_out, unsigned st_off,
                                WinT *__restrict__ win) {
+    constexpr bool FAST = sizeof(WinT) == 2; /* FP16 windows: the hardware sine */
     const unsigned W = hist + T, groups = Cp / 8;
     const unsigned total = n * W * groups;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -76,7 +81,7 @@ __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned
             const float *src = x + (b * T + (r - hist)) * C;
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                v[k] = c0 + k < C ? codec_act(act, src[c0 + k], (int)(c0 + k)) : 0.0f;
+                v[k] = c0 + k < C ? codec_act<FAST>(act, src[c0 + k], (int)(c0 + k)) : 0.0f;
         }
         win_store8(win + (size_t)rows * Cp + c0, v);
         if (r >= T) {
@@ -397,7 +402,13 @@ void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left
 /* ---------------- grouped causal transposed convolution ---------------- */
 
 /* y[b][q·s + u][o] = bias[o] + Σ_(c in o's group) Σ_m a[c][q − m] · W[c][o_local][u + m·s],
- * a = act(x), a[c][j < 0] from the history (the last `hist` inputs, oldest first). */
+ * a = act(x), a[c][j < 0] from the history (the last `hist` inputs, oldest first).
+ * A thread per input position (stream, q, output channel o) makes all
+ * `stride` outputs of o at that position: the activated inputs it needs (the
+ * group's channels at q, q − 1, …, q − hist; GP_CUDA_CODEC_CONVT_CACHE at
+ * most, which cuda_codec.cu checks at load) are computed once, not once per
+ * output phase. Sums run over the channels, then the taps. */
+#define CONVT_CACHE GP_CUDA_CODEC_CONVT_CACHE
 __global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned T,
                               gp_cuda_codec_convt cv, gp_cuda_codec_act act,
                               const float *const *st_in, float *const *st_out, unsigned st_off,
@@ -405,29 +416,37 @@ __global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned 
     const int s = cv.stride, k = cv.kernel, hist = cv.hist;
     const unsigned cin = (unsigned)cv.c_in, cout = (unsigned)cv.c_out;
     const int ci_g = cv.c_in / cv.groups, co_g = cv.c_out / cv.groups;
-    const unsigned Ts = T * (unsigned)s;
-    const unsigned outs = n * Ts * cout;
+    const unsigned items = n * T * cout;
     const unsigned states = n * (unsigned)hist * cin;
-    const unsigned total = outs > states ? outs : states;
+    const unsigned total = items > states ? items : states;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += gridDim.x * blockDim.x) {
-        if (i < outs) {
+        if (i < items) {
             const int o = (int)(i % cout);
             const unsigned rows = i / cout;
-            const unsigned p = rows % Ts, b = rows / Ts;
-            const int q = (int)(p / s), u = (int)(p % s);
+            const int q = (int)(rows % T);
+            const unsigned b = rows / T;
             const int g = o / co_g, ol = o % co_g;
-            float acc = cv.bias[o];
-            for (int c = g * ci_g; c < (g + 1) * ci_g; c++) {
-                const float *w = cv.weight + ((size_t)c * co_g + ol) * k;
-                for (int m = 0; m <= hist && u + m * s < k; m++) {
+            float a[CONVT_CACHE];
+            int na = 0;
+            for (int c = g * ci_g; c < (g + 1) * ci_g; c++)
+                for (int m = 0; m <= hist; m++) {
                     const int j = q - m;
-                    const float a = j >= 0 ? codec_act(act, x[(b * T + (unsigned)j) * cin + c], c)
-                                           : st_in[b][st_off + (unsigned)(hist + j) * cin + c];
-                    acc += a * w[u + m * s];
+                    a[na++] = j >= 0 ? codec_act(act, x[(b * T + (unsigned)j) * cin + c], c)
+                                     : st_in[b][st_off + (unsigned)(hist + j) * cin + c];
                 }
+            const float bo = cv.bias[o];
+            float *out = y + ((size_t)(b * T + (unsigned)q) * s) * cout + o;
+            for (int u = 0; u < s; u++) {
+                float acc = bo;
+                int ia = 0;
+                for (int c = g * ci_g; c < (g + 1) * ci_g; c++) {
+                    const float *w = cv.weight + ((size_t)c * co_g + ol) * k;
+                    for (int m = 0; m <= hist; m++, ia++)
+                        if (u + m * s < k) acc += a[ia] * w[u + m * s];
+                }
+                out[(size_t)u * cout] = acc;
             }
-            y[i] = acc;
         }
         if (i < states) { /* next history: window rows T .. T + hist − 1 */
             const unsigned c = i % cin, rows = i / cin;
@@ -444,7 +463,7 @@ __global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned 
 void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_convt *cv,
                              const gp_cuda_codec_act *act, const float *const *st_in,
                              float *const *st_out, size_t st_off, float *y, cudaStream_t s) {
-    const size_t outs = (size_t)n * T * cv->stride * cv->c_out;
+    const size_t outs = (size_t)n * T * cv->c_out;
     const size_t states = (size_t)n * cv->hist * cv->c_in;
     const size_t total = outs > states ? outs : states;
     const int threads = 256;

@@ -65,7 +65,7 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
  * TM/32 along the channels × 8·32/TM along the columns, each 32 channels ×
  * WN columns. */
 template <int TM, int KC>
-__global__ void __launch_bounds__(H_THREADS, 2)
+__global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 blocks per SM */
     k_codec_conv_f16(const __half *__restrict__ Wt, const float *__restrict__ bias,
                      const __half *__restrict__ win, int n, int T, int wrows, int stride, int C_in,
                      int C_out, int kernel, int dil, int ks, int splits, float *partial,

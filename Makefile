@@ -188,10 +188,13 @@ test-cuda:
 	GEPARD_BIN=$(REL_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(REL_TESTS) cuda $(TEST_ARGS)
 
 # Pack what the GPU machine needs into .device/ (git-ignored): gepard, the
-# release test binary, prefill_bench, the CUDA plugin beside them, their
+# release test binary, prefill_bench, the CUDA plugin (xz-compressed: the
+# device tool carries 64 MiB at most; scripts/device-run.sh unpacks it beside
+# them), their
 # Debian libraries and the shared fixtures. DEVICE_BASE_DIR=DIR also packs
-# DIR/gepard and DIR/bench/prefill_bench of another build as gepard-base and
-# prefill_bench-base (for `scripts/device-run.sh cpu`'s old-vs-new runs).
+# DIR/gepard, DIR/bench/prefill_bench and DIR/libgepard-cuda.so of another
+# build (a release build folder), xz-compressed, as .device/base.tar.xz: the
+# old side of `scripts/device-run.sh`'s old-vs-new runs (cpu, codec).
 # Then, with the device tool:
 #   run(command="scripts/device-run.sh all", carry=[".device"])
 device-bundle:
@@ -200,10 +203,10 @@ device-bundle:
 	@rm -rf .device && mkdir -p .device/fixtures
 	@sh ../shared/tools/device-bundle.sh .device $(REL_BIN) $(REL_TESTS) \
 	  $(BUILD)/release/bench/prefill_bench
-	@cp $(CUDA_PLUGIN) .device/bin/
+	@xz -T2 -c $(CUDA_PLUGIN) > .device/plugin.xz
 	@if [ -n "$(DEVICE_BASE_DIR)" ]; then \
-	  cp $(DEVICE_BASE_DIR)/gepard .device/bin/gepard-base && \
-	  cp $(DEVICE_BASE_DIR)/bench/prefill_bench .device/bin/prefill_bench-base; fi
+	  tar cJf .device/base.tar.xz -C $(DEVICE_BASE_DIR) gepard bench/prefill_bench \
+	    $$(cd $(DEVICE_BASE_DIR) && ls libgepard-cuda.so 2>/dev/null); fi
 	@cp -r ../shared/fixtures/model-tiny ../shared/fixtures/codec-tiny \
 	  ../shared/fixtures/real-size ../shared/fixtures/README.md .device/fixtures/
 	@du -sh .device

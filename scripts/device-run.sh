@@ -29,9 +29,17 @@
 #        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
 #        and on all cores, at the best kernel level and with GEPARD_KERNELS=avx2,
 #        each run interleaved with the previous build's programs when the bundle
-#        has them (bin/gepard-base, bin/prefill_bench-base: `make device-bundle
-#        DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
+#        has them (.device/base.tar.xz: `make device-bundle DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
 #        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it.
+# prefill: the oneDNN prefill choice on this CPU (issue 15): prefill_bench at
+#        26 and 64 rows with GEPARD_PREFILL=native, onednn and the load-time
+#        choice, on 2 cores (taskset -c 0,1) and on all (ONEDNN_SLICES: the
+#        oneDNN slice widths to try, "128"), then `gepard bench
+#        --device cpu --threads 2` on 2 cores (prefill-bench.json: its
+#        prefill_path and prefill_path_why say what the load chose).
+# codec: CODEC_QUICK=1 benches f16 and tf32 only; CODEC_VARIANTS="" skips the
+#        slice:split variants; CODEC_NCU=1 adds scripts/ncu-codec.sh's kernel
+#        times (256 frames) for the old build, this one and the alternative.
 # Logs and JSON go to $OUT (the device tool brings that folder back) or
 # ./.device/out when OUT is unset.
 set -u
@@ -41,6 +49,21 @@ out=${OUT:-$here/.device/out}
 mkdir -p "$out"
 export GEPARD_FIXTURES=$here/.device/fixtures
 bin=$here/.device/bin
+[ -f "$bin/libgepard-cuda.so" ] || xz -dc .device/plugin.xz > "$bin/libgepard-cuda.so"
+# The old build's programs (make device-bundle DEVICE_BASE_DIR=...), if packed:
+# base/gepard finds the old CUDA plugin beside itself.
+base=""
+if [ -f .device/base.tar.xz ]; then
+    mkdir -p .device/base && tar xJf .device/base.tar.xz -C .device/base && base=$here/.device/base
+fi
+# A second CUDA plugin built from the same tree with one change (xz-compressed
+# as .device/alt-plugin.xz by hand): the codec mode benches it too, through
+# GEPARD_CUDA_PLUGIN, for an A/B of two kernel variants with one gepard.
+alt=""
+if [ -f .device/alt-plugin.xz ]; then
+    mkdir -p .device/alt && xz -dc .device/alt-plugin.xz > .device/alt/libgepard-cuda.so &&
+        alt=$here/.device/alt/libgepard-cuda.so
+fi
 what=${1:-all}
 shift || true
 # several modes in one call: codec,serve12
@@ -66,10 +89,10 @@ if want codec; then
     GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
         "$bin/gepard-tests" cuda_codec 2>&1 | tee "$out/codec-tests.log" | grep -E "^ok|FAIL|passed"
     rc=${PIPESTATUS[0]}
-    codec_bench() { # NAME PRECISION [VAR=VALUE ...]
+    codec_bench() { # NAME PRECISION [VAR=VALUE ...]; CODEC_GEPARD: the program
         local name=$1 prec=$2
         shift 2
-        env "$@" "$bin/gepard" bench --codec-only --device cuda --codec /tmp/rs/codec \
+        env "$@" "${CODEC_GEPARD:-$bin/gepard}" bench --codec-only --device cuda --codec /tmp/rs/codec \
             --frames 32 --gpu-precision "$prec" > "$out/codec-$name.json" 2> /dev/null
         echo "codec $name: $(python3 -c '
 import json, sys
@@ -80,11 +103,28 @@ for k, v in g.items():
               " ".join("%d: %.0f f/s %.0f TF" % (b["streams"], b["frames_per_s"], b["tflops"])
                        for b in v["batches"]))' "$out/codec-$name.json" 2>&1)"
     }
+    if [ -n "$base" ]; then # old and new alternate, twice
+        for rep in 1 2; do
+            CODEC_GEPARD=$base/gepard codec_bench "f16-base-$rep" f16
+            codec_bench "f16-new-$rep" f16
+            [ -z "$alt" ] || codec_bench "f16-alt-$rep" f16 GEPARD_CUDA_PLUGIN=$alt
+        done
+    fi
+    if [ -n "$alt" ]; then # the variant must pass the codec tests too
+        GEPARD_CUDA_PLUGIN=$alt GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard \
+            GEPARD_RELEASE_BIN=$bin/gepard "$bin/gepard-tests" cuda_codec 2>&1 |
+            sed 's/^/alt: /' | grep -E "ok|FAIL|passed"
+    fi
+    if [ -n "${CODEC_NCU:-}" ]; then # kernel times of one 256-frame decode, each build
+        [ -z "$base" ] || NCU_TAG=base NCU_GEPARD=$base/gepard scripts/ncu-codec.sh 256 f16
+        NCU_TAG=new scripts/ncu-codec.sh 256 f16
+        [ -z "$alt" ] || NCU_TAG=alt GEPARD_CUDA_PLUGIN=$alt scripts/ncu-codec.sh 256 f16
+    fi
     codec_bench f16 f16
     codec_bench tf32 tf32
-    codec_bench f16-tile128 f16 GEPARD_CUDA_CODEC_TILE=128
-    codec_bench f16-split32 f16 GEPARD_CUDA_CODEC_SPLIT_CHUNKS=32
-    for v in ${CODEC_VARIANTS:-64:32 64:64 64:128 32:64}; do # slice:split-chunks
+    [ -n "${CODEC_QUICK:-}" ] || codec_bench f16-tile128 f16 GEPARD_CUDA_CODEC_TILE=128
+    [ -n "${CODEC_QUICK:-}" ] || codec_bench f16-split32 f16 GEPARD_CUDA_CODEC_SPLIT_CHUNKS=32
+    for v in ${CODEC_VARIANTS-64:32 64:64 64:128 32:64}; do # slice:split-chunks ("": none)
         codec_bench "f16-slice${v%:*}-split${v#*:}" f16 GEPARD_CUDA_CODEC_SLICE=${v%:*} \
             GEPARD_CUDA_CODEC_SPLIT_CHUNKS=${v#*:}
         # every staging and cut must give the same samples in any chunking
@@ -167,6 +207,27 @@ fi
 if want serve12-nomargin; then
     serve12 serve12-nomargin --realtime-margin 0
 fi
+if want prefill; then
+    all=$(nproc)
+    {
+        for cores in 2 $all; do
+            for rows in 26 64; do
+                for path in native $(for w in ${ONEDNN_SLICES:-128}; do echo onednn:$w; done) auto; do
+                    penv=""
+                    case $path in
+                    native) penv=GEPARD_PREFILL=native ;;
+                    onednn:*) penv="GEPARD_PREFILL=onednn GEPARD_ONEDNN_SLICE=${path#onednn:}" ;;
+                    esac
+                    echo "prefill $path cores=$cores rows=$rows: $(env $penv taskset -c 0-$((cores - 1)) \
+                        "$bin/prefill_bench" /tmp/rs/model $rows $cores 5 2>&1 | tr '\n' ' ')"
+                done
+            done
+        done
+        taskset -c 0,1 "$bin/gepard" bench --device cpu --model /tmp/rs/model --codec /tmp/rs/codec \
+            --threads 2 --frames 16 > "$out/prefill-bench.json" 2> "$out/prefill-bench.err"
+        python3 scripts/bench-summary.py < "$out/prefill-bench.json"
+    } 2>&1 | tee "$out/prefill.log"
+fi
 if want cpu; then
     # The matrix kernels (bitwise batch invariance of the blocked prefill kernels) and the
     # real-size goldens on this CPU first.
@@ -174,8 +235,8 @@ if want cpu; then
         "$bin/gepard-tests" kernels real_size_cpu 2>&1 | tee "$out/cpu-tests.log" | tail -3
     # Old (bin/*-base) and new programs alternate, so both see the same load.
     builds="new"
-    [ -x "$bin/gepard-base" ] && [ -x "$bin/prefill_bench-base" ] && builds="base new"
-    suffix() { if [ "$1" = base ]; then echo -base; fi; }
+    [ -n "$base" ] && builds="base new"
+    prog() { if [ "$1" = base ]; then echo "$base/$2"; else echo "$bin/$(basename "$2")"; fi; }
     all=$(nproc)
     {
         for kernels in ${CPU_KERNELS:-best avx2}; do
@@ -187,7 +248,7 @@ if want cpu; then
                     for b in $builds; do
                         for rows in 26 64; do
                             echo "prefill $b kernels=$kernels cores=$cores rep=$rep: $(env $kenv \
-                                taskset -c $cpus "$bin/prefill_bench$(suffix $b)" /tmp/rs/model \
+                                taskset -c $cpus "$(prog $b bench/prefill_bench)" /tmp/rs/model \
                                 $rows $cores 5)"
                         done
                     done
@@ -195,7 +256,7 @@ if want cpu; then
                 for rep in 1 2; do
                     for b in $builds; do
                         f="$out/cpu-$b-$kernels-$cores-$rep.json"
-                        env $kenv taskset -c $cpus "$bin/gepard$(suffix $b)" bench --device cpu \
+                        env $kenv taskset -c $cpus "$(prog $b gepard)" bench --device cpu \
                             --model /tmp/rs/model --codec /tmp/rs/codec --threads $cores \
                             --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
                         echo "bench $b kernels=$kernels cores=$cores rep=$rep: $(cat "$f")"

@@ -2,11 +2,14 @@
 # ncu-codec.sh — on the GPU machine (after `make device-bundle` here): the GPU
 # time of every kernel of a real-size codec decode of N frames (one call),
 # summed per kernel and grid shape. Usage: scripts/ncu-codec.sh [FRAMES] [tf32|f16|f32]
+# NCU_GEPARD=PROGRAM profiles another build's gepard (the old side of an
+# old-vs-new comparison), NCU_TAG names the output (ncu-TAG.csv).
 # NCU_DETAIL=REGEX adds ncu's full report of the fifth launch of the kernels
 # whose name matches (occupancy, throughputs, stall reasons; ncu-detail.txt).
 set -u
 . .device/env.sh
 b=.device/bin
+[ -f "$b/libgepard-cuda.so" ] || xz -dc .device/plugin.xz > "$b/libgepard-cuda.so"
 out=${OUT:-.device/out}
 mkdir -p "$out"
 [ -f /tmp/rs/codec/model_config.yaml ] || "$b/gepard" synth --preset gepard-1.0 --seed 1 --out /tmp/rs > /dev/null
@@ -18,9 +21,9 @@ T = int(sys.argv[1])
 print('{"frames":%d,"codes":[%s]}' % (T, ",".join("[" + ",".join(str(random.randrange(5)) for _ in range(32)) + "]" for _ in range(T))))
 PY
 /usr/local/cuda/bin/ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-    --csv "$b/gepard" decode --codec /tmp/rs/codec --codes /tmp/codes.json --device cuda \
-    --gpu-precision "${2:-tf32}" -o /tmp/o.f32 > "$out/ncu.csv" 2> "$out/ncu.err"
-python3 - "$out/ncu.csv" <<'PY'
+    --csv "${NCU_GEPARD:-$b/gepard}" decode --codec /tmp/rs/codec --codes /tmp/codes.json --device cuda \
+    --gpu-precision "${2:-tf32}" -o /tmp/o.f32 > "$out/ncu${NCU_TAG:+-$NCU_TAG}.csv" 2> "$out/ncu.err"
+python3 - "$out/ncu${NCU_TAG:+-$NCU_TAG}.csv" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 head = rows[0]; rows = rows[1:]

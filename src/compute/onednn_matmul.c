@@ -191,6 +191,14 @@ void gp_onednn_detach(gp_matrix *m) {
     m->onednn = NULL;
 }
 
+/* Output rows per slice: GP_ONEDNN_SLICE, or GEPARD_ONEDNN_SLICE (a multiple
+ * of 16 up to 4096) for measurements. */
+static int slice_rows(void) {
+    const char *env = getenv("GEPARD_ONEDNN_SLICE");
+    const int v = env ? atoi(env) : 0;
+    return v >= 16 && v <= 4096 && v % 16 == 0 ? v : GP_ONEDNN_SLICE;
+}
+
 int gp_onednn_attach(gp_matrix *m, gp_error *err) {
     if (m->format != GP_WEIGHTS_BF16)
         return gp_fail(err, GEPARD_ERR_UNSUPPORTED, "oneDNN prefill needs bf16 weights");
@@ -198,8 +206,9 @@ int gp_onednn_attach(gp_matrix *m, gp_error *err) {
         return gp_fail(err, GEPARD_ERR_UNSUPPORTED, "oneDNN has no CPU engine here");
     gp_onednn_detach(m);
     gp_onednn_matrix *o = calloc(1, sizeof *o);
-    const int n_slices = (m->rows + GP_ONEDNN_SLICE - 1) / GP_ONEDNN_SLICE;
-    uint16_t *plain = malloc((size_t)GP_ONEDNN_SLICE * m->cols * sizeof *plain);
+    const int width = slice_rows();
+    const int n_slices = (m->rows + width - 1) / width;
+    uint16_t *plain = malloc((size_t)width * m->cols * sizeof *plain);
     if (o) o->slices = calloc((size_t)n_slices, sizeof *o->slices);
     if (!o || !o->slices || !plain) {
         free(plain);
@@ -214,8 +223,8 @@ int gp_onednn_attach(gp_matrix *m, gp_error *err) {
     dnnl_status_t st = dnnl_success;
     for (int i = 0; i < n_slices && st == dnnl_success; i++) {
         onednn_slice *s = &o->slices[i];
-        s->r0 = i * GP_ONEDNN_SLICE;
-        s->r1 = s->r0 + GP_ONEDNN_SLICE < m->rows ? s->r0 + GP_ONEDNN_SLICE : m->rows;
+        s->r0 = i * width;
+        s->r1 = s->r0 + width < m->rows ? s->r0 + width : m->rows;
         st = slice_build(m, s, plain);
     }
     free(plain);
@@ -386,8 +395,8 @@ bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size) {
     }
     const char *impl = "?";
     dnnl_primitive_desc_t pd = NULL;
-    if (matmul_pd(96, trial.cols, GP_ONEDNN_SLICE, &trial.onednn->slices[0].wmd, &pd) ==
-        dnnl_success)
+    const onednn_slice *first = &trial.onednn->slices[0];
+    if (matmul_pd(96, trial.cols, first->r1 - first->r0, &first->wmd, &pd) == dnnl_success)
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
     char impl_name[64];
     snprintf(impl_name, sizeof impl_name, "%s", impl);

@@ -29,7 +29,7 @@
 #include "base/pool.h"
 #include "compute/matrix.h"
 
-#define GP_ONEDNN_SLICE 128    /* output rows per slice (a task) */
+#define GP_ONEDNN_SLICE 128    /* output rows per slice (a task); GEPARD_ONEDNN_SLICE overrides */
 #define GP_ONEDNN_MIN_ROWS 8   /* fewer input rows: the native kernels */
 #define GP_ONEDNN_PRIMITIVES 4 /* row counts remembered per slice */
 

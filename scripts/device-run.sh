@@ -38,7 +38,9 @@
 #        --device cpu --threads 2` on 2 cores (prefill-bench.json: its
 #        prefill_path and prefill_path_why say what the load chose).
 # codec: CODEC_QUICK=1 benches f16 and tf32 only; CODEC_VARIANTS="" skips the
-#        slice:split variants; CODEC_NCU=1 adds scripts/ncu-codec.sh's kernel
+#        slice:split variants; CODEC_ENV_VARIANTS="NAME:VAR=VALUE ..." adds
+#        this build under an environment setting to the alternating runs;
+#        CODEC_NCU=1 adds scripts/ncu-codec.sh's kernel
 #        times (256 frames) for the old build, this one and the alternative.
 # Logs and JSON go to $OUT (the device tool brings that folder back) or
 # ./.device/out when OUT is unset.
@@ -108,6 +110,9 @@ for k, v in g.items():
             CODEC_GEPARD=$base/gepard codec_bench "f16-base-$rep" f16
             codec_bench "f16-new-$rep" f16
             [ -z "$alt" ] || codec_bench "f16-alt-$rep" f16 GEPARD_CUDA_PLUGIN=$alt
+            for v in ${CODEC_ENV_VARIANTS:-}; do # NAME:VAR=VALUE of this build
+                codec_bench "f16-new-${v%%:*}-$rep" f16 "${v#*:}"
+            done
         done
     fi
     if [ -n "$alt" ]; then # the variant must pass the codec tests too

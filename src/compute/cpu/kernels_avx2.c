@@ -7,7 +7,8 @@
  * (weight row, input row), so results do not depend on the batch size;
  * input rows in L2-sized chunks. Batches of 3 or more rows (prefill) run a
  * cache-blocked variant with the same arithmetic (4 weight rows × 3 input
- * rows, 512-column blocks reused from L1, the next block prefetched). f32 / bf16 / int8 multiply
+ * rows, 512-column blocks reused from L1 — bf16 blocks widened to f32 once
+ * for all input rows — the next block prefetched). f32 / bf16 / int8 multiply
  * exact f32 activations; q4 uses the int8 activation rows of kernels_q8.h with VPMADDUBSW/VPMADDWD,
  * which give the same integer sums as AVX-512 VNNI.
  */
@@ -144,14 +145,14 @@ typedef struct block_acc {
 
 /* Columns [c0, c1) of tile t against input rows x[0 .. nb): the
  * accumulators start at zero (c0 == 0) or from acc and are parked in acc
- * again, or summed into y after the last column. pf: the next block's
- * weights to prefetch, or NULL. */
-INLINE void block_cols(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
-                       size_t c0, size_t c1, block_acc *acc, float *y, int ldy, int r0, int r1,
-                       const unsigned char *pf) {
+ * again, or summed into y after the last column. The weights are read in
+ * format `kind` from p (tile t at column c0): the matrix itself, or a block
+ * of it already widened to f32. pf: the next block's weights to prefetch, or
+ * NULL. */
+INLINE void block_cols(int kind, const gp_matrix *w, size_t t, const unsigned char *p,
+                       const float *x, int ldx, int nb, size_t c0, size_t c1, block_acc *acc,
+                       float *y, int ldy, int r0, int r1, const unsigned char *pf) {
     const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
-    const unsigned char *p = (const unsigned char *)w->data +
-                             t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz + c0 / 16 * step;
     __m256 a[GP_TILE_ROWS][BLOCK_X];
 #pragma GCC unroll 4
     for (int i = 0; i < GP_TILE_ROWS; i++)
@@ -194,14 +195,14 @@ INLINE void block_cols(int kind, const gp_matrix *w, size_t t, const float *x, i
 
 /* block_cols specialised per format and row count (out of line, so that
  * the accumulators stay in registers). */
-typedef void (*block_fn)(const gp_matrix *w, size_t t, const float *x, int ldx, size_t c0,
-                         size_t c1, block_acc *acc, float *y, int ldy, int r0, int r1,
-                         const unsigned char *pf);
+typedef void (*block_fn)(const gp_matrix *w, size_t t, const unsigned char *p, const float *x,
+                         int ldx, size_t c0, size_t c1, block_acc *acc, float *y, int ldy, int r0,
+                         int r1, const unsigned char *pf);
 #define BLOCK_FN(KIND, NB)                                                                         \
     static __attribute__((noinline)) void block_##KIND##_##NB(                                     \
-        const gp_matrix *w, size_t t, const float *x, int ldx, size_t c0, size_t c1,               \
-        block_acc *acc, float *y, int ldy, int r0, int r1, const unsigned char *pf) {              \
-        block_cols(KIND, w, t, x, ldx, NB, c0, c1, acc, y, ldy, r0, r1, pf);                       \
+        const gp_matrix *w, size_t t, const unsigned char *p, const float *x, int ldx, size_t c0,  \
+        size_t c1, block_acc *acc, float *y, int ldy, int r0, int r1, const unsigned char *pf) {   \
+        block_cols(KIND, w, t, p, x, ldx, NB, c0, c1, acc, y, ldy, r0, r1, pf);                    \
     }
 #define BLOCK_FNS(KIND) BLOCK_FN(KIND, 1) BLOCK_FN(KIND, 2) BLOCK_FN(KIND, 3)
 BLOCK_FNS(K_F32)
@@ -211,9 +212,35 @@ static const block_fn block_fns[3][BLOCK_X] = {{block_K_F32_1, block_K_F32_2, bl
                                                {block_K_BF16_1, block_K_BF16_2, block_K_BF16_3},
                                                {block_K_I8_1, block_K_I8_2, block_K_I8_3}};
 
+/* bf16 blocks widened to f32 once per pass, for every group of input rows
+ * (the widening is exact, so the products are those of load_w's). */
+static _Thread_local float widened[(BLOCK_COLS / 16) * GP_TILE_ROWS * 16]
+    __attribute__((aligned(32)));
+
+/* Tile t of bf16 matrix data, columns [c0, c1), into `widened` in the same
+ * chunk order, prefetching pf (the next block) as block_cols would. */
+static void widen_block(const unsigned char *data, size_t t, size_t tile_bytes, size_t c0,
+                        size_t c1, const unsigned char *pf) {
+    const size_t step = GP_TILE_ROWS * 16 * 2, chunks = (c1 - c0 + 15) / 16;
+    const unsigned char *src = data + t * tile_bytes + c0 / 16 * step;
+    float *dst = widened;
+    for (size_t ch = 0; ch < chunks; ch++, src += step, dst += GP_TILE_ROWS * 16) {
+        if (pf)
+            for (size_t b = 0; b < step; b += 64)
+                _mm_prefetch((const char *)pf + ch * step + b, _MM_HINT_T0);
+#pragma GCC unroll 8
+        for (int h = 0; h < 2 * GP_TILE_ROWS; h++)
+            _mm256_store_ps(dst + h * 8, load_w(K_BF16, src + (size_t)h * 16));
+    }
+}
+
 static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
                        int ldy, int r0, int r1) {
     block_acc acc[BLOCK_GROUPS];
+    /* bf16 is widened once per block for all groups; f32 and int8 are read
+     * as stored (int8 keeps its per-row scales for the store) */
+    const bool widen = kind == K_BF16;
+    const int run_kind = widen ? K_F32 : kind;
     const size_t cols = (size_t)w->cols, t0 = (size_t)r0 / GP_TILE_ROWS,
                  t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     const size_t esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
@@ -227,11 +254,17 @@ static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                 /* the tile's stream continues into the next tile */
                 const unsigned char *pf =
                     c1 < cols || t + 1 < t1 ? data + t * tile_bytes + (c1 + 15) / 16 * step : NULL;
+                const unsigned char *p = data + t * tile_bytes + c0 / 16 * step;
+                if (widen) {
+                    widen_block(data, t, tile_bytes, c0, c1, pf);
+                    p = (const unsigned char *)widened;
+                    pf = NULL;
+                }
                 for (int j = j0, g = 0, nb; j < j1; j += nb, g++) {
                     /* 3 rows at a time; 4 left go as 2 + 2 rather than 3 + 1 */
                     nb = j1 - j == 4 ? 2 : j1 - j < BLOCK_X ? j1 - j : BLOCK_X;
-                    block_fns[kind][nb - 1](w, t, x + (size_t)j * ldx, ldx, c0, c1, &acc[g],
-                                            y + (size_t)j * ldy, ldy, r0, r1, g ? NULL : pf);
+                    block_fns[run_kind][nb - 1](w, t, p, x + (size_t)j * ldx, ldx, c0, c1, &acc[g],
+                                                y + (size_t)j * ldy, ldy, r0, r1, g ? NULL : pf);
                 }
             }
     }

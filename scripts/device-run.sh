@@ -72,6 +72,8 @@ shift || true
 want() { case ",$what," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 nproc; grep -m1 "model name" /proc/cpuinfo
+# which logical CPUs share a core (taskset -c 0,1 may pick two hyperthreads of one core)
+lscpu -e=CPU,CORE,SOCKET,NODE 2>/dev/null | head -20 | tee "$out/cpu-topology.txt" | tr '\n' ';'; echo
 grep -o -w -E "avx512f|avx512_bf16|avx512_vnni|amx_bf16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 if [ ! -f /tmp/rs/model/model.safetensors ]; then
     "$bin/gepard" synth --preset gepard-1.0 --seed 1 --out /tmp/rs > /dev/null || exit 1

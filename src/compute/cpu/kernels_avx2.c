@@ -25,7 +25,9 @@
 #define TILE_X 2
 #define X_CHUNK_BYTES (256 * 1024)
 
-enum { K_F32, K_BF16, K_I8 };
+/* K_F32S: f32 weights with int8's per-row scales applied at the store — an
+ * int8 block widened once for the blocked prefill kernel. */
+enum { K_F32, K_BF16, K_I8, K_F32S };
 
 /* {Σa, Σb, Σc, Σd} of four vectors; each sum uses the same order. */
 INLINE __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
@@ -55,11 +57,14 @@ INLINE void store_tile(float *y, size_t t, __m128 s, int r0, int r1) {
 
 /* ---- f32 / bf16 / int8 ---- */
 
-INLINE size_t elem_size(int kind) { return kind == K_F32 ? 4 : kind == K_BF16 ? 2 : 1; }
+INLINE size_t elem_size(int kind) {
+    return kind == K_F32 || kind == K_F32S ? 4 : kind == K_BF16 ? 2 : 1;
+}
+INLINE bool scaled(int kind) { return kind == K_I8 || kind == K_F32S; }
 
 /* 8 weights as f32. */
 INLINE __m256 load_w(int kind, const unsigned char *p) {
-    if (kind == K_F32) return _mm256_loadu_ps((const float *)(const void *)p);
+    if (kind == K_F32 || kind == K_F32S) return _mm256_loadu_ps((const float *)(const void *)p);
     if (kind == K_BF16)
         return _mm256_castsi256_ps(
             _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)p)), 16));
@@ -184,11 +189,11 @@ INLINE void block_cols(int kind, const gp_matrix *w, size_t t, const unsigned ch
             for (int j = 0; j < nb; j++) acc->v[i][j] = a[i][j];
         return;
     }
-    const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
+    const __m128 sc = scaled(kind) ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
 #pragma GCC unroll 3
     for (int j = 0; j < nb; j++) {
         __m128 s = hsum4(a[0][j], a[1][j], a[2][j], a[3][j]);
-        if (kind == K_I8) s = _mm_mul_ps(s, sc);
+        if (scaled(kind)) s = _mm_mul_ps(s, sc);
         store_tile(y + (size_t)j * ldy, t, s, r0, r1);
     }
 }
@@ -208,20 +213,25 @@ typedef void (*block_fn)(const gp_matrix *w, size_t t, const unsigned char *p, c
 BLOCK_FNS(K_F32)
 BLOCK_FNS(K_BF16)
 BLOCK_FNS(K_I8)
-static const block_fn block_fns[3][BLOCK_X] = {{block_K_F32_1, block_K_F32_2, block_K_F32_3},
+BLOCK_FNS(K_F32S)
+static const block_fn block_fns[4][BLOCK_X] = {{block_K_F32_1, block_K_F32_2, block_K_F32_3},
                                                {block_K_BF16_1, block_K_BF16_2, block_K_BF16_3},
-                                               {block_K_I8_1, block_K_I8_2, block_K_I8_3}};
+                                               {block_K_I8_1, block_K_I8_2, block_K_I8_3},
+                                               {block_K_F32S_1, block_K_F32S_2, block_K_F32S_3}};
 
-/* bf16 blocks widened to f32 once per pass, for every group of input rows
- * (the widening is exact, so the products are those of load_w's). */
+/* bf16 and int8 blocks widened to f32 once per pass, for every group of
+ * input rows (the widening is exact, so the products are those of load_w's;
+ * int8's scales are still applied to the sums). */
 static _Thread_local float widened[(BLOCK_COLS / 16) * GP_TILE_ROWS * 16]
     __attribute__((aligned(32)));
 
-/* Tile t of bf16 matrix data, columns [c0, c1), into `widened` in the same
- * chunk order, prefetching pf (the next block) as block_cols would. */
-static void widen_block(const unsigned char *data, size_t t, size_t tile_bytes, size_t c0,
+/* Tile t of a bf16 or int8 matrix's data, columns [c0, c1), into `widened`
+ * in the same chunk order, prefetching pf (the next block) as block_cols
+ * would. */
+static void widen_block(int kind, const unsigned char *data, size_t t, size_t tile_bytes, size_t c0,
                         size_t c1, const unsigned char *pf) {
-    const size_t step = GP_TILE_ROWS * 16 * 2, chunks = (c1 - c0 + 15) / 16;
+    const size_t esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz,
+                 chunks = (c1 - c0 + 15) / 16;
     const unsigned char *src = data + t * tile_bytes + c0 / 16 * step;
     float *dst = widened;
     for (size_t ch = 0; ch < chunks; ch++, src += step, dst += GP_TILE_ROWS * 16) {
@@ -230,17 +240,17 @@ static void widen_block(const unsigned char *data, size_t t, size_t tile_bytes, 
                 _mm_prefetch((const char *)pf + ch * step + b, _MM_HINT_T0);
 #pragma GCC unroll 8
         for (int h = 0; h < 2 * GP_TILE_ROWS; h++)
-            _mm256_store_ps(dst + h * 8, load_w(K_BF16, src + (size_t)h * 16));
+            _mm256_store_ps(dst + h * 8, load_w(kind, src + (size_t)h * 8 * esz));
     }
 }
 
 static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
                        int ldy, int r0, int r1) {
     block_acc acc[BLOCK_GROUPS];
-    /* bf16 is widened once per block for all groups; f32 and int8 are read
-     * as stored (int8 keeps its per-row scales for the store) */
-    const bool widen = kind == K_BF16;
-    const int run_kind = widen ? K_F32 : kind;
+    /* bf16 and int8 are widened once per block for all groups (int8 keeps
+     * its per-row scales for the store); f32 is read as stored */
+    const bool widen = kind == K_BF16 || kind == K_I8;
+    const int run_kind = kind == K_BF16 ? K_F32 : kind == K_I8 ? K_F32S : kind;
     const size_t cols = (size_t)w->cols, t0 = (size_t)r0 / GP_TILE_ROWS,
                  t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     const size_t esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
@@ -256,7 +266,7 @@ static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                     c1 < cols || t + 1 < t1 ? data + t * tile_bytes + (c1 + 15) / 16 * step : NULL;
                 const unsigned char *p = data + t * tile_bytes + c0 / 16 * step;
                 if (widen) {
-                    widen_block(data, t, tile_bytes, c0, c1, pf);
+                    widen_block(kind, data, t, tile_bytes, c0, c1, pf);
                     p = (const unsigned char *)widened;
                     pf = NULL;
                 }

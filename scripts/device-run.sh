@@ -31,9 +31,10 @@
 #        each run interleaved with the previous build's programs when the bundle
 #        has them (.device/base.tar.xz: `make device-bundle DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
 #        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it.
-# prefill: the oneDNN prefill choice on this CPU (issue 15): prefill_bench at
-#        26 and 64 rows with GEPARD_PREFILL=native, onednn and the load-time
-#        choice, on 2 cores (taskset -c 0,1) and on all (ONEDNN_SLICES: the
+# prefill: the prefill choices on this CPU (issue 15): prefill_bench at
+#        26 and 64 rows with GEPARD_PREFILL=native (with the load-time choice
+#        of bf16 widening, and with GEPARD_PREFILL_WIDEN=1 and 0), onednn and
+#        the load-time choice, on 2 cores (taskset -c 0,1) and on all (ONEDNN_SLICES: the
 #        oneDNN slice widths to try, "128"), then `gepard bench
 #        --device cpu --threads 2` on 2 cores (prefill-bench.json: its
 #        prefill_path and prefill_path_why say what the load chose).
@@ -219,10 +220,12 @@ if want prefill; then
     {
         for cores in 2 $all; do
             for rows in 26 64; do
-                for path in native $(for w in ${ONEDNN_SLICES:-128}; do echo onednn:$w; done) auto; do
+                for path in native widen nowiden $(for w in ${ONEDNN_SLICES:-128}; do echo onednn:$w; done) auto; do
                     penv=""
                     case $path in
                     native) penv=GEPARD_PREFILL=native ;;
+                    widen) penv="GEPARD_PREFILL=native GEPARD_PREFILL_WIDEN=1" ;;
+                    nowiden) penv="GEPARD_PREFILL=native GEPARD_PREFILL_WIDEN=0" ;;
                     onednn:*) penv="GEPARD_PREFILL=onednn GEPARD_ONEDNN_SLICE=${path#onednn:}" ;;
                     esac
                     echo "prefill $path cores=$cores rows=$rows: $(env $penv taskset -c 0-$((cores - 1)) \

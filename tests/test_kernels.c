@@ -319,6 +319,48 @@ TEST(kernels_batch_invariant) {
     }
 }
 
+/* The AVX-512 prefill reads bf16 weights widened once per block or once per
+ * row group, as the load-time timing chooses (gp_prefill_widen): both must
+ * give bitwise the same outputs, for several shapes and batches. The choice
+ * itself follows GEPARD_PREFILL_WIDEN without timing. */
+TEST(kernels_prefill_widen_is_bitwise_the_same) {
+    const gp_kernel_table *t = gp_kernel_table_for(GP_KERNELS_AVX512);
+    if (!t) test_skip("no AVX-512 kernels on this CPU");
+    static const int shapes[][3] = {{45, 416, 9}, {37, 1100, 100}, {13, 2080, 5}, {64, 1024, 64}};
+    gp_rng rng;
+    gp_rng_seed(&rng, 13);
+    const bool was = gp_prefill_widen();
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        mm_case c;
+        REQUIRE(mm_case_init(&c, GP_WEIGHTS_BF16, shapes[s][0], shapes[s][1], shapes[s][2], &rng) ==
+                0);
+        gp_prefill_widen_set(false);
+        float *per_group = run_rows(t, &c, 0, c.rows);
+        gp_prefill_widen_set(true);
+        float *once = run_rows(t, &c, 0, c.rows);
+        int differ = 0;
+        for (int j = 0; j < c.n; j++)
+            differ += memcmp(per_group + (size_t)j * c.ldy, once + (size_t)j * c.ldy,
+                             (size_t)c.rows * sizeof(float)) != 0;
+        CHECK_MSG(differ == 0, "bf16 %dx%d, %d rows: %d rows differ between the two ways", c.rows,
+                  c.cols, c.n, differ);
+        free(per_group);
+        free(once);
+        mm_case_free(&c);
+    }
+    mm_case c;
+    REQUIRE(mm_case_init(&c, GP_WEIGHTS_BF16, 64, 1024, 1, &rng) == 0);
+    char why[200];
+    setenv("GEPARD_PREFILL_WIDEN", "1", 1);
+    CHECK(gp_prefill_widen_choose(&c.w, why, sizeof why) && gp_prefill_widen());
+    CHECK(strstr(why, "GEPARD_PREFILL_WIDEN=1") != NULL);
+    setenv("GEPARD_PREFILL_WIDEN", "0", 1);
+    CHECK(!gp_prefill_widen_choose(&c.w, why, sizeof why) && !gp_prefill_widen());
+    unsetenv("GEPARD_PREFILL_WIDEN");
+    mm_case_free(&c);
+    gp_prefill_widen_set(was);
+}
+
 /* gp_matmul over pools of 2 and 3 threads equals the one-thread result
  * bitwise (each row is computed by the same code whatever the split). */
 TEST(kernels_threaded_matmul_matches_single_thread) {

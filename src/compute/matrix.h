@@ -123,6 +123,20 @@ const char *gp_kernel_level_name(gp_kernel_level level);
  * "GEPARD_KERNELS=avx2", or what the CPU offers. */
 const char *gp_kernels_reason(void);
 
+/* Whether the AVX-512 blocked prefill widens each bf16 block of weights to
+ * f32 once for all groups of input rows instead of once per group (bitwise
+ * the same results): faster where the widening competes with the FMAs for
+ * execution ports, slower on Zen 4, so gp_prefill_widen_choose
+ * (compute/prefill_widen.c) times both at model load. Off until chosen. */
+void gp_prefill_widen_set(bool on);
+bool gp_prefill_widen(void);
+/* Time gp_matmul_native on bf16 matrix `probe` at 64 rows, on as many
+ * threads as the process may use, with and without widening; keep widening
+ * when it is at least 1.05x faster. GEPARD_PREFILL_WIDEN=0|1 decides without
+ * timing; only the AVX-512 kernels have the choice. `why` gets a phrase for
+ * `gepard bench`. Returns the setting. */
+bool gp_prefill_widen_choose(const gp_matrix *probe, char *why, size_t why_size);
+
 /* y[j][r] = Σ_i W[r][i] · x[j][i] for j < n, r < rows, with x rows `ldx`
  * floats apart and y rows `ldy` apart. Batches of GP_ONEDNN_MIN_ROWS rows
  * or more go through oneDNN where the matrix has a oneDNN copy

@@ -76,7 +76,7 @@ typedef struct gp_model {
     /* Prefill's matrix products through oneDNN (compute/onednn_matmul.h), and
      * why or why not, for `gepard bench`. */
     bool prefill_onednn;
-    char prefill_why[240];
+    char prefill_why[400];
     char *dir;
     gp_st_file *file;
     const gp_st_tensor *embed; /* [V, H] inside the mapping */

@@ -264,7 +264,7 @@ static bool cpu_has_bf16_matrix(void) {
 /* Prefill through oneDNN where it measures faster (bf16 weights only): every
  * backbone matrix gets a oneDNN copy. A failure to build one leaves prefill
  * on the native kernels (said in prefill_why), never fails the load. */
-static int choose_prefill_path(gp_model *m, gp_error *err) {
+static int choose_onednn(gp_model *m, gp_error *err) {
     const char *env = getenv("GEPARD_PREFILL");
     const bool forced = env && !strcmp(env, "onednn");
     if (m->weight_format != GP_WEIGHTS_BF16) {
@@ -296,6 +296,20 @@ static int choose_prefill_path(gp_model *m, gp_error *err) {
         for (int i = 0; i < GP_LAYER_MATRICES; i++) gp_onednn_detach(ms[i]);
     }
     return GEPARD_OK;
+}
+
+/* How prefill multiplies on this CPU, chosen by timing (compute/matrix.h's
+ * widening of bf16 blocks, then oneDNN against the native kernels); the
+ * reasons go to m->prefill_why for `gepard bench`. */
+static int choose_prefill_path(gp_model *m, gp_error *err) {
+    char widen[160] = "";
+    if (m->weight_format == GP_WEIGHTS_BF16)
+        gp_prefill_widen_choose(&m->layers[0].gate_proj, widen, sizeof widen);
+    const int rc = choose_onednn(m, err);
+    const size_t used = strlen(m->prefill_why);
+    if (rc == GEPARD_OK && widen[0] && used + 2 < sizeof m->prefill_why)
+        snprintf(m->prefill_why + used, sizeof m->prefill_why - used, "; %s", widen);
+    return rc;
 }
 
 int gp_model_load(const char *dir, const gp_model_load_options *options, gp_model **out,

@@ -11,7 +11,10 @@
  * or more rows (prefill) run a cache-blocked variant with the same
  * arithmetic: 8 weight rows × 3 input rows of accumulators, the weights of a
  * 512-column block reused from L1 by every group of input rows, the next
- * block prefetched while the first group computes.
+ * block prefetched while the first group computes. Where the load-time
+ * timing chose it (gp_prefill_widen: faster where widening competes with
+ * the FMAs for ports, slower on Zen 4), a bf16 block is widened to f32 once
+ * for all groups instead of once per group — bitwise the same products.
  *
  * f32 / bf16 / int8 widen the weights to f32 (bf16 by a 16-bit shift, int8
  * by sign extension and conversion) and multiply by the exact f32
@@ -176,13 +179,14 @@ INLINE void block_store(int kind, const gp_matrix *w, size_t t, int nt, int nb,
 
 /* Columns [c0, c1) of tiles t .. t + nt against input rows x[0 .. nb):
  * the accumulators start at zero (c0 == 0) or from acc, and are parked in
- * acc again, or summed into y when c1 is the last column. */
-INLINE void block_cols(int kind, const gp_matrix *w, size_t t, int nt, const float *x, int ldx,
-                       int nb, size_t c0, size_t c1, block_acc *acc, float *y, int ldy, int r0,
-                       int r1, const unsigned char *pf) {
+ * acc again, or summed into y when c1 is the last column. The weights are
+ * read in format `kind` from p (tile t at column c0; tile t + 1 tile_bytes
+ * further): the matrix itself, or a block of it already widened to f32. */
+INLINE void block_cols(int kind, const gp_matrix *w, size_t t, int nt, const unsigned char *p,
+                       size_t tile_bytes, const float *x, int ldx, int nb, size_t c0, size_t c1,
+                       block_acc *acc, float *y, int ldy, int r0, int r1, const unsigned char *pf) {
     const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
-    const size_t tile_bytes = GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
-    const unsigned char *p = (const unsigned char *)w->data + t * tile_bytes + c0 / 16 * step;
+    const size_t pf_tile_bytes = GP_TILE_ROWS * gp_matrix_padded_cols(w) * elem_size(kind);
     __m512 a[BLOCK_TILES * GP_TILE_ROWS][BLOCK_X];
 #pragma GCC unroll 12
     for (int i = 0; i < nt * GP_TILE_ROWS; i++)
@@ -198,7 +202,7 @@ INLINE void block_cols(int kind, const gp_matrix *w, size_t t, int nt, const flo
             for (int i = 0; i < nt; i++)
 #pragma GCC unroll 4
                 for (size_t b = 0; b < step; b += 64)
-                    _mm_prefetch((const char *)pf + i * tile_bytes + b, _MM_HINT_T0);
+                    _mm_prefetch((const char *)pf + i * pf_tile_bytes + b, _MM_HINT_T0);
             pf += step;
         }
         __m512 xv[BLOCK_X];
@@ -237,14 +241,15 @@ INLINE void block_cols(int kind, const gp_matrix *w, size_t t, int nt, const flo
 
 /* block_cols specialised for each format, tile count and row count (out of
  * line: inlined into the driver the accumulators spill to the stack). */
-typedef void (*block_fn)(const gp_matrix *w, size_t t, const float *x, int ldx, size_t c0,
-                         size_t c1, block_acc *acc, float *y, int ldy, int r0, int r1,
-                         const unsigned char *pf);
+typedef void (*block_fn)(const gp_matrix *w, size_t t, const unsigned char *p, size_t tile_bytes,
+                         const float *x, int ldx, size_t c0, size_t c1, block_acc *acc, float *y,
+                         int ldy, int r0, int r1, const unsigned char *pf);
 #define BLOCK_FN(KIND, NT, NB)                                                                     \
     static __attribute__((noinline)) void block_##KIND##_##NT##_##NB(                              \
-        const gp_matrix *w, size_t t, const float *x, int ldx, size_t c0, size_t c1,               \
-        block_acc *acc, float *y, int ldy, int r0, int r1, const unsigned char *pf) {              \
-        block_cols(KIND, w, t, NT, x, ldx, NB, c0, c1, acc, y, ldy, r0, r1, pf);                   \
+        const gp_matrix *w, size_t t, const unsigned char *p, size_t tile_bytes, const float *x,   \
+        int ldx, size_t c0, size_t c1, block_acc *acc, float *y, int ldy, int r0, int r1,          \
+        const unsigned char *pf) {                                                                 \
+        block_cols(KIND, w, t, NT, p, tile_bytes, x, ldx, NB, c0, c1, acc, y, ldy, r0, r1, pf);    \
     }
 #define BLOCK_FNS(KIND)                                                                            \
     BLOCK_FN(KIND, 1, 1)                                                                           \
@@ -265,6 +270,31 @@ BLOCK_FNS(K_I8)
 static const block_fn block_fns[3][BLOCK_TILES][BLOCK_X] = {BLOCK_ROW(K_F32), BLOCK_ROW(K_BF16),
                                                             BLOCK_ROW(K_I8)};
 
+/* bf16 blocks widened to f32 once per pass, for every group of input rows
+ * (the widening is exact, so the products are those of load_w's). */
+static _Thread_local float widened[BLOCK_TILES * (BLOCK_COLS / 16) * GP_TILE_ROWS * 16]
+    __attribute__((aligned(64)));
+
+/* Tiles t .. t + nt of bf16 matrix data, columns [c0, c1), into `widened` in
+ * the same chunk order (tile k at k · chunks · 64 floats), prefetching pf
+ * (the next block) as block_cols would. */
+static void widen_block(const unsigned char *data, size_t t, int nt, size_t tile_bytes, size_t c0,
+                        size_t c1, const unsigned char *pf) {
+    const size_t step = GP_TILE_ROWS * 16 * 2, chunks = (c1 - c0 + 15) / 16;
+    for (int k = 0; k < nt; k++) {
+        const unsigned char *src = data + (t + (size_t)k) * tile_bytes + c0 / 16 * step;
+        float *dst = widened + (size_t)k * chunks * GP_TILE_ROWS * 16;
+        for (size_t ch = 0; ch < chunks; ch++, src += step, dst += GP_TILE_ROWS * 16) {
+            if (pf)
+                for (size_t b = 0; b < step; b += 64)
+                    _mm_prefetch((const char *)pf + k * tile_bytes + ch * step + b, _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (int i = 0; i < GP_TILE_ROWS; i++)
+                _mm512_store_ps(dst + i * 16, load_w(K_BF16, src + (size_t)i * 32));
+        }
+    }
+}
+
 static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
                        int ldy, int r0, int r1) {
     block_acc acc[BLOCK_GROUPS];
@@ -273,6 +303,11 @@ static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int 
     const size_t esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
     const size_t tile_bytes = GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
     const unsigned char *data = w->data;
+    /* bf16 is widened once per block for all groups where the load-time
+     * timing chose it (gp_prefill_widen); f32 and int8 are read as stored
+     * (int8 keeps its per-row scales for the store) */
+    const bool widen = kind == K_BF16 && gp_prefill_widen();
+    const int run_kind = widen ? K_F32 : kind;
     for (int j0 = 0; j0 < n; j0 += BLOCK_GROUPS * BLOCK_X) {
         const int j1 = n - j0 < BLOCK_GROUPS * BLOCK_X ? n : j0 + BLOCK_GROUPS * BLOCK_X;
         for (size_t t = t0; t < t1; t += BLOCK_TILES) {
@@ -284,12 +319,20 @@ static void block_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                 const unsigned char *pf = c1 < cols     ? data + t * tile_bytes + c1 / 16 * step
                                           : t + nt < t1 ? data + (t + nt) * tile_bytes
                                                         : NULL;
+                const unsigned char *p = data + t * tile_bytes + c0 / 16 * step;
+                size_t p_tile_bytes = tile_bytes;
+                if (widen) {
+                    widen_block(data, t, nt, tile_bytes, c0, c1, pf);
+                    p = (const unsigned char *)widened;
+                    p_tile_bytes = (c1 - c0 + 15) / 16 * GP_TILE_ROWS * 16 * sizeof(float);
+                    pf = NULL;
+                }
                 for (int j = j0, g = 0, nb; j < j1; j += nb, g++) {
                     /* 3 rows at a time; 4 left go as 2 + 2 rather than 3 + 1 */
                     nb = j1 - j == 4 ? 2 : j1 - j < BLOCK_X ? j1 - j : BLOCK_X;
-                    block_fns[kind][nt - 1][nb - 1](w, t, x + (size_t)j * ldx, ldx, c0, c1, &acc[g],
-                                                    y + (size_t)j * ldy, ldy, r0, r1,
-                                                    g ? NULL : pf);
+                    block_fns[run_kind][nt - 1][nb - 1](w, t, p, p_tile_bytes, x + (size_t)j * ldx,
+                                                        ldx, c0, c1, &acc[g], y + (size_t)j * ldy,
+                                                        ldy, r0, r1, g ? NULL : pf);
                 }
             }
         }

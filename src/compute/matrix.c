@@ -403,6 +403,13 @@ static void matmul_task(void *ctx, int task, int worker) {
     if (r1 > r0) job->fn(job->w, job->x, job->n, job->ldx, job->y, job->ldy, (int)r0, (int)r1);
 }
 
+float *gp_matmul_trial_input(int rows, int cols) {
+    float *x = malloc((size_t)rows * cols * sizeof *x);
+    for (size_t i = 0; x && i < (size_t)rows * cols; i++)
+        x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    return x;
+}
+
 void gp_matmul(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                gp_pool *pool) {
     if (w->onednn && n >= GP_ONEDNN_MIN_ROWS && gp_onednn_enabled() &&

@@ -123,6 +123,11 @@ const char *gp_kernel_level_name(gp_kernel_level level);
  * "GEPARD_KERNELS=avx2", or what the CPU offers. */
 const char *gp_kernels_reason(void);
 
+/* A fixed batch of `rows` input rows [rows][cols] (values in [-1, 1]) for
+ * the load-time timings that choose a prefill path; the caller frees it.
+ * NULL without memory. */
+float *gp_matmul_trial_input(int rows, int cols);
+
 /* Whether the AVX-512 blocked prefill widens each bf16 block of weights to
  * f32 once for all groups of input rows instead of once per group (bitwise
  * the same results): faster where the widening competes with the FMAs for

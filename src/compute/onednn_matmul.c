@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/dtype.h"
 #include "base/log.h"
+#include "base/timing.h"
 
 /* One row count's primitive over a slice. */
 typedef struct onednn_prim {
@@ -363,12 +363,6 @@ bool gp_onednn_enabled(void) { return enabled; }
 
 /* ---- choosing ---- */
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size) {
     const char *env = getenv("GEPARD_PREFILL");
     if (env && !strcmp(env, "native")) {
@@ -407,18 +401,16 @@ bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size) {
     gp_pool *pool = NULL;
     if (gp_pool_create(0, &pool, &err)) pool = NULL; /* then one thread */
     const int threads = gp_pool_size(pool);
-    float *x = malloc((size_t)rows * trial.cols * sizeof *x);
+    float *x = gp_matmul_trial_input(rows, trial.cols);
     float *y = malloc((size_t)rows * trial.rows * sizeof *y);
     double native = 1e30, onednn = 1e30;
     bool ok = x && y;
-    for (size_t i = 0; ok && i < (size_t)rows * trial.cols; i++)
-        x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
     for (int rep = 0; ok && rep < 4; rep++) { /* the first of each warms up */
-        double t0 = now_s();
+        double t0 = gp_now_s();
         gp_matmul_native(&trial, x, rows, trial.cols, y, trial.rows, pool);
-        double t1 = now_s();
+        double t1 = gp_now_s();
         ok = gp_onednn_matmul(&trial, x, rows, trial.cols, y, trial.rows, pool) == GEPARD_OK;
-        double t2 = now_s();
+        double t2 = gp_now_s();
         if (rep > 0 && t1 - t0 < native) native = t1 - t0;
         if (rep > 0 && t2 - t1 < onednn) onednn = t2 - t1;
     }

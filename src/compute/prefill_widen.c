@@ -48,7 +48,7 @@ bool gp_prefill_widen_choose(const gp_matrix *probe, char *why, size_t why_size)
     gp_error err;
     gp_error_clear(&err);
     if (gp_pool_create(0, &pool, &err)) pool = NULL; /* then one thread */
-    float *x = malloc((size_t)rows * probe->cols * sizeof *x);
+    float *x = gp_matmul_trial_input(rows, probe->cols);
     float *y = malloc((size_t)rows * probe->rows * sizeof *y);
     if (!x || !y) {
         free(x);
@@ -57,8 +57,6 @@ bool gp_prefill_widen_choose(const gp_matrix *probe, char *why, size_t why_size)
         snprintf(why, why_size, "bf16 widened per row group (no memory to time it)");
         return false;
     }
-    for (size_t i = 0; i < (size_t)rows * probe->cols; i++)
-        x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
     const double per_group = best_of(probe, x, rows, y, pool);
     gp_prefill_widen_set(true);
     const double once = best_of(probe, x, rows, y, pool);

@@ -176,6 +176,42 @@ TEST(cuda_codec_real_size_against_nemo) {
     golden_close(&g);
 }
 
+/* The FP16 convolution over window rows staged once per tile (stages 2-4,
+ * k_codec_conv_f16_rows) runs the same MMAs as the one that copies each
+ * tap's slice: the samples must be equal bit for bit with it switched off
+ * (GEPARD_CUDA_CODEC_ROWS=0, read when a GPU codec is made). */
+TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
+    require_cuda();
+    golden g;
+    int32_t *codes = NULL;
+    float *ref = NULL;
+    size_t T = 0;
+    const char *path = realsize_codec(&g, &codes, &T, &ref);
+    REQUIRE(path);
+    const size_t n = T * 1024;
+    float *rows = malloc(n * sizeof(float)), *copied = malloc(n * sizeof(float));
+    gp_error err;
+    gp_codec *c = load_codec(path, true, GP_DEV_CODEC_F16);
+    REQUIRE(c);
+    REQUIRE_OK(gp_codec_decode(c, codes, T, rows, &err), &err);
+    gp_codec_free(c);
+    setenv("GEPARD_CUDA_CODEC_ROWS", "0", 1);
+    c = load_codec(path, true, GP_DEV_CODEC_F16);
+    unsetenv("GEPARD_CUDA_CODEC_ROWS");
+    REQUIRE(c);
+    REQUIRE_OK(gp_codec_decode(c, codes, T, copied, &err), &err);
+    gp_codec_free(c);
+    const double d = test_max_abs_diff(rows, copied, n);
+    test_note("staged-row tiles vs copied slices: max difference %g over %zu samples", d, n);
+    CHECK_MSG(memcmp(rows, copied, n * sizeof(float)) == 0,
+              "the two FP16 convolution kernels differ (max %g)", d);
+    free(rows);
+    free(copied);
+    free(codes);
+    free(ref);
+    golden_close(&g);
+}
+
 /* Largest difference between streamed and one-shot samples. */
 static double chunked_vs_oneshot(const gp_codec *c, const int32_t *codes, size_t T, size_t chunk,
                                  const float *oneshot) {

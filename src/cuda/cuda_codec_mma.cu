@@ -13,8 +13,16 @@
  * 16-byte copy because windows and weights are padded to 8 channels.
  * Every output is summed in an order fixed by the layer (MMA order inside a
  * slice, slices in order, the layer's fixed splits in order), never by the
- * batch: streaming in any chunking gives the same samples.
+ * batch: streaming in any chunking gives the same samples. Layers whose
+ * 128-column tiles lie inside one stream (T a multiple of 128) run
+ * k_codec_conv_f16_rows, which stages the tile's window rows once and runs
+ * the same MMAs (below).
  */
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+
 #include "cuda/cuda_codec.h"
 
 #define H_TN 128 /* output columns (stream, time) per tile */
@@ -183,6 +191,176 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
                                            tickets, ep, &last);
 }
 
+/* ---- tiles whose 128 columns lie in one stream's window ---- */
+
+/* When a layer's columns per stream (T) are a multiple of 128 (the codec's
+ * stages 2-4 and its post-conv, one frame per stream or more), a tile's
+ * columns t0 .. t0 + 127 all read window rows t0 .. t0 + 127 + hist of one
+ * stream. k_codec_conv_f16_rows copies those rows into shared memory once
+ * and takes every tap's operand from them with ldmatrix at a row offset of
+ * tap · dilation, instead of copying each (tap, channel) slice of the window
+ * per pass as k_codec_conv_f16 does (the same window row is copied `kernel`
+ * times there). Only the weights stream through the cp.async pipeline.
+ * Every MMA — its operands and their order — is the one k_codec_conv_f16
+ * runs for the same output (slices of 64 pairs, k-steps of 16 in order, one
+ * split), so the two kernels give the same sums bit for bit and a layer may
+ * use either for any call. Window rows are padded to an odd number of 16-byte
+ * units, so the 8 rows of an ldmatrix hit distinct banks. */
+#define R_KC 64
+#define R_STAGES 3
+
+/* The window row stride in halves for Cp channels: an odd number of 16-byte units. */
+__host__ __device__ constexpr int rows_ldw(int cp) { return (cp / 8) % 2 ? cp : cp + 8; }
+
+template <int TM> static size_t rows_smem_bytes(int cp, int hist) {
+    const size_t a = (size_t)R_STAGES * TM * (R_KC + 8) * sizeof(__half);
+    const size_t w = (size_t)(H_TN + hist) * rows_ldw(cp) * sizeof(__half);
+    const size_t out = (size_t)H_TN * (TM + 4) * sizeof(float);
+    return a + w > out ? a + w : out;
+}
+#define ROWS_SMEM_MAX (200 * 1024)
+
+template <int TM>
+__global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2)
+    k_codec_conv_f16_rows(const __half *__restrict__ Wt, const float *__restrict__ bias,
+                          const __half *__restrict__ win, int n, int T, int wrows, int C_in,
+                          int C_out, int kernel, int dil, int hist, gp_cuda_codec_epilogue ep) {
+    constexpr int WARPS_M = TM / 32, WARPS_N = 8 / WARPS_M, WN = H_TN / WARPS_N, NT = WN / 8;
+    constexpr int LDS = R_KC + 8, CPR = R_KC / 8, RPP = H_THREADS / CPR;
+    constexpr int A_ROWS_PER_THREAD = (TM + RPP - 1) / RPP;
+    extern __shared__ __align__(128) unsigned char hsm[];
+    __half(*sa)[TM][LDS] = reinterpret_cast<__half(*)[TM][LDS]>(hsm);
+    __half *sw = reinterpret_cast<__half *>(hsm + (size_t)R_STAGES * TM * LDS * 2);
+    float(*sc)[TM + 4] = reinterpret_cast<float(*)[TM + 4]>(hsm);
+    __shared__ int last;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int co0 = blockIdx.y * TM, col0 = blockIdx.x * H_TN;
+    const int cols = n * T; /* a multiple of 128: every tile is whole */
+    const int K = kernel * C_in;
+    const int ldw = rows_ldw(C_in), wr = H_TN + hist;
+
+    /* the tile's window rows, once (the first cp.async group) */
+    {
+        const int b = col0 / T, t0 = col0 % T, pieces = C_in / 8;
+        const __half *src = win + ((size_t)b * wrows + t0) * C_in;
+        for (int i = tid; i < wr * pieces; i += H_THREADS) {
+            const int row = i / pieces, pc = i - row * pieces;
+            cp_async16(sw + (size_t)row * ldw + 8 * pc, src + (size_t)row * C_in + 8 * pc, true);
+        }
+        cp_async_commit();
+    }
+
+    /* the weights: this thread copies 8 halves at k = slice + 8q of rows r, r + RPP (…) */
+    const int q = tid % CPR, r = tid / CPR;
+    auto load = [&](int stage, int k0) {
+        const int k = k0 + 8 * q;
+        const bool kin = k < K;
+#pragma unroll
+        for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
+            const int row = r + RPP * i;
+            if (row < TM) {
+                const int co = co0 + row;
+                const bool ok = kin && co < C_out;
+                cp_async16(&sa[stage][row][8 * q], ok ? Wt + (size_t)co * K + k : Wt, ok);
+            }
+        }
+    };
+    const int nk = (K + R_KC - 1) / R_KC;
+#pragma unroll
+    for (int s = 0; s < R_STAGES - 1; s++) {
+        if (s < nk) load(s, s * R_KC);
+        cp_async_commit();
+    }
+    const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * WN;
+    float acc[2][NT][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+    /* This lane's B rows (column n of the tile, before the tap's offset) and
+     * the (tap, channel) of its half of each k-step, advanced 16 pairs a step. */
+    const int half = (lane >> 3) & 1;
+    const int nrow = wn + (lane & 7) + ((lane >> 4) << 3);
+    int tap = (8 * half) / C_in, ch = 8 * half - tap * C_in;
+    for (int it = 0; it < nk; it++) {
+        cp_async_wait<R_STAGES - 2>();
+        __syncthreads(); /* slice `it` (and the window) landed; slice it − 1 is done */
+        const int next = it + R_STAGES - 1;
+        if (next < nk) load(next % R_STAGES, next * R_KC);
+        cp_async_commit();
+        const int st = it % R_STAGES;
+#pragma unroll
+        for (int kk = 0; kk < R_KC; kk += 16) {
+            unsigned a[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+                ldsm_x4(a[mt], &sa[st][wm + mt * 16 + (lane & 15)][kk + (lane >> 4) * 8]);
+            /* pairs past K multiply zero weights: read any row of the tile */
+            const int t_use = tap < kernel ? tap : kernel - 1;
+            const __half *bp = sw + (size_t)(nrow + t_use * dil) * ldw + ch;
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                unsigned b[4];
+                ldsm_x4(b, bp + (size_t)np * 16 * ldw);
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    mma_f16(acc[mt][2 * np], a[mt], b[0], b[1]);
+                    mma_f16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                }
+            }
+            ch += 16;
+            while (ch >= C_in) {
+                ch -= C_in;
+                tap++;
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* the staging buffers become the result tile */
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int co = wm + mt * 16 + (lane >> 2), col = wn + nt * 8 + (lane & 3) * 2;
+            sc[col][co] = acc[mt][nt][0];
+            sc[col + 1][co] = acc[mt][nt][1];
+            sc[col][co + 8] = acc[mt][nt][2];
+            sc[col + 1][co + 8] = acc[mt][nt][3];
+        }
+    __syncthreads();
+    codec_conv_finish<TM, H_TN, H_THREADS>(sc, co0, col0, cols, C_out, bias, 1, NULL, NULL, ep,
+                                           &last);
+}
+
+/* Whether this call can run k_codec_conv_f16_rows: stride 1, one split,
+ * slices of 64, whole 128-column tiles inside each stream, and the window
+ * rows fitting in shared memory. GEPARD_CUDA_CODEC_ROWS=0 turns it off (for
+ * measurements). */
+static std::atomic<int> rows_on{1};
+
+static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows) {
+    if (!rows_on.load(std::memory_order_relaxed)) return false;
+    if (cv->stride != 1 || cv->splits != 1 || cv->slice != 64 || T % H_TN != 0) return false;
+    if (wrows != cv->hist + T) return false;
+    const int tm = cv->tm;
+    const size_t bytes = tm == 32   ? rows_smem_bytes<32>(cv->c_pad, cv->hist)
+                         : tm == 64 ? rows_smem_bytes<64>(cv->c_pad, cv->hist)
+                                    : rows_smem_bytes<128>(cv->c_pad, cv->hist);
+    return bytes <= ROWS_SMEM_MAX;
+}
+
+template <int TM>
+static void rows_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
+                        const gp_cuda_codec_epilogue *ep, cudaStream_t s) {
+    dim3 grid((unsigned)(n * T / H_TN), (unsigned)((cv->c_out + TM - 1) / TM), 1);
+    k_codec_conv_f16_rows<TM><<<grid, H_THREADS, rows_smem_bytes<TM>(cv->c_pad, cv->hist), s>>>(
+        cv->weight_h, cv->bias, win, n, T, wrows, cv->c_pad, cv->c_out, cv->kernel, cv->dilation,
+        cv->hist, *ep);
+}
+
 template <int TM, int KC> static cudaError_t mma_allow_smem() {
     return cudaFuncSetAttribute(k_codec_conv_f16<TM, KC>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -197,7 +375,19 @@ template <int KC> static cudaError_t mma_allow_all() {
 
 cudaError_t gp_cuda_codec_mma_init(void) {
     cudaError_t e = mma_allow_all<32>();
-    return e == cudaSuccess ? mma_allow_all<64>() : e;
+    if (e == cudaSuccess) e = mma_allow_all<64>();
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_codec_conv_f16_rows<32>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_codec_conv_f16_rows<64>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_codec_conv_f16_rows<128>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
+    const char *off = getenv("GEPARD_CUDA_CODEC_ROWS");
+    rows_on.store(!(off && !strcmp(off, "0")));
+    return e;
 }
 
 template <int TM, int KC>
@@ -227,6 +417,15 @@ static void mma_dispatch(const gp_cuda_codec_conv *cv, const __half *win, int n,
 void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,
                                 int wrows, const gp_cuda_codec_epilogue *ep, float *partial,
                                 unsigned *tickets, cudaStream_t s) {
+    if (rows_fit(cv, T, wrows)) {
+        if (cv->tm == 32)
+            rows_launch<32>(cv, win, n, T, wrows, ep, s);
+        else if (cv->tm == 64)
+            rows_launch<64>(cv, win, n, T, wrows, ep, s);
+        else
+            rows_launch<128>(cv, win, n, T, wrows, ep, s);
+        return;
+    }
     if (cv->slice == 64)
         mma_dispatch<64>(cv, win, n, T, wrows, ep, partial, tickets, s);
     else

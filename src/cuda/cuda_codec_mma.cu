@@ -340,12 +340,12 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2)
  * rows fitting in shared memory. GEPARD_CUDA_CODEC_ROWS=0 turns it off (for
  * measurements). */
 static std::atomic<int> rows_on{1};
+static std::atomic<int> tall_sms{0}; /* multiprocessors; 0: no 128-row tiles for 64-row layers */
 
-static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows) {
+static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     if (!rows_on.load(std::memory_order_relaxed)) return false;
     if (cv->stride != 1 || cv->splits != 1 || cv->slice != 64 || T % H_TN != 0) return false;
     if (wrows != cv->hist + T) return false;
-    const int tm = cv->tm;
     const size_t bytes = tm == 32   ? rows_smem_bytes<32>(cv->c_pad, cv->hist)
                          : tm == 64 ? rows_smem_bytes<64>(cv->c_pad, cv->hist)
                                     : rows_smem_bytes<128>(cv->c_pad, cv->hist);
@@ -387,7 +387,28 @@ cudaError_t gp_cuda_codec_mma_init(void) {
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
     const char *off = getenv("GEPARD_CUDA_CODEC_ROWS");
     rows_on.store(!(off && !strcmp(off, "0")));
+    int dev = 0, sms = 0;
+    if (e == cudaSuccess) e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const char *no_tall = getenv("GEPARD_CUDA_CODEC_TALL");
+    if (e == cudaSuccess) tall_sms.store(no_tall && !strcmp(no_tall, "0") ? 0 : sms);
     return e;
+}
+
+/* The tile height for a call with this many output columns. Layers planned
+ * with 64-row tiles run 128-row tiles instead where that adds no padded rows
+ * (108 and 216 channels: 2 x 64 = 128) and the call still gives every
+ * multiprocessor one and a half tiles or more: each window column is then
+ * read by half as many blocks. A tile's height changes no output's order of
+ * addition, so batches of any size still give the same samples.
+ * GEPARD_CUDA_CODEC_TALL=0 turns it off (for measurements). */
+static int tile_rows(const gp_cuda_codec_conv *cv, int cols) {
+    const int sms = tall_sms.load(std::memory_order_relaxed);
+    if (cv->tm != 64 || sms <= 0) return cv->tm;
+    const int rows128 = (cv->c_out + 127) / 128, rows64 = (cv->c_out + 63) / 64;
+    if (rows128 * 128 > rows64 * 64) return cv->tm;
+    const long tiles = (long)((cols + H_TN - 1) / H_TN) * rows128 * cv->splits;
+    return tiles * 2 >= 3L * sms ? 128 : cv->tm;
 }
 
 template <int TM, int KC>
@@ -405,10 +426,10 @@ static void mma_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, i
 template <int KC>
 static void mma_dispatch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
                          const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
-                         cudaStream_t s) {
-    if (cv->tm == 32)
+                         int tm, cudaStream_t s) {
+    if (tm == 32)
         mma_launch<32, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
-    else if (cv->tm == 64)
+    else if (tm == 64)
         mma_launch<64, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
     else
         mma_launch<128, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
@@ -417,17 +438,18 @@ static void mma_dispatch(const gp_cuda_codec_conv *cv, const __half *win, int n,
 void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,
                                 int wrows, const gp_cuda_codec_epilogue *ep, float *partial,
                                 unsigned *tickets, cudaStream_t s) {
-    if (rows_fit(cv, T, wrows)) {
-        if (cv->tm == 32)
+    const int tm = tile_rows(cv, n * T);
+    if (rows_fit(cv, T, wrows, tm)) {
+        if (tm == 32)
             rows_launch<32>(cv, win, n, T, wrows, ep, s);
-        else if (cv->tm == 64)
+        else if (tm == 64)
             rows_launch<64>(cv, win, n, T, wrows, ep, s);
         else
             rows_launch<128>(cv, win, n, T, wrows, ep, s);
         return;
     }
     if (cv->slice == 64)
-        mma_dispatch<64>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        mma_dispatch<64>(cv, win, n, T, wrows, ep, partial, tickets, tm, s);
     else
-        mma_dispatch<32>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        mma_dispatch<32>(cv, win, n, T, wrows, ep, partial, tickets, tm, s);
 }

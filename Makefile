@@ -95,7 +95,7 @@ all: $(REL_BIN) $(REL_LIB) $(REL_EXAMPLES) $(CUDA_TARGETS)
 
 cuda: $(CUDA_PLUGIN)
 
-$(BUILD)/cuda/%.o: %.cu $(wildcard src/cuda/*.h) src/model/device_plugin.h include/gepard.h
+$(BUILD)/cuda/%.o: %.cu $(wildcard src/cuda/*.h src/cuda/*.cuh) src/model/device_plugin.h include/gepard.h
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
 	@$(NVCC) $(NVCC_FLAGS) -c $< -o $@

@@ -3,7 +3,7 @@
 # `make device-bundle` here packed .device/ (programs, their libraries, the
 # CUDA plugin and the fixtures). One command does the whole GPU check:
 #
-#   scripts/device-run.sh [tests|bench|codec|serve|serve12|soak|all|cpu][,MODE...] [ARGS for bench...]
+#   scripts/device-run.sh [tests|bench|lm|codec|serve|serve12|soak|all|cpu][,MODE...] [ARGS for bench...]
 #
 # tests: `gepard synth` writes the real-size synthetic checkpoint, then every
 #        CUDA test runs (release build) against the fixtures and real size.
@@ -13,6 +13,10 @@
 #        /metrics sampled every 10 s (resident memory, open files, streams; the
 #        server's answered count against the client's) and nvidia-smi's memory
 #        use every 10 s (soak.json, soak-gpu-memory.csv): issue 12's soak.
+# lm:    `gepard bench --device cuda` for the language model's step, this
+#        build with GEPARD_CUDA_DECODE1=0 (kernel by kernel) and as built,
+#        alternating, twice (LM_ENV_VARIANTS="NAME:VAR=VALUE ..." replaces the
+#        variants; LM_STREAMS the batch sizes): lm-*.json.
 # codec: the codec's CUDA tests, then `gepard bench --codec-only` for f16 and
 #        tf32 and the f16 tile/split variants (codec-*.json): the quick loop
 #        for codec kernel work.
@@ -89,6 +93,21 @@ if want bench || want all; then
     "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec "$@" \
         > "$out/bench.json" 2> "$out/bench.err"
     echo "bench exit $?"; tail -5 "$out/bench.err"; cat "$out/bench.json"
+fi
+if want lm; then # the language model's step, alternating LM_ENV_VARIANTS and this build, twice
+    for rep in 1 2; do
+        for v in ${LM_ENV_VARIANTS:-kernels:GEPARD_CUDA_DECODE1=0} default:GEPARD_LM_DEFAULT=1; do
+            env "${v#*:}" "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
+                --frames 128 --streams ${LM_STREAMS:-1,8,64,256} > "$out/lm-${v%%:*}-$rep.json" 2> /dev/null
+            echo "lm ${v%%:*}-$rep: $(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("1 stream %.3f ms/frame (median %.3f), ttfa %.2f ms;" % (d["backbone_ms_per_frame"],
+      d["backbone_median_ms_per_frame"], d["ttfa_ms"]),
+      " ".join("%d: step %.3f ms gpu %.3f, %.0f f/s" % (a["streams"], a["step_ms"], a["gpu_step_ms"],
+               a["frames_per_s"]) for a in d["aggregate"]))' "$out/lm-${v%%:*}-$rep.json" 2>&1)"
+        done
+    done
 fi
 if want codec; then
     GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \

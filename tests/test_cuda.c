@@ -11,7 +11,8 @@
  * - real size (GEPARD_REALSIZE_DIR, or synthesised here with `gepard synth
  *   --preset gepard-1.0 --seed 1`): max logit error, mean KL of the heads'
  *   distributions, stop probabilities and greedy frames against
- *   ../shared/fixtures/real-size, per precision.
+ *   ../shared/fixtures/real-size, per precision; the single-row step as one
+ *   persistent kernel against the same step kernel by kernel (bf16).
  *
  * Tolerances (stated once here and in each check): f32 logits 1e-4
  * absolute (the golden's own f32 tolerance), codes exact; bf16 mean KL
@@ -501,6 +502,84 @@ TEST(cuda_real_size_against_reference) {
             CHECK_MSG(worst_stop <= 1e-3, "bf16: stop error %g > 1e-3", worst_stop);
         }
         gp_model_free(m);
+    }
+    golden_close(&g);
+}
+
+/* Teacher-forced logits and stop probabilities of real-size case `key` on a
+ * bf16 CUDA model (one row per step after the prefill). */
+static void realsize_forced_bf16(golden *g, const char *model_dir, const char *key, float **logits,
+                                 float **stop, int *rows, int *total, gp_model **keep) {
+    gp_model *m = load_on(model_dir, GP_DEVICE_CUDA, GP_DEV_BF16);
+    REQUIRE(m);
+    const cJSON *c = NULL, *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(g->json, "cases")) {
+        if (!strcmp(cJSON_GetObjectItem(it, "key")->valuestring, key)) c = it;
+    }
+    REQUIRE(c);
+    size_t n_ids;
+    int32_t *ids = golden_int_array(cJSON_GetObjectItem(c, "layout"), &n_ids);
+    char name[64];
+    int64_t dims[2];
+    snprintf(name, sizeof name, "%s.codes", key);
+    int32_t *codes = golden_i32(g, name, dims, NULL);
+    REQUIRE(ids && codes);
+    const int T = (int)dims[0];
+    tf_forced f = {codes, m->cfg.num_channels, T, 0, NULL, NULL, m->cfg.total_logits, NULL, NULL};
+    f.logits = calloc((size_t)T * f.total, sizeof(float));
+    f.stop = calloc((size_t)T, sizeof(float));
+    gp_error err;
+    REQUIRE_OK(tf_run_forced(m, ids, (int)n_ids, NULL, 0, &f, NULL, &err), &err);
+    *logits = f.logits;
+    *stop = f.stop;
+    *rows = T;
+    *total = f.total;
+    free(ids);
+    free(codes);
+    if (keep)
+        *keep = m;
+    else
+        gp_model_free(m);
+}
+
+/* The single-row step as one persistent kernel (cuda_decode1.cu) against
+ * the same step launched kernel by kernel (GEPARD_CUDA_DECODE1=0), bf16 at
+ * real size, teacher-forced. The projections do the same arithmetic in the
+ * same order, but the attention merge and the heads add in other orders, so
+ * values cross bf16 rounding boundaries differently: the two paths are held
+ * to the bf16 budget's scale against each other (mean KL of the heads'
+ * distributions <= 1e-4 nats, stop probabilities within 1e-4), and each to
+ * the reference by cuda_real_size_against_reference. */
+TEST(cuda_single_row_kernel_equals_kernels) {
+    require_cuda();
+    golden g;
+    REQUIRE(golden_open(&g, "real-size") == 0);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
+    const char *keys[] = {"real0", "real2"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        float *la, *sa, *lb, *sb;
+        int T, total, T2, total2;
+        gp_model *m_for_dims = NULL;
+        setenv("GEPARD_CUDA_DECODE1", "0", 1);
+        realsize_forced_bf16(&g, model_dir, keys[k], &la, &sa, &T, &total, &m_for_dims);
+        unsetenv("GEPARD_CUDA_DECODE1");
+        realsize_forced_bf16(&g, model_dir, keys[k], &lb, &sb, &T2, &total2, NULL);
+        REQUIRE(T == T2 && total == total2);
+        double kl = 0, max_diff = 0, stop_diff = 0;
+        tf_compare_logits(m_for_dims, la, lb, T, &kl, &max_diff);
+        for (int t = 0; t < T; t++) stop_diff = fmax(stop_diff, fabs((double)sa[t] - sb[t]));
+        test_note("%s bf16: one kernel vs kernel by kernel: mean KL %.3g nats, logits max "
+                  "difference %.3g, stop %.3g",
+                  keys[k], kl, max_diff, stop_diff);
+        CHECK_MSG(kl <= 1e-4, "%s: mean KL %g > 1e-4", keys[k], kl);
+        CHECK_MSG(stop_diff <= 1e-4, "%s: stop probabilities differ by %g > 1e-4", keys[k],
+                  stop_diff);
+        free(la);
+        free(sa);
+        free(lb);
+        free(sb);
+        gp_model_free(m_for_dims);
     }
     golden_close(&g);
 }

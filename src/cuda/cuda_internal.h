@@ -133,6 +133,13 @@ struct gp_dev_runner {
     int n_loras;
     gp_cuda_lora_use *uses; /* this step's sequences with an adapter */
     int n_uses, cap_uses;
+    /* the single-row step kernel (cuda_decode1.cu) */
+    bool d1_ok;           /* usable for this model (and not switched off) */
+    void *d1_layers;      /* device table of the layers' weights */
+    unsigned *d1_barrier; /* grid barrier: arrived, generation */
+    size_t d1_smem, d1_a_elems;
+    int d1_units; /* cap on attention units per kv head (0: as kernel by kernel) */
+    unsigned long long *d1_prof; /* phase times (GEPARD_CUDA_DECODE1_PROFILE=1) or NULL */
 };
 
 /* Offsets of the metadata arrays inside runner->meta (ints). */
@@ -204,5 +211,13 @@ typedef struct gp_cuda_gemv {
     int max_blocks; /* grid cap (the multiprocessor count), 0 = none */
 } gp_cuda_gemv;
 void gp_cuda_gemv_run(const gp_cuda_gemv *g, bool f32_weights, cudaStream_t s);
+
+/* The single-row decode step as one persistent kernel (cuda_decode1.cu):
+ * prepare at runner creation (decides d1_ok, uploads the layer table),
+ * launch in place of the layers + heads of a one-row decode step. */
+int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st);
+void gp_cuda_decode1_release(gp_dev_runner *r);
+bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda_attn_args *args,
+                            cudaStream_t s); /* false: not for this step (take the kernels) */
 
 #endif

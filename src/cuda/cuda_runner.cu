@@ -66,6 +66,7 @@ void gp_cuda_runner_free(gp_dev_runner *r) {
     }
     free(r->loras);
     free(r->uses);
+    gp_cuda_decode1_release(r);
     cudaFree(r->blas_workspace);
     if (r->blas) cublasDestroy(r->blas);
     if (r->done) cudaEventDestroy(r->done);
@@ -107,6 +108,7 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     if (!rc && m->wide)
         rc = gp_cuda_blas_check(cublasSetMathMode(r->blas, CUBLAS_PEDANTIC_MATH),
                                 "cublasSetMathMode", st);
+    if (!rc) rc = gp_cuda_decode1_prepare(r, st);
     if (rc) {
         gp_cuda_runner_free(r);
         return rc;
@@ -321,6 +323,9 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     const bool skinny = rows <= GP_CUDA_GEMV_MAX_ROWS && H % 8 == 0 && (NH * D) % 8 == 0 &&
                         I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny &&
                         r->n_uses == 0;
+    /* One row: the layers and heads as one persistent kernel. */
+    if (skinny && fused_attn && rows == 1 && seqs == 1 && gp_cuda_decode1_launch(r, kv, &args, s))
+        return gp_cuda_check(cudaGetLastError(), "single-row step kernel", st);
     for (int l = 0; l < d->layers; l++) {
         const gp_cuda_layer *Ly = &m->layers[l];
         const float *in_norm = Ly->norms, *post_norm = Ly->norms + H;

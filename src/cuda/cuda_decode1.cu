@@ -1,0 +1,589 @@
+/* cuda_decode1.cu — a single stream's decode step as one persistent kernel.
+ *
+ * Launched one kernel per operation, a one-row step is ~90 kernels of 5-13 µs
+ * each although each moves at most 15 MB: every kernel pays a launch, a ramp
+ * and a drain, and the weights of the next projection cannot start loading
+ * before the previous kernel ends. Here one block per multiprocessor runs the
+ * 14 layers and the heads as phases separated by grid-wide barriers, and the
+ * weights — which do not depend on the activations — stream into shared
+ * memory a phase or more ahead of their use (cp.async into two buffers), so
+ * the memory system stays busy across the barriers.
+ *
+ * Per layer: q/gate/k/v (RMSNorm in front) | attention units | merge + gate |
+ * o (+ residual) | gate/up (RMSNorm in front) | down (SwiGLU in front,
+ * + residual); then the final norm and the heads. Each block owns a
+ * contiguous range of every matrix's rows (so its slice of the weights is
+ * one contiguous copy), stages the phase's input vector in shared memory the
+ * way k_gemv does (same rounding to bf16, same reductions), and computes its
+ * rows with the same per-lane order of additions as k_gemv: the layers give
+ * the multi-kernel path's values. The attention phases run the same device
+ * functions as k_decode_attention / k_attn_merge (cuda_attention.cuh) with
+ * the same units. The heads (f32 weights) are a plain per-warp dot product,
+ * not cuBLAS, so the logits agree with the multi-kernel path to rounding.
+ *
+ * Only for bf16 weights, one row (one stream, decode), head_dim 256, no
+ * biases and no run-time LoRA; anything else takes the multi-kernel path.
+ * GEPARD_CUDA_DECODE1=0 turns it off (for comparisons). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "cuda/cuda_attention.cuh"
+#include "cuda/cuda_internal.h"
+
+#define D1_THREADS 256
+#define D1_WARPS (D1_THREADS / 32)
+#define D1_MAX_BLOCK_TABLE 1024 /* block-table entries staged in shared memory */
+
+namespace {
+
+struct d1_layer {
+    const __nv_bfloat16 *qkv, *o, *gu, *down;
+    const float *norms; /* input, post, q, k gains */
+};
+
+struct d1_args {
+    const d1_layer *layers;
+    int n_layers, H, I, NHD, qkv_rows, total_logits, units, rotary;
+    float eps;
+    attn_dims d; /* d.layer is set per layer */
+    const int *row_seq, *row_pos, *block_table;
+    __nv_bfloat16 *kv;
+    const float *rope, *final_norm, *heads, *heads_b;
+    float *x, *qkv, *part, *gu, *hidden, *logits;
+    __nv_bfloat16 *a;         /* the o projection's input */
+    unsigned *barrier;        /* [2]: blocks arrived, generation */
+    int buf_a_elems;          /* bf16 elements of buffer A (q/k/v and gate/up slices) */
+    unsigned long long *prof; /* phase times (GEPARD_CUDA_DECODE1_PROFILE=1) or NULL */
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* The weight slices arrive by bulk copies (the tensor memory accelerator),
+ * issued by one thread and counted on an mbarrier per buffer: the other
+ * threads' loads do not queue behind them. */
+__device__ __forceinline__ void mbar_init(unsigned long long *bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity) {
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "D1_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra D1_WAIT_%=;\n"
+                 "}" ::"r"(smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+#define D1_BULK_CHUNK 32768u
+/* One thread: copy `bytes` (a multiple of 16) from src to dst, completing the
+ * barrier's current phase when all have landed. */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes,
+                                          unsigned long long *bar) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* after the generic reads */
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+    for (unsigned off = 0; off < bytes; off += D1_BULK_CHUNK) {
+        const unsigned n = bytes - off < D1_BULK_CHUNK ? bytes - off : D1_BULK_CHUNK;
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+            "%2, [%3];" ::"r"(smem_addr((char *)dst + off)),
+            "l"((const char *)src + off), "r"(n), "r"(smem_addr(bar))
+            : "memory");
+    }
+}
+
+/* Every block waits here until all have arrived; what any block wrote
+ * before is visible to all after: the arrival is a release-acquire
+ * increment, the last block resets the count and releases the generation
+ * the others acquire (self-resetting, no full fences). */
+__device__ __forceinline__ void grid_barrier(unsigned *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned gen, arrived;
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(bar + 1) : "memory");
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                     : "=r"(arrived)
+                     : "l"(bar)
+                     : "memory");
+        if (arrived == gridDim.x - 1) {
+            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(bar) : "memory");
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(bar + 1), "r"(gen + 1)
+                         : "memory");
+        } else {
+            unsigned now;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                             : "=r"(now)
+                             : "l"(bar + 1)
+                             : "memory");
+            } while (now == gen);
+        }
+    }
+    __syncthreads();
+}
+
+/* Phase timing (GEPARD_CUDA_DECODE1_PROFILE=1): block 0 adds each phase's
+ * nanoseconds, barrier included, to prof[phase] (0-5 per layer: q/k/v,
+ * attention, merge, o, gate/up, down), the time its threads waited for the
+ * weights to prof[7 + i] (q/k/v, o, gate/up, down) and counts the steps. */
+#define D1_PROF_STEPS 11
+#define D1_PROF_SLOTS 12
+__device__ __forceinline__ unsigned long long d1_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void d1_mark(unsigned long long *prof, int phase,
+                                        unsigned long long &t0) {
+    if (!prof || blockIdx.x != 0 || threadIdx.x != 0) return;
+    const unsigned long long t = d1_now();
+    prof[phase] += t - t0;
+    t0 = t;
+}
+template <typename F>
+__device__ __forceinline__ void d1_wait(unsigned long long *prof, int slot, F wait) {
+    const unsigned long long t = prof ? d1_now() : 0;
+    wait();
+    if (prof && blockIdx.x == 0 && threadIdx.x == 0) prof[slot] += d1_now() - t;
+}
+
+/* This block's rows [r0, r1) of a matrix of N rows. */
+__device__ __forceinline__ void block_rows(int N, int &r0, int &r1) {
+    r0 = (int)((long long)N * blockIdx.x / gridDim.x);
+    r1 = (int)((long long)N * (blockIdx.x + 1) / gridDim.x);
+}
+
+/* A weight buffer: its mbarrier and the parity of its next completion. */
+struct d1_buf {
+    __nv_bfloat16 *data;
+    unsigned long long *bar;
+    unsigned parity;
+};
+
+/* The thread that issues the bulk copies: not thread 0, whose release at
+ * the grid barrier must not wait for copies still in flight. */
+#define D1_COPY_THREAD 32
+
+/* One thread starts copying this block's rows of W [N][K] into the buffer. */
+__device__ __forceinline__ void prefetch_rows(const d1_buf &b, const __nv_bfloat16 *W, int N,
+                                              int K) {
+    if (threadIdx.x != D1_COPY_THREAD) return;
+    int r0, r1;
+    block_rows(N, r0, r1);
+    bulk_load(b.data, W + (size_t)r0 * K, (unsigned)((r1 - r0) * K * 2), b.bar);
+}
+
+/* Every thread waits for the buffer's copy. */
+__device__ __forceinline__ void wait_rows(d1_buf &b) {
+    mbar_wait(b.bar, b.parity);
+    b.parity ^= 1u;
+}
+
+__device__ __forceinline__ float bf16_round(float v) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+/* in = RMSNorm(x) · gain over K <= 4096 (rounded to bf16 when `round`), as
+ * k_gemv and k_rmsnorm stage it: a thread's float4s i = tid + j·blockDim;
+ * the gains load together with x (one memory latency, not two). */
+__device__ void stage_norm(float *in, const float *x, const float *gain, int K, float eps,
+                           bool round, double *scratch) {
+    float4 v[4], g[4];
+    double sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int i = threadIdx.x + j * D1_THREADS;
+        if (i < K / 4) {
+            v[j] = __ldcg((const float4 *)x + i);
+            g[j] = __ldg((const float4 *)gain + i);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int i = threadIdx.x + j * D1_THREADS;
+        if (i < K / 4)
+            sum += (double)v[j].x * v[j].x + (double)v[j].y * v[j].y + (double)v[j].z * v[j].z +
+                   (double)v[j].w * v[j].w;
+    }
+    sum = block_sum(sum, scratch);
+    const float inv = 1.0f / sqrtf((float)(sum / K) + eps);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int i = threadIdx.x + j * D1_THREADS;
+        if (i >= K / 4) continue;
+        float4 y = make_float4((v[j].x * inv) * g[j].x, (v[j].y * inv) * g[j].y,
+                               (v[j].z * inv) * g[j].z, (v[j].w * inv) * g[j].w);
+        if (round)
+            y = make_float4(bf16_round(y.x), bf16_round(y.y), bf16_round(y.z), bf16_round(y.w));
+        ((float4 *)in)[i] = y;
+    }
+    __syncthreads();
+}
+
+/* in = silu(gate) · up, rounded to bf16 (gu: [2K] gate then up). */
+__device__ void stage_silu(float *in, const float *gu, int K) {
+    for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
+        const float4 g = __ldcg((const float4 *)gu + i), u = __ldcg((const float4 *)(gu + K) + i);
+        ((float4 *)in)[i] = make_float4(bf16_round(g.x / (1.0f + expf(-g.x)) * u.x),
+                                        bf16_round(g.y / (1.0f + expf(-g.y)) * u.y),
+                                        bf16_round(g.z / (1.0f + expf(-g.z)) * u.z),
+                                        bf16_round(g.w / (1.0f + expf(-g.w)) * u.w));
+    }
+    __syncthreads();
+}
+
+/* in = a (bf16, K a multiple of 8). */
+__device__ void stage_plain(float *in, const __nv_bfloat16 *a, int K) {
+    for (int i = threadIdx.x; i < K / 8; i += blockDim.x) {
+        const uint4 raw = __ldcg((const uint4 *)a + i);
+        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float2 f = __bfloat1622float2(h[j]);
+            in[8 * i + 2 * j] = f.x;
+            in[8 * i + 2 * j + 1] = f.y;
+        }
+    }
+    __syncthreads();
+}
+
+/* out[n] (+)= Σ_k in[k] · W[n][k] for this block's rows, the weights in
+ * shared memory (wbuf: the block's rows, contiguous); k_gemv's order. */
+__device__ void gemv_rows(const __nv_bfloat16 *wbuf, int N, int K, const float *in, float *out,
+                          bool add) {
+    int r0, r1;
+    block_rows(N, r0, r1);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = K / 8;
+    for (int n = r0 + warp; n < r1; n += D1_WARPS) {
+        const __nv_bfloat16 *wr = wbuf + (size_t)(n - r0) * K;
+        float acc = 0;
+        for (int ch = lane; ch < chunks; ch += 32) {
+            const uint4 raw = *(const uint4 *)(wr + ch * 8);
+            const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+            float w[8];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const float2 f = __bfloat1622float2(h[q]);
+                w[2 * q] = f.x;
+                w[2 * q + 1] = f.y;
+            }
+            const float4 a = *(const float4 *)(in + ch * 8);
+            const float4 b = *(const float4 *)(in + ch * 8 + 4);
+            acc += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
+                   w[6] * b.z + w[7] * b.w;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) out[n] = add ? __ldcg(out + n) + acc : acc;
+    }
+}
+
+/* The attention output of query head h, dims c0 .. c0 + 31: the units'
+ * partials (max, sum, weighted values) merged with exp(m_u - M) / L, then
+ * the sigmoid gate; the block's warps split the units (each lane one dim)
+ * and add their sums in shared memory, so a block waits for two or three
+ * memory latencies, not one per eight units. */
+__device__ void merge_chunk(const attn_dims &d, const float *part, int units, const float *qkv,
+                            __nv_bfloat16 *out, int h, int c0, float *factor, float (*sums)[32],
+                            float *red) {
+    const int g = h / d.G, gg = h % d.G, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t stride = (size_t)d.G * (d.D + 2);
+    const float *base = part + (size_t)g * units * stride;
+    const int u = threadIdx.x;
+    const float mu = u < units ? __ldcg(base + u * stride + gg) : -INFINITY;
+    const float lu = u < units ? __ldcg(base + u * stride + d.G + gg) : 0.0f;
+    float M = mu;
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    M = red[0];
+    for (int w = 1; w < D1_WARPS; w++) M = fmaxf(M, red[w]);
+    const float f = mu == -INFINITY ? 0.0f : expf(mu - M);
+    if (u < units) factor[u] = f;
+    const float L = warp_sum(lu * f);
+    __syncthreads();
+    if (lane == 0) red[warp] = L;
+    __syncthreads();
+    float total = 0;
+    for (int w = 0; w < D1_WARPS; w++) total += red[w];
+    float acc = 0;
+    for (int v = warp; v < units; v += D1_WARPS)
+        acc += __ldcg(base + v * stride + 2 * d.G + (size_t)gg * d.D + c0 + lane) * factor[v];
+    sums[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0) {
+        float A = 0;
+        for (int w = 0; w < D1_WARPS; w++) A += sums[w][lane];
+        const int i = c0 + lane;
+        const float gate = __ldcg(qkv + (size_t)h * 2 * d.D + d.D + i);
+        out[(size_t)h * d.D + i] = __float2bfloat16_rn((A / total) * (1.0f / (1.0f + expf(-gate))));
+    }
+    __syncthreads();
+}
+
+template <int G> __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1(const d1_args p) {
+    extern __shared__ __align__(128) unsigned char d1_smem[];
+    __shared__ __align__(16) float in[4096];
+    __shared__ double scratch[32];
+    __shared__ float factor[4 * ATTN_MAX_SPLITS], sums[D1_WARPS][32], red[D1_WARPS];
+    __shared__ unsigned long long bars[2];
+    __shared__ int s_pos, s_seq, s_bt[D1_MAX_BLOCK_TABLE];
+    const int H = p.H, I = p.I, NHD = p.NHD;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    attn_dims d = p.d;
+    d1_buf buf_a = {(__nv_bfloat16 *)d1_smem, &bars[0], 0};
+    d1_buf buf_b = {(__nv_bfloat16 *)d1_smem + p.buf_a_elems, &bars[1], 0};
+    if (threadIdx.x == 0) {
+        mbar_init(&bars[0]);
+        mbar_init(&bars[1]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    /* the row's position and block table, once for all layers */
+    if (threadIdx.x == 0) {
+        s_pos = p.row_pos[0];
+        s_seq = 0;
+    }
+    const int *bt_src = p.block_table + (size_t)p.row_seq[0] * d.bt_stride;
+    for (int i = threadIdx.x; i < d.bt_stride; i += blockDim.x) s_bt[i] = bt_src[i];
+    __syncthreads();
+    prefetch_rows(buf_a, p.layers[0].qkv, p.qkv_rows, H);
+    unsigned long long t0 = d1_now();
+    for (int l = 0; l < p.n_layers; l++) {
+        const d1_layer L = p.layers[l];
+        const float *q_norm = L.norms + 2 * H, *k_norm = q_norm + d.D;
+        d.layer = l;
+        /* q/gate/k/v; the o slice starts loading */
+        prefetch_rows(buf_b, L.o, H, NHD);
+        stage_norm(in, p.x, L.norms, H, p.eps, true, scratch);
+        d1_wait(p.prof, 7, [&] { wait_rows(buf_a); });
+        gemv_rows(buf_a.data, p.qkv_rows, H, in, p.qkv, false);
+        grid_barrier(p.barrier);
+        d1_mark(p.prof, 0, t0);
+        /* attention units (their cache reads miss L2: no weight copies now) */
+        const int tasks = d.NKV * p.units;
+        for (int t = warp * gridDim.x + blockIdx.x; t < tasks; t += gridDim.x * D1_WARPS)
+            decode_attention_unit<__nv_bfloat16, G, 8>(
+                d, p.qkv, q_norm, k_norm, p.rope, p.eps, p.rotary, &s_seq, &s_pos, s_bt, p.kv,
+                p.units, p.part, 0, t / p.units, t % p.units, lane);
+        grid_barrier(p.barrier);
+        d1_mark(p.prof, 1, t0);
+        /* merge + gate, 32 dims of one head per block; the gate/up slice
+         * starts loading into A */
+        prefetch_rows(buf_a, L.gu, 2 * I, H);
+        for (int c = blockIdx.x; c < NHD / 32; c += gridDim.x)
+            merge_chunk(d, p.part, p.units, p.qkv, p.a, c / (d.D / 32), (c % (d.D / 32)) * 32,
+                        factor, sums, red);
+        grid_barrier(p.barrier);
+        d1_mark(p.prof, 2, t0);
+        /* o + residual */
+        stage_plain(in, p.a, NHD);
+        d1_wait(p.prof, 8, [&] { wait_rows(buf_b); });
+        gemv_rows(buf_b.data, H, NHD, in, p.x, true);
+        grid_barrier(p.barrier);
+        d1_mark(p.prof, 3, t0);
+        /* gate/up; the down slice starts loading into B */
+        prefetch_rows(buf_b, L.down, H, I);
+        stage_norm(in, p.x, L.norms + H, H, p.eps, true, scratch);
+        d1_wait(p.prof, 9, [&] { wait_rows(buf_a); });
+        gemv_rows(buf_a.data, 2 * I, H, in, p.gu, false);
+        grid_barrier(p.barrier);
+        d1_mark(p.prof, 4, t0);
+        /* down + residual; the next layer's q/k/v slice starts loading into A */
+        if (l + 1 < p.n_layers) prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
+        stage_silu(in, p.gu, I);
+        d1_wait(p.prof, 10, [&] { wait_rows(buf_b); });
+        gemv_rows(buf_b.data, H, I, in, p.x, true);
+        grid_barrier(p.barrier);
+        d1_mark(p.prof, 5, t0);
+    }
+    if (p.prof && blockIdx.x == 0 && threadIdx.x == 0) p.prof[D1_PROF_STEPS]++;
+    /* final norm (f32) and the heads: one warp per logit */
+    stage_norm(in, p.x, p.final_norm, H, p.eps, false, scratch);
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i < H; i += blockDim.x) p.hidden[i] = in[i];
+    for (int n = warp * gridDim.x + blockIdx.x; n < p.total_logits; n += gridDim.x * D1_WARPS) {
+        const float4 *w = (const float4 *)(p.heads + (size_t)n * H);
+        float acc = 0;
+        for (int k = lane; k < H / 4; k += 32) {
+            const float4 wv = __ldg(w + k), iv = ((const float4 *)in)[k];
+            acc += wv.x * iv.x + wv.y * iv.y + wv.z * iv.z + wv.w * iv.w;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) p.logits[n] = acc + p.heads_b[n];
+    }
+    __syncthreads();
+    d1_mark(p.prof, 6, t0);
+}
+
+/* Shared-memory bytes of the weight buffers for `blocks` blocks. */
+struct d1_plan {
+    size_t a_elems, b_elems;
+};
+d1_plan plan_for(const gp_dev_model *m, int blocks) {
+    const gp_dev_model_desc &d = m->d;
+    const size_t H = d.hidden, I = d.intermediate, NHD = (size_t)d.heads * d.head_dim;
+    auto most = [blocks](size_t n) { return (n + blocks - 1) / blocks + 1; };
+    d1_plan p;
+    const size_t qkv = most(m->qkv_rows) * H, gu = most(2 * I) * H;
+    const size_t o = most(H) * NHD, down = most(H) * I;
+    p.a_elems = qkv > gu ? qkv : gu;
+    p.b_elems = o > down ? o : down;
+    return p;
+}
+
+template <int G> cudaError_t allow_smem(size_t bytes) {
+    return cudaFuncSetAttribute(k_decode1<G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bytes);
+}
+
+} // namespace
+
+/* Whether this model can take the single-row kernel, and if so its layer
+ * table and barrier on the device (runner-owned). */
+int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st) {
+    r->d1_ok = false;
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc &d = m->d;
+    const char *env = getenv("GEPARD_CUDA_DECODE1");
+    if (env && !strcmp(env, "0")) return 0;
+    const int G = d.kv_heads > 0 ? d.heads / d.kv_heads : 0;
+    const int NHD = d.heads * d.head_dim;
+    if (m->wide || !gp_cuda_decode_attention_fits(m) || m->layers[0].qkv_bias ||
+        m->layers[0].o_bias || d.hidden % 8 || NHD % 8 || d.intermediate % 8 || d.hidden > 4096 ||
+        NHD > 4096 || d.intermediate > 4096 || !(G == 1 || G == 2 || G == 4 || G == 8))
+        return 0;
+    const int blocks = m->multiprocessors;
+    const d1_plan plan = plan_for(m, blocks);
+    const size_t bytes = (plan.a_elems + plan.b_elems) * sizeof(__nv_bfloat16);
+    int optin = 0;
+    GP_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, m->device),
+                "cudaDeviceGetAttribute");
+    /* the static arrays (input vector, block table, scratch) take ~22 KB beside */
+    if (bytes + 24 * 1024 > (size_t)optin) return 0;
+    cudaError_t e = G == 1   ? allow_smem<1>(bytes)
+                    : G == 2 ? allow_smem<2>(bytes)
+                    : G == 4 ? allow_smem<4>(bytes)
+                             : allow_smem<8>(bytes);
+    GP_CUDA_TRY(e, "single-row kernel shared memory");
+    /* every block must be resident at once (the grid barrier waits for all) */
+    int per_sm = 0;
+    e = G == 1   ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<1>, D1_THREADS,
+                                                                 bytes)
+        : G == 2 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<2>, D1_THREADS,
+                                                                 bytes)
+        : G == 4 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<4>, D1_THREADS,
+                                                                 bytes)
+                 : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<8>, D1_THREADS,
+                                                                 bytes);
+    GP_CUDA_TRY(e, "single-row kernel occupancy");
+    if (per_sm < 1) return 0;
+    std::vector<d1_layer> layers((size_t)d.layers);
+    for (int l = 0; l < d.layers; l++) {
+        const gp_cuda_layer &L = m->layers[l];
+        layers[(size_t)l] = {(const __nv_bfloat16 *)L.qkv, (const __nv_bfloat16 *)L.o,
+                             (const __nv_bfloat16 *)L.gu, (const __nv_bfloat16 *)L.down, L.norms};
+    }
+    GP_CUDA_TRY(cudaMalloc(&r->d1_layers, layers.size() * sizeof(d1_layer)), "layer table");
+    GP_CUDA_TRY(cudaMemcpy(r->d1_layers, layers.data(), layers.size() * sizeof(d1_layer),
+                           cudaMemcpyHostToDevice),
+                "layer table");
+    GP_CUDA_TRY(cudaMalloc(&r->d1_barrier, 2 * sizeof(unsigned)), "grid barrier");
+    GP_CUDA_TRY(cudaMemset(r->d1_barrier, 0, 2 * sizeof(unsigned)), "grid barrier");
+    const char *prof = getenv("GEPARD_CUDA_DECODE1_PROFILE");
+    if (prof && !strcmp(prof, "1")) {
+        GP_CUDA_TRY(cudaMalloc(&r->d1_prof, D1_PROF_SLOTS * sizeof(unsigned long long)),
+                    "phase times");
+        GP_CUDA_TRY(cudaMemset(r->d1_prof, 0, D1_PROF_SLOTS * sizeof(unsigned long long)),
+                    "phase times");
+    }
+    /* GEPARD_CUDA_DECODE1_UNITS=N: at most N attention units per kv head
+     * (default: the kernel-by-kernel path's, one per ~2 positions, <= 128) */
+    const char *units = getenv("GEPARD_CUDA_DECODE1_UNITS");
+    r->d1_units = units ? atoi(units) : 0;
+    r->d1_smem = bytes;
+    r->d1_a_elems = plan.a_elems;
+    r->d1_ok = true;
+    return 0;
+}
+
+void gp_cuda_decode1_release(gp_dev_runner *r) {
+    unsigned long long t[D1_PROF_SLOTS];
+    if (r->d1_prof && cudaMemcpy(t, r->d1_prof, sizeof t, cudaMemcpyDeviceToHost) == cudaSuccess &&
+        t[D1_PROF_STEPS] > 0) {
+        const double k = 1e-3 / (double)t[D1_PROF_STEPS];
+        fprintf(stderr,
+                "single-row kernel, %llu steps, us per step (block 0, barrier included): "
+                "q/k/v %.1f (waiting for weights %.1f), attention %.1f, merge %.1f, o %.1f "
+                "(%.1f), gate/up %.1f (%.1f), down %.1f (%.1f), heads %.1f\n",
+                t[D1_PROF_STEPS], t[0] * k, t[7] * k, t[1] * k, t[2] * k, t[3] * k, t[8] * k,
+                t[4] * k, t[9] * k, t[5] * k, t[10] * k, t[6] * k);
+    }
+    cudaFree(r->d1_prof);
+    r->d1_prof = NULL;
+    cudaFree(r->d1_layers);
+    cudaFree(r->d1_barrier);
+    r->d1_layers = NULL;
+    r->d1_barrier = NULL;
+    r->d1_ok = false;
+}
+
+bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda_attn_args *args,
+                            cudaStream_t s) {
+    if (!r->d1_ok || r->bt_stride > D1_MAX_BLOCK_TABLE) return false;
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc &md = m->d;
+    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+    d1_args p;
+    memset(&p, 0, sizeof p);
+    p.layers = (const d1_layer *)r->d1_layers;
+    p.n_layers = md.layers;
+    p.H = md.hidden;
+    p.I = md.intermediate;
+    p.NHD = md.heads * md.head_dim;
+    p.qkv_rows = m->qkv_rows;
+    p.total_logits = md.total_logits;
+    p.units = args->splits * ATTN_WARPS;
+    if (r->d1_units > 0) p.units = r->d1_units < p.units ? r->d1_units : p.units;
+    p.rotary = md.rotary_dim;
+    p.eps = md.rms_eps;
+    p.d.D = md.head_dim;
+    p.d.NH = md.heads;
+    p.d.NKV = md.kv_heads;
+    p.d.G = md.heads / md.kv_heads;
+    p.d.qkv_rows = m->qkv_rows;
+    p.d.half = md.rotary_dim / 2;
+    p.d.bs = kv->block_size;
+    p.d.layer = 0;
+    p.d.bt_stride = r->bt_stride;
+    p.d.block_elems = kv->block_elems;
+    p.row_seq = r->meta + L.row_seq;
+    p.row_pos = r->meta + L.row_pos;
+    p.block_table = r->meta + L.block_table;
+    p.kv = (__nv_bfloat16 *)kv->data;
+    p.rope = r->rope;
+    p.final_norm = m->final_norm;
+    p.heads = m->heads;
+    p.heads_b = m->heads_b;
+    p.x = r->x;
+    p.qkv = r->qkv;
+    p.part = r->part;
+    p.gu = r->gu;
+    p.hidden = r->hidden;
+    p.logits = r->logits;
+    p.a = (__nv_bfloat16 *)r->a;
+    p.barrier = r->d1_barrier;
+    p.buf_a_elems = (int)r->d1_a_elems;
+    p.prof = r->d1_prof;
+    const int blocks = m->multiprocessors;
+    switch (p.d.G) {
+    case 1: k_decode1<1><<<blocks, D1_THREADS, r->d1_smem, s>>>(p); break;
+    case 2: k_decode1<2><<<blocks, D1_THREADS, r->d1_smem, s>>>(p); break;
+    case 4: k_decode1<4><<<blocks, D1_THREADS, r->d1_smem, s>>>(p); break;
+    default: k_decode1<8><<<blocks, D1_THREADS, r->d1_smem, s>>>(p); break;
+    }
+    return true;
+}

@@ -171,10 +171,10 @@ asan: $(ASAN_BIN) $(ASAN_TESTS)
 # X: FAILED") and makes `make test` exit 1 after the runner has finished.
 test:
 	@GEPARD_TEST_EXTRAS=1 sh scripts/install-deps.sh
-	@$(MAKE) --no-print-directory asan
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(SUB_JOBS) asan
+	@$(MAKE) --no-print-directory $(SUB_JOBS) all
 	@rm -f $(BUILD)/fuzz-smoke.failed
-	@$(MAKE) --no-print-directory fuzz-smoke || touch $(BUILD)/fuzz-smoke.failed
+	@$(MAKE) --no-print-directory $(SUB_JOBS) fuzz-smoke || touch $(BUILD)/fuzz-smoke.failed
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  GEPARD_BIN=$(ASAN_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(ASAN_TESTS) $(TEST_ARGS); \
 	  rc=$$?; [ ! -f $(BUILD)/fuzz-smoke.failed ] || exit 1; exit $$rc
@@ -183,8 +183,8 @@ test:
 # build (CUDA and ASan do not mix), the CUDA plugin, then every test whose
 # name contains "cuda". Without a GPU each one reports "skipped".
 test-cuda:
-	@$(MAKE) --no-print-directory all CUDA=1
-	@$(MAKE) --no-print-directory $(REL_TESTS)
+	@$(MAKE) --no-print-directory $(SUB_JOBS) all CUDA=1
+	@$(MAKE) --no-print-directory $(SUB_JOBS) $(REL_TESTS)
 	GEPARD_BIN=$(REL_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(REL_TESTS) cuda $(TEST_ARGS)
 
 # Pack what the GPU machine needs into .device/ (git-ignored): gepard, the
@@ -198,8 +198,8 @@ test-cuda:
 # Then, with the device tool:
 #   run(command="scripts/device-run.sh all", carry=[".device"])
 device-bundle:
-	@$(MAKE) --no-print-directory all CUDA=1
-	@$(MAKE) --no-print-directory $(REL_TESTS) $(BUILD)/release/bench/prefill_bench
+	@$(MAKE) --no-print-directory $(SUB_JOBS) all CUDA=1
+	@$(MAKE) --no-print-directory $(SUB_JOBS) $(REL_TESTS) $(BUILD)/release/bench/prefill_bench
 	@rm -rf .device && mkdir -p .device/fixtures
 	@sh ../shared/tools/device-bundle.sh .device $(REL_BIN) $(REL_TESTS) \
 	  $(BUILD)/release/bench/prefill_bench
@@ -226,7 +226,7 @@ tokenizer-sweep:
 	@$(MAKE) --no-print-directory asan
 	GEPARD_HF_SWEEP=1 $(ASAN_TESTS) tokenizer_hf
 
-# The builds `make demo` and `make bench` start run in parallel: -j with
+# The builds `make demo`, `make bench` and `make test` start run in parallel: -j with
 # every CPU unless make was started with its own -j (the jobserver then
 # shares that one).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)

@@ -72,6 +72,26 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
 /* One TM × 128 tile over the reduction slice of split blockIdx.z. 8 warps:
  * TM/32 along the channels × 8·32/TM along the columns, each 32 channels ×
  * WN columns. */
+/* A warp's m16n8 accumulators into the block's result tile sc[col][co],
+ * once every copy has landed (the staging buffers become the tile). */
+template <int TM, int NT>
+__device__ __forceinline__ void acc_to_tile(const float (&acc)[2][NT][4], float (*sc)[TM + 4],
+                                            int wm, int wn, int lane) {
+    cp_async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int co = wm + mt * 16 + (lane >> 2), col = wn + nt * 8 + (lane & 3) * 2;
+            sc[col][co] = acc[mt][nt][0];
+            sc[col + 1][co] = acc[mt][nt][1];
+            sc[col][co + 8] = acc[mt][nt][2];
+            sc[col + 1][co + 8] = acc[mt][nt][3];
+        }
+    __syncthreads();
+}
+
 template <int TM, int KC>
 __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 blocks per SM */
     k_codec_conv_f16(const __half *__restrict__ Wt, const float *__restrict__ bias,
@@ -174,19 +194,7 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
             }
         }
     }
-    cp_async_wait<0>();
-    __syncthreads(); /* the staging buffers become the result tile */
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int co = wm + mt * 16 + (lane >> 2), col = wn + nt * 8 + (lane & 3) * 2;
-            sc[col][co] = acc[mt][nt][0];
-            sc[col + 1][co] = acc[mt][nt][1];
-            sc[col][co + 8] = acc[mt][nt][2];
-            sc[col + 1][co + 8] = acc[mt][nt][3];
-        }
-    __syncthreads();
+    acc_to_tile<TM, NT>(acc, sc, wm, wn, lane);
     codec_conv_finish<TM, H_TN, H_THREADS>(sc, co0, col0, cols, C_out, bias, splits, partial,
                                            tickets, ep, &last);
 }
@@ -318,19 +326,7 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2)
             }
         }
     }
-    cp_async_wait<0>();
-    __syncthreads(); /* the staging buffers become the result tile */
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int co = wm + mt * 16 + (lane >> 2), col = wn + nt * 8 + (lane & 3) * 2;
-            sc[col][co] = acc[mt][nt][0];
-            sc[col + 1][co] = acc[mt][nt][1];
-            sc[col][co + 8] = acc[mt][nt][2];
-            sc[col + 1][co + 8] = acc[mt][nt][3];
-        }
-    __syncthreads();
+    acc_to_tile<TM, NT>(acc, sc, wm, wn, lane);
     codec_conv_finish<TM, H_TN, H_THREADS>(sc, co0, col0, cols, C_out, bias, 1, NULL, NULL, ep,
                                            &last);
 }

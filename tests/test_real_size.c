@@ -96,7 +96,10 @@ static void check_format(const golden *g, const char *model_dir, gp_weight_forma
                          (size_t)C * sizeof(int32_t)) == 0;
         test_note("real%d cpu/%s%s (%s, prefill chunks of %d): %d/%d greedy frames equal to "
                   "the golden",
-                  key, gp_weight_format_name(format), onednn ? " through oneDNN" : "",
+                  key, gp_weight_format_name(format),
+                  !onednn                         ? ""
+                  : getenv("GEPARD_ONEDNN_TERMS") ? " through oneDNN, 2 terms"
+                                                  : " through oneDNN",
                   batched ? "4 streams" : "alone", chunk, eq, T[i]);
         CHECK_MSG(eq == T[i] && s[i]->n_frames == T[i], "real%d cpu/%s: %d/%d frames equal", key,
                   gp_weight_format_name(format), eq, T[i]);
@@ -128,6 +131,21 @@ TEST(real_size_cpu_onednn_prefill_codes) {
     REQUIRE(model_dir);
     const char *skipped = NULL;
     check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, &skipped);
+    golden_close(&g);
+    if (skipped) test_skip(skipped);
+}
+
+/* The same with two bf16 terms per activation (GEPARD_ONEDNN_TERMS=2: two
+ * thirds of the work, activations to 16-17 bits): still the golden codes. */
+TEST(real_size_cpu_onednn_two_terms_codes) {
+    golden g;
+    REQUIRE(golden_open(&g, "real-size") == 0);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
+    const char *skipped = NULL;
+    setenv("GEPARD_ONEDNN_TERMS", "2", 1);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, &skipped);
+    unsetenv("GEPARD_ONEDNN_TERMS");
     golden_close(&g);
     if (skipped) test_skip(skipped);
 }

@@ -15,7 +15,7 @@
 
 /* One row count's primitive over a slice. */
 typedef struct onednn_prim {
-    int rows; /* 3n; 0 = unused */
+    int rows; /* terms × n; 0 = unused */
     dnnl_primitive_t prim;
     dnnl_memory_t src, dst; /* data handles set per call */
     unsigned long last_use;
@@ -241,7 +241,7 @@ int gp_onednn_attach(gp_matrix *m, gp_error *err) {
 
 /* ---- running ---- */
 
-/* The slice's primitive for `rows` (3n) input rows: remembered, or built with
+/* The slice's primitive for `rows` (terms × n) input rows: remembered, or built with
  * the slice's weight layout, replacing the least recently used. */
 static onednn_prim *slice_prim(onednn_slice *s, int rows, int K, unsigned long use) {
     onednn_prim *oldest = &s->prims[0];
@@ -278,8 +278,8 @@ static onednn_prim *slice_prim(onednn_slice *s, int rows, int K, unsigned long u
 
 typedef struct onednn_job {
     gp_onednn_matrix *o;
-    const uint16_t *terms; /* [3][n][K] bf16: hi, mid, lo */
-    int n, ldy;
+    const uint16_t *terms; /* [nt][n][K] bf16: hi, mid, lo (nt = 3) or hi, lo (nt = 2) */
+    int nt, n, ldy;
     float *y;
     unsigned long use;
     int failed;
@@ -291,8 +291,9 @@ static void slice_task(void *ctx, int task, int worker) {
     onednn_slice *s = &job->o->slices[task];
     const int n = job->n, N = s->r1 - s->r0;
     dnnl_stream_t stream = thread_stream();
-    onednn_prim *p = stream ? slice_prim(s, 3 * n, job->o->cols, job->use) : NULL;
-    float *out = thread_buffer(1, (size_t)3 * n * N * sizeof(float));
+    const int nt = job->nt;
+    onednn_prim *p = stream ? slice_prim(s, nt * n, job->o->cols, job->use) : NULL;
+    float *out = thread_buffer(1, (size_t)nt * n * N * sizeof(float));
     dnnl_status_t st = p && out ? dnnl_success : dnnl_out_of_memory;
     if (st == dnnl_success) st = dnnl_memory_set_data_handle(p->src, (void *)job->terms);
     if (st == dnnl_success) st = dnnl_memory_set_data_handle(p->dst, out);
@@ -303,12 +304,15 @@ static void slice_task(void *ctx, int task, int worker) {
         if (st == dnnl_success) st = dnnl_stream_wait(stream);
     }
     if (st == dnnl_success) {
-        /* y = (hi·W + mid·W) + lo·W, in this order for every row */
+        /* y = (hi·W + mid·W) + lo·W (or hi·W + lo·W), in this order for every row */
         for (int j = 0; j < n; j++) {
             const float *a = out + (size_t)j * N, *b = out + (size_t)(n + j) * N,
                         *c = out + (size_t)(2 * n + j) * N;
             float *yj = job->y + (size_t)j * job->ldy + s->r0;
-            for (int r = 0; r < N; r++) yj[r] = (a[r] + b[r]) + c[r];
+            if (nt == 3)
+                for (int r = 0; r < N; r++) yj[r] = (a[r] + b[r]) + c[r];
+            else
+                for (int r = 0; r < N; r++) yj[r] = a[r] + b[r];
         }
     } else {
         __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
@@ -342,15 +346,47 @@ static bool split_terms(const float *x, int n, int ldx, int K, uint16_t *terms) 
     return true;
 }
 
+/* x ≈ hi + lo, two bf16 values: hi by truncation (the remainder exact in
+ * f32), lo rounded to nearest — 16-17 significant bits, relative error
+ * ≤ 2^-17 per activation. False at the first non-finite input. */
+static bool split_two_terms(const float *x, int n, int ldx, int K, uint16_t *terms) {
+    const size_t plane = (size_t)n * K;
+    for (int j = 0; j < n; j++) {
+        const float *xj = x + (size_t)j * ldx;
+        uint16_t *hi = terms + (size_t)j * K, *lo = hi + plane;
+        for (int k = 0; k < K; k++) {
+            uint32_t bits;
+            float v = xj[k], t;
+            if (!isfinite(v)) return false;
+            memcpy(&bits, &v, sizeof bits);
+            hi[k] = (uint16_t)(bits >> 16);
+            bits &= 0xFFFF0000u;
+            memcpy(&t, &bits, sizeof t);
+            lo[k] = gp_f32_to_bf16(v - t);
+        }
+    }
+    return true;
+}
+
+/* Activation terms per row: 3 (exact products; the default) or, with
+ * GEPARD_ONEDNN_TERMS=2, 2 (two thirds of the work; activations to 16-17
+ * bits) — for measurements against the goldens and on AMX machines. */
+static int term_count(void) {
+    const char *env = getenv("GEPARD_ONEDNN_TERMS");
+    return env && !strcmp(env, "2") ? 2 : 3;
+}
+
 int gp_onednn_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y, int ldy,
                      gp_pool *pool) {
     gp_onednn_matrix *o = m->onednn;
     if (!o || n <= 0) return GEPARD_ERR_UNSUPPORTED;
-    uint16_t *terms = thread_buffer(0, (size_t)3 * n * o->cols * sizeof *terms);
+    const int nt = term_count();
+    uint16_t *terms = thread_buffer(0, (size_t)nt * n * o->cols * sizeof *terms);
     if (!terms) return GEPARD_ERR_NOMEM;
-    if (!split_terms(x, n, ldx, o->cols, terms)) return GEPARD_ERR_UNSUPPORTED;
+    if (!(nt == 3 ? split_terms : split_two_terms)(x, n, ldx, o->cols, terms))
+        return GEPARD_ERR_UNSUPPORTED;
     pthread_mutex_lock(&o->lock);
-    onednn_job job = {o, terms, n, ldy, y, ++o->uses, 0};
+    onednn_job job = {o, terms, nt, n, ldy, y, ++o->uses, 0};
     gp_pool_parallel_for(pool, o->n_slices, slice_task, &job);
     pthread_mutex_unlock(&o->lock);
     return job.failed ? GEPARD_ERR_INTERNAL : GEPARD_OK;
@@ -425,11 +461,12 @@ bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size) {
     const double speedup = native / onednn;
     const bool use = forced || speedup >= 1.2;
     snprintf(why, why_size,
-             "%s: oneDNN bf16 x3 (%s) %.2f ms, native %.2f ms for %d rows of a %d x %d matrix "
+             "%s: oneDNN bf16 x%d (%s) %.2f ms, native %.2f ms for %d rows of a %d x %d matrix "
              "on %d threads (%.2fx)",
              forced ? "GEPARD_PREFILL=onednn"
              : use  ? "measured faster"
                     : "measured slower",
-             impl_name, onednn * 1e3, native * 1e3, rows, trial.rows, trial.cols, threads, speedup);
+             term_count(), impl_name, onednn * 1e3, native * 1e3, rows, trial.rows, trial.cols,
+             threads, speedup);
     return use;
 }

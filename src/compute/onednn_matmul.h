@@ -9,6 +9,10 @@
  * three times the bf16 work, which AMX does many times faster than the FMA
  * units. The three terms go through one matmul as 3n rows (one pass over
  * the weights), and the three results are summed in a fixed order.
+ * GEPARD_ONEDNN_TERMS=2 (for measurements) uses two terms instead — hi and a
+ * rounded lo, 16-17 bits, relative error <= 2^-17 per input, two thirds of
+ * the work; the real-size goldens still give their codes with it
+ * (real_size_cpu_onednn_two_terms_codes).
  *
  * Each matrix is cut into slices of GP_ONEDNN_SLICE output rows with their
  * own reordered weights (a second copy, in oneDNN's blocked layout), run as

@@ -319,50 +319,30 @@ static void slice_task(void *ctx, int task, int worker) {
     }
 }
 
-/* x = hi + mid + lo, three bf16 values: hi and mid by truncation (so each
- * remainder is exact in f32), lo rounded to nearest — 24 significant bits.
- * False at the first non-finite input (the native kernels say what it gives). */
-static bool split_terms(const float *x, int n, int ldx, int K, uint16_t *terms) {
+/* x = hi + mid + lo (nt = 3) or x ≈ hi + lo (nt = 2), bf16 values: every
+ * term but the last by truncation (so each remainder is exact in f32), the
+ * last rounded to nearest — 24 significant bits with three terms (as f32
+ * has), 16-17 with two (relative error ≤ 2^-17 per activation). Term t of
+ * row j goes to terms[t][j][K]. False at the first non-finite input (the
+ * native kernels say what it gives). */
+static bool split_terms(const float *x, int n, int ldx, int K, int nt, uint16_t *terms) {
     const size_t plane = (size_t)n * K;
     for (int j = 0; j < n; j++) {
         const float *xj = x + (size_t)j * ldx;
-        uint16_t *hi = terms + (size_t)j * K, *mid = hi + plane, *lo = mid + plane;
+        uint16_t *row = terms + (size_t)j * K;
         for (int k = 0; k < K; k++) {
-            uint32_t bits;
-            float v = xj[k], t;
+            float v = xj[k];
             if (!isfinite(v)) return false;
-            memcpy(&bits, &v, sizeof bits);
-            hi[k] = (uint16_t)(bits >> 16);
-            bits &= 0xFFFF0000u;
-            memcpy(&t, &bits, sizeof t);
-            v -= t;
-            memcpy(&bits, &v, sizeof bits);
-            mid[k] = (uint16_t)(bits >> 16);
-            bits &= 0xFFFF0000u;
-            memcpy(&t, &bits, sizeof t);
-            lo[k] = gp_f32_to_bf16(v - t);
-        }
-    }
-    return true;
-}
-
-/* x ≈ hi + lo, two bf16 values: hi by truncation (the remainder exact in
- * f32), lo rounded to nearest — 16-17 significant bits, relative error
- * ≤ 2^-17 per activation. False at the first non-finite input. */
-static bool split_two_terms(const float *x, int n, int ldx, int K, uint16_t *terms) {
-    const size_t plane = (size_t)n * K;
-    for (int j = 0; j < n; j++) {
-        const float *xj = x + (size_t)j * ldx;
-        uint16_t *hi = terms + (size_t)j * K, *lo = hi + plane;
-        for (int k = 0; k < K; k++) {
-            uint32_t bits;
-            float v = xj[k], t;
-            if (!isfinite(v)) return false;
-            memcpy(&bits, &v, sizeof bits);
-            hi[k] = (uint16_t)(bits >> 16);
-            bits &= 0xFFFF0000u;
-            memcpy(&t, &bits, sizeof t);
-            lo[k] = gp_f32_to_bf16(v - t);
+            for (int t = 0; t < nt - 1; t++) {
+                uint32_t bits;
+                float head;
+                memcpy(&bits, &v, sizeof bits);
+                row[t * plane + k] = (uint16_t)(bits >> 16);
+                bits &= 0xFFFF0000u;
+                memcpy(&head, &bits, sizeof head);
+                v -= head;
+            }
+            row[(nt - 1) * plane + k] = gp_f32_to_bf16(v);
         }
     }
     return true;
@@ -383,8 +363,7 @@ int gp_onednn_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *
     const int nt = term_count();
     uint16_t *terms = thread_buffer(0, (size_t)nt * n * o->cols * sizeof *terms);
     if (!terms) return GEPARD_ERR_NOMEM;
-    if (!(nt == 3 ? split_terms : split_two_terms)(x, n, ldx, o->cols, terms))
-        return GEPARD_ERR_UNSUPPORTED;
+    if (!split_terms(x, n, ldx, o->cols, nt, terms)) return GEPARD_ERR_UNSUPPORTED;
     pthread_mutex_lock(&o->lock);
     onednn_job job = {o, terms, nt, n, ldy, y, ++o->uses, 0};
     gp_pool_parallel_for(pool, o->n_slices, slice_task, &job);

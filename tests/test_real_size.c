@@ -121,32 +121,33 @@ TEST(real_size_cpu_greedy_codes) {
     golden_close(&g);
 }
 
-/* Prefill through oneDNN (bf16 terms ×3, compute/onednn_matmul.c): real2
- * (the longest prefill, 103 rows: chunks of 64 and 39, both through oneDNN)
- * alone, equal golden codes. Skipped where oneDNN has no bf16 matmul. */
-TEST(real_size_cpu_onednn_prefill_codes) {
+/* real2 (the longest prefill, 103 rows: chunks of 64 and 39, both through
+ * oneDNN) alone through oneDNN's prefill with GEPARD_ONEDNN_TERMS=`terms`
+ * (NULL: the default); *skipped says why it could not run here, or stays NULL. */
+static void onednn_real2(const char *terms, const char **skipped) {
     golden g;
     REQUIRE(golden_open(&g, "real-size") == 0);
     const char *model_dir = gen_realsize_model_dir(&g);
     REQUIRE(model_dir);
-    const char *skipped = NULL;
-    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, &skipped);
+    if (terms) setenv("GEPARD_ONEDNN_TERMS", terms, 1);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, skipped);
+    if (terms) unsetenv("GEPARD_ONEDNN_TERMS");
     golden_close(&g);
+}
+
+/* Prefill through oneDNN (bf16 terms ×3, compute/onednn_matmul.c): real2
+ * alone, equal golden codes. Skipped where oneDNN has no bf16 matmul. */
+TEST(real_size_cpu_onednn_prefill_codes) {
+    const char *skipped = NULL;
+    onednn_real2(NULL, &skipped);
     if (skipped) test_skip(skipped);
 }
 
 /* The same with two bf16 terms per activation (GEPARD_ONEDNN_TERMS=2: two
  * thirds of the work, activations to 16-17 bits): still the golden codes. */
 TEST(real_size_cpu_onednn_two_terms_codes) {
-    golden g;
-    REQUIRE(golden_open(&g, "real-size") == 0);
-    const char *model_dir = gen_realsize_model_dir(&g);
-    REQUIRE(model_dir);
     const char *skipped = NULL;
-    setenv("GEPARD_ONEDNN_TERMS", "2", 1);
-    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, &skipped);
-    unsetenv("GEPARD_ONEDNN_TERMS");
-    golden_close(&g);
+    onednn_real2("2", &skipped);
     if (skipped) test_skip(skipped);
 }
 

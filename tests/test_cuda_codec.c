@@ -176,12 +176,11 @@ TEST(cuda_codec_real_size_against_nemo) {
     golden_close(&g);
 }
 
-/* The FP16 convolution over window rows staged once per tile (stages 2-4,
- * k_codec_conv_f16_rows) runs the same MMAs as the one that copies each
- * tap's slice: the samples must be equal bit for bit with it switched off
- * (GEPARD_CUDA_CODEC_ROWS=0, read when a GPU codec is made). */
-TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
-    require_cuda();
+/* The real-size codec's FP16 samples with the default kernels and with
+ * `env`=0: the largest difference, and whether they are bit for bit equal. */
+static void fp16_compare_without(const char *env, double *max_diff, bool *equal) {
+    *equal = false;
+    *max_diff = INFINITY;
     golden g;
     int32_t *codes = NULL;
     float *ref = NULL;
@@ -189,27 +188,39 @@ TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
     const char *path = realsize_codec(&g, &codes, &T, &ref);
     REQUIRE(path);
     const size_t n = T * 1024;
-    float *rows = malloc(n * sizeof(float)), *copied = malloc(n * sizeof(float));
+    float *on = malloc(n * sizeof(float)), *off = malloc(n * sizeof(float));
+    REQUIRE(on && off);
     gp_error err;
     gp_codec *c = load_codec(path, true, GP_DEV_CODEC_F16);
     REQUIRE(c);
-    REQUIRE_OK(gp_codec_decode(c, codes, T, rows, &err), &err);
+    REQUIRE_OK(gp_codec_decode(c, codes, T, on, &err), &err);
     gp_codec_free(c);
-    setenv("GEPARD_CUDA_CODEC_ROWS", "0", 1);
+    setenv(env, "0", 1);
     c = load_codec(path, true, GP_DEV_CODEC_F16);
-    unsetenv("GEPARD_CUDA_CODEC_ROWS");
+    unsetenv(env);
     REQUIRE(c);
-    REQUIRE_OK(gp_codec_decode(c, codes, T, copied, &err), &err);
+    REQUIRE_OK(gp_codec_decode(c, codes, T, off, &err), &err);
     gp_codec_free(c);
-    const double d = test_max_abs_diff(rows, copied, n);
-    test_note("staged-row tiles vs copied slices: max difference %g over %zu samples", d, n);
-    CHECK_MSG(memcmp(rows, copied, n * sizeof(float)) == 0,
-              "the two FP16 convolution kernels differ (max %g)", d);
-    free(rows);
-    free(copied);
+    *max_diff = test_max_abs_diff(on, off, n);
+    *equal = memcmp(on, off, n * sizeof(float)) == 0;
+    test_note("FP16 with and without %s: max difference %g over %zu samples", env, *max_diff, n);
+    free(on);
+    free(off);
     free(codes);
     free(ref);
     golden_close(&g);
+}
+
+/* The FP16 convolution over window rows staged once per tile (stages 2-4,
+ * k_codec_conv_f16_rows) runs the same MMAs as the one that copies each
+ * tap's slice: the samples must be equal bit for bit with it switched off
+ * (GEPARD_CUDA_CODEC_ROWS=0, read when a GPU codec is made). */
+TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
+    require_cuda();
+    double d;
+    bool equal;
+    fp16_compare_without("GEPARD_CUDA_CODEC_ROWS", &d, &equal);
+    CHECK_MSG(equal, "the two FP16 convolution kernels differ (max %g)", d);
 }
 
 /* Largest difference between streamed and one-shot samples. */

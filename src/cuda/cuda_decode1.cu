@@ -56,6 +56,8 @@ struct d1_args {
     unsigned *barrier;        /* [2]: blocks arrived, generation */
     int buf_a_elems;          /* bf16 elements of buffer A (q/k/v and gate/up slices) */
     unsigned long long *prof; /* phase times (GEPARD_CUDA_DECODE1_PROFILE=1) or NULL */
+    int pieces;               /* each o and gate/up copy in 1-3 pieces over the phases */
+    bool regs;                /* K = 1024 projections keep their inputs in registers */
 };
 
 __device__ __forceinline__ unsigned smem_addr(const void *p) {
@@ -79,21 +81,27 @@ __device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned pari
                  : "memory");
 }
 #define D1_BULK_CHUNK 32768u
-/* One thread: copy `bytes` (a multiple of 16) from src to dst, completing the
- * barrier's current phase when all have landed. */
+/* One thread: copy `bytes` (a multiple of 16) from src to dst, counted on
+ * the barrier's current phase. The last piece of a buffer's copy (`last`)
+ * also arrives, so the phase completes when every piece has landed. */
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes,
-                                          unsigned long long *bar) {
+                                          unsigned long long *bar, bool last) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* after the generic reads */
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
+    if (last)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                         smem_addr(bar)),
+                     "r"(bytes)
+                     : "memory");
+    else
+        asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)),
+                     "r"(bytes)
+                     : "memory");
     for (unsigned off = 0; off < bytes; off += D1_BULK_CHUNK) {
         const unsigned n = bytes - off < D1_BULK_CHUNK ? bytes - off : D1_BULK_CHUNK;
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-            "%2, [%3];" ::"r"(smem_addr((char *)dst + off)),
-            "l"((const char *)src + off), "r"(n), "r"(smem_addr(bar))
-            : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                     "%2, [%3];" ::"r"(smem_addr((char *)dst + off)),
+                     "l"((const char *)src + off), "r"(n), "r"(smem_addr(bar))
+                     : "memory");
     }
 }
 
@@ -169,13 +177,17 @@ struct d1_buf {
  * the grid barrier must not wait for copies still in flight. */
 #define D1_COPY_THREAD 32
 
-/* One thread starts copying this block's rows of W [N][K] into the buffer. */
+/* One thread starts copying piece `piece` of `pieces` of this block's rows
+ * of W [N][K] into the buffer (pieces of whole 16-byte units). */
 __device__ __forceinline__ void prefetch_rows(const d1_buf &b, const __nv_bfloat16 *W, int N,
-                                              int K) {
+                                              int K, int piece = 0, int pieces = 1) {
     if (threadIdx.x != D1_COPY_THREAD) return;
     int r0, r1;
     block_rows(N, r0, r1);
-    bulk_load(b.data, W + (size_t)r0 * K, (unsigned)((r1 - r0) * K * 2), b.bar);
+    const size_t units = (size_t)(r1 - r0) * K / 8; /* 16-byte units */
+    const size_t u0 = units * piece / pieces, u1 = units * (piece + 1) / pieces;
+    bulk_load((char *)b.data + 16 * u0, (const char *)(W + (size_t)r0 * K) + 16 * u0,
+              (unsigned)(16 * (u1 - u0)), b.bar, piece == pieces - 1);
 }
 
 /* Every thread waits for the buffer's copy. */
@@ -252,34 +264,65 @@ __device__ void stage_plain(float *in, const __nv_bfloat16 *a, int K) {
     __syncthreads();
 }
 
+/* One row's sum: the lane's chunks ch = lane + 32c, each an 8-term dot in
+ * k_gemv's order. */
+__device__ __forceinline__ float row_chunk(const __nv_bfloat16 *wr, int ch, const float4 &a,
+                                           const float4 &b, float acc) {
+    const uint4 raw = *(const uint4 *)(wr + ch * 8);
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+    float w[8];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const float2 f = __bfloat1622float2(h[q]);
+        w[2 * q] = f.x;
+        w[2 * q + 1] = f.y;
+    }
+    return acc + (w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
+                  w[6] * b.z + w[7] * b.w);
+}
+
 /* out[n] (+)= Σ_k in[k] · W[n][k] for this block's rows, the weights in
- * shared memory (wbuf: the block's rows, contiguous); k_gemv's order. */
+ * shared memory (wbuf: the block's rows, contiguous); k_gemv's order. With
+ * CPL > 0 (K = 256·CPL) each lane keeps its CPL input chunks in registers
+ * for all its rows instead of re-reading them per row (the same values). */
+template <int CPL>
 __device__ void gemv_rows(const __nv_bfloat16 *wbuf, int N, int K, const float *in, float *out,
                           bool add) {
     int r0, r1;
     block_rows(N, r0, r1);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = K / 8;
+    float4 ia[CPL > 0 ? CPL : 1], ib[CPL > 0 ? CPL : 1];
+    if constexpr (CPL > 0) {
+#pragma unroll
+        for (int c = 0; c < CPL; c++) {
+            ia[c] = *(const float4 *)(in + (lane + 32 * c) * 8);
+            ib[c] = *(const float4 *)(in + (lane + 32 * c) * 8 + 4);
+        }
+    }
     for (int n = r0 + warp; n < r1; n += D1_WARPS) {
         const __nv_bfloat16 *wr = wbuf + (size_t)(n - r0) * K;
         float acc = 0;
-        for (int ch = lane; ch < chunks; ch += 32) {
-            const uint4 raw = *(const uint4 *)(wr + ch * 8);
-            const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
-            float w[8];
+        if constexpr (CPL > 0) {
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const float2 f = __bfloat1622float2(h[q]);
-                w[2 * q] = f.x;
-                w[2 * q + 1] = f.y;
-            }
-            const float4 a = *(const float4 *)(in + ch * 8);
-            const float4 b = *(const float4 *)(in + ch * 8 + 4);
-            acc += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
-                   w[6] * b.z + w[7] * b.w;
+            for (int c = 0; c < CPL; c++) acc = row_chunk(wr, lane + 32 * c, ia[c], ib[c], acc);
+        } else {
+            for (int ch = lane; ch < chunks; ch += 32)
+                acc = row_chunk(wr, ch, *(const float4 *)(in + ch * 8),
+                                *(const float4 *)(in + ch * 8 + 4), acc);
         }
         acc = warp_sum(acc);
         if (lane == 0) out[n] = add ? __ldcg(out + n) + acc : acc;
     }
+}
+
+/* The projection of this block's rows, input chunks in registers where K
+ * is 1024 (q/k/v, gate/up) and p.regs allows. */
+__device__ __forceinline__ void gemv_any(bool regs, const __nv_bfloat16 *wbuf, int N, int K,
+                                         const float *in, float *out, bool add) {
+    if (regs && K == 1024)
+        gemv_rows<4>(wbuf, N, K, in, out, add);
+    else
+        gemv_rows<0>(wbuf, N, K, in, out, add);
 }
 
 /* The attention output of query head h, dims c0 .. c0 + 31: the units'
@@ -356,14 +399,19 @@ template <int G> __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1(cons
         const d1_layer L = p.layers[l];
         const float *q_norm = L.norms + 2 * H, *k_norm = q_norm + d.D;
         d.layer = l;
-        /* q/gate/k/v; the o slice starts loading */
-        prefetch_rows(buf_b, L.o, H, NHD);
+        /* q/gate/k/v; the o slice starts loading (its first of P pieces:
+         * o's go out in the q/k/v, attention and merge phases, gate/up's in
+         * the merge, o (P >= 2) and attention (P = 3) phases) */
+        const int P = p.pieces;
+        prefetch_rows(buf_b, L.o, H, NHD, 0, P);
         stage_norm(in, p.x, L.norms, H, p.eps, true, scratch);
         d1_wait(p.prof, 7, [&] { wait_rows(buf_a); });
-        gemv_rows(buf_a.data, p.qkv_rows, H, in, p.qkv, false);
+        gemv_any(p.regs, buf_a.data, p.qkv_rows, H, in, p.qkv, false);
         grid_barrier(p.barrier);
         d1_mark(p.prof, 0, t0);
-        /* attention units (their cache reads miss L2: no weight copies now) */
+        /* attention units */
+        if (P >= 2) prefetch_rows(buf_b, L.o, H, NHD, 1, P);
+        if (P == 3) prefetch_rows(buf_a, L.gu, 2 * I, H, 0, 3);
         const int tasks = d.NKV * p.units;
         for (int t = warp * gridDim.x + blockIdx.x; t < tasks; t += gridDim.x * D1_WARPS)
             decode_attention_unit<__nv_bfloat16, G, 8>(
@@ -373,30 +421,32 @@ template <int G> __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1(cons
         d1_mark(p.prof, 1, t0);
         /* merge + gate, 32 dims of one head per block; the gate/up slice
          * starts loading into A */
-        prefetch_rows(buf_a, L.gu, 2 * I, H);
+        if (P == 3) prefetch_rows(buf_b, L.o, H, NHD, 2, 3);
+        prefetch_rows(buf_a, L.gu, 2 * I, H, P == 3 ? 1 : 0, P);
         for (int c = blockIdx.x; c < NHD / 32; c += gridDim.x)
             merge_chunk(d, p.part, p.units, p.qkv, p.a, c / (d.D / 32), (c % (d.D / 32)) * 32,
                         factor, sums, red);
         grid_barrier(p.barrier);
         d1_mark(p.prof, 2, t0);
         /* o + residual */
+        if (P >= 2) prefetch_rows(buf_a, L.gu, 2 * I, H, P - 1, P);
         stage_plain(in, p.a, NHD);
         d1_wait(p.prof, 8, [&] { wait_rows(buf_b); });
-        gemv_rows(buf_b.data, H, NHD, in, p.x, true);
+        gemv_any(p.regs, buf_b.data, H, NHD, in, p.x, true);
         grid_barrier(p.barrier);
         d1_mark(p.prof, 3, t0);
         /* gate/up; the down slice starts loading into B */
         prefetch_rows(buf_b, L.down, H, I);
         stage_norm(in, p.x, L.norms + H, H, p.eps, true, scratch);
         d1_wait(p.prof, 9, [&] { wait_rows(buf_a); });
-        gemv_rows(buf_a.data, 2 * I, H, in, p.gu, false);
+        gemv_any(p.regs, buf_a.data, 2 * I, H, in, p.gu, false);
         grid_barrier(p.barrier);
         d1_mark(p.prof, 4, t0);
         /* down + residual; the next layer's q/k/v slice starts loading into A */
         if (l + 1 < p.n_layers) prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
         stage_silu(in, p.gu, I);
         d1_wait(p.prof, 10, [&] { wait_rows(buf_b); });
-        gemv_rows(buf_b.data, H, I, in, p.x, true);
+        gemv_any(p.regs, buf_b.data, H, I, in, p.x, true);
         grid_barrier(p.barrier);
         d1_mark(p.prof, 5, t0);
     }
@@ -504,6 +554,14 @@ int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st) {
      * (default: the kernel-by-kernel path's, one per ~2 positions, <= 128) */
     const char *units = getenv("GEPARD_CUDA_DECODE1_UNITS");
     r->d1_units = units ? atoi(units) : 0;
+    /* GEPARD_CUDA_DECODE1_PIECES=1|2|3: the o and gate/up weight copies in
+     * that many pieces spread over the phases before their use (1);
+     * GEPARD_CUDA_DECODE1_REGS=0: re-read the inputs per row (for A/B) */
+    const char *pieces = getenv("GEPARD_CUDA_DECODE1_PIECES");
+    r->d1_pieces = pieces ? atoi(pieces) : 1;
+    if (r->d1_pieces < 1 || r->d1_pieces > 3) r->d1_pieces = 1;
+    const char *regs = getenv("GEPARD_CUDA_DECODE1_REGS");
+    r->d1_regs = !(regs && !strcmp(regs, "0"));
     r->d1_smem = bytes;
     r->d1_a_elems = plan.a_elems;
     r->d1_ok = true;
@@ -578,6 +636,8 @@ bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda
     p.barrier = r->d1_barrier;
     p.buf_a_elems = (int)r->d1_a_elems;
     p.prof = r->d1_prof;
+    p.pieces = r->d1_pieces;
+    p.regs = r->d1_regs;
     const int blocks = m->multiprocessors;
     switch (p.d.G) {
     case 1: k_decode1<1><<<blocks, D1_THREADS, r->d1_smem, s>>>(p); break;

@@ -138,7 +138,9 @@ struct gp_dev_runner {
     void *d1_layers;      /* device table of the layers' weights */
     unsigned *d1_barrier; /* grid barrier: arrived, generation */
     size_t d1_smem, d1_a_elems;
-    int d1_units;                /* cap on attention units per kv head (0: as kernel by kernel) */
+    int d1_units;  /* cap on attention units per kv head (0: as kernel by kernel) */
+    int d1_pieces; /* weight copies in 1-3 pieces (GEPARD_CUDA_DECODE1_PIECES) */
+    bool d1_regs;  /* inputs in registers for K = 1024 (GEPARD_CUDA_DECODE1_REGS=0: off) */
     unsigned long long *d1_prof; /* phase times (GEPARD_CUDA_DECODE1_PROFILE=1) or NULL */
 };
 

@@ -88,8 +88,7 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned b
                                           unsigned long long *bar, bool last) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* after the generic reads */
     if (last)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                         smem_addr(bar)),
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
                      "r"(bytes)
                      : "memory");
     else
@@ -98,10 +97,11 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned b
                      : "memory");
     for (unsigned off = 0; off < bytes; off += D1_BULK_CHUNK) {
         const unsigned n = bytes - off < D1_BULK_CHUNK ? bytes - off : D1_BULK_CHUNK;
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-                     "%2, [%3];" ::"r"(smem_addr((char *)dst + off)),
-                     "l"((const char *)src + off), "r"(n), "r"(smem_addr(bar))
-                     : "memory");
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+            "%2, [%3];" ::"r"(smem_addr((char *)dst + off)),
+            "l"((const char *)src + off), "r"(n), "r"(smem_addr(bar))
+            : "memory");
     }
 }
 
@@ -138,9 +138,12 @@ __device__ __forceinline__ void grid_barrier(unsigned *bar) {
 /* Phase timing (GEPARD_CUDA_DECODE1_PROFILE=1): block 0 adds each phase's
  * nanoseconds, barrier included, to prof[phase] (0-5 per layer: q/k/v,
  * attention, merge, o, gate/up, down), the time its threads waited for the
- * weights to prof[7 + i] (q/k/v, o, gate/up, down) and counts the steps. */
+ * weights to prof[7 + i] (q/k/v, o, gate/up, down), the time it spent in
+ * each phase's grid barrier (waiting for the slowest block, and the
+ * barrier's own latency) to prof[12 + phase], and counts the steps. */
 #define D1_PROF_STEPS 11
-#define D1_PROF_SLOTS 12
+#define D1_PROF_SLOTS 18 /* + 12..17: the time block 0 spent in each phase's barrier */
+#define D1_PROF_BARRIER 12
 __device__ __forceinline__ unsigned long long d1_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -179,8 +182,8 @@ struct d1_buf {
 
 /* One thread starts copying piece `piece` of `pieces` of this block's rows
  * of W [N][K] into the buffer (pieces of whole 16-byte units). */
-__device__ __forceinline__ void prefetch_rows(const d1_buf &b, const __nv_bfloat16 *W, int N,
-                                              int K, int piece = 0, int pieces = 1) {
+__device__ __forceinline__ void prefetch_rows(const d1_buf &b, const __nv_bfloat16 *W, int N, int K,
+                                              int piece = 0, int pieces = 1) {
     if (threadIdx.x != D1_COPY_THREAD) return;
     int r0, r1;
     block_rows(N, r0, r1);
@@ -407,7 +410,7 @@ template <int G> __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1(cons
         stage_norm(in, p.x, L.norms, H, p.eps, true, scratch);
         d1_wait(p.prof, 7, [&] { wait_rows(buf_a); });
         gemv_any(p.regs, buf_a.data, p.qkv_rows, H, in, p.qkv, false);
-        grid_barrier(p.barrier);
+        d1_wait(p.prof, D1_PROF_BARRIER + 0, [&] { grid_barrier(p.barrier); });
         d1_mark(p.prof, 0, t0);
         /* attention units */
         if (P >= 2) prefetch_rows(buf_b, L.o, H, NHD, 1, P);
@@ -417,7 +420,7 @@ template <int G> __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1(cons
             decode_attention_unit<__nv_bfloat16, G, 8>(
                 d, p.qkv, q_norm, k_norm, p.rope, p.eps, p.rotary, &s_seq, &s_pos, s_bt, p.kv,
                 p.units, p.part, 0, t / p.units, t % p.units, lane);
-        grid_barrier(p.barrier);
+        d1_wait(p.prof, D1_PROF_BARRIER + 1, [&] { grid_barrier(p.barrier); });
         d1_mark(p.prof, 1, t0);
         /* merge + gate, 32 dims of one head per block; the gate/up slice
          * starts loading into A */
@@ -426,28 +429,28 @@ template <int G> __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1(cons
         for (int c = blockIdx.x; c < NHD / 32; c += gridDim.x)
             merge_chunk(d, p.part, p.units, p.qkv, p.a, c / (d.D / 32), (c % (d.D / 32)) * 32,
                         factor, sums, red);
-        grid_barrier(p.barrier);
+        d1_wait(p.prof, D1_PROF_BARRIER + 2, [&] { grid_barrier(p.barrier); });
         d1_mark(p.prof, 2, t0);
         /* o + residual */
         if (P >= 2) prefetch_rows(buf_a, L.gu, 2 * I, H, P - 1, P);
         stage_plain(in, p.a, NHD);
         d1_wait(p.prof, 8, [&] { wait_rows(buf_b); });
         gemv_any(p.regs, buf_b.data, H, NHD, in, p.x, true);
-        grid_barrier(p.barrier);
+        d1_wait(p.prof, D1_PROF_BARRIER + 3, [&] { grid_barrier(p.barrier); });
         d1_mark(p.prof, 3, t0);
         /* gate/up; the down slice starts loading into B */
         prefetch_rows(buf_b, L.down, H, I);
         stage_norm(in, p.x, L.norms + H, H, p.eps, true, scratch);
         d1_wait(p.prof, 9, [&] { wait_rows(buf_a); });
         gemv_any(p.regs, buf_a.data, 2 * I, H, in, p.gu, false);
-        grid_barrier(p.barrier);
+        d1_wait(p.prof, D1_PROF_BARRIER + 4, [&] { grid_barrier(p.barrier); });
         d1_mark(p.prof, 4, t0);
         /* down + residual; the next layer's q/k/v slice starts loading into A */
         if (l + 1 < p.n_layers) prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
         stage_silu(in, p.gu, I);
         d1_wait(p.prof, 10, [&] { wait_rows(buf_b); });
         gemv_any(p.regs, buf_b.data, H, I, in, p.x, true);
-        grid_barrier(p.barrier);
+        d1_wait(p.prof, D1_PROF_BARRIER + 5, [&] { grid_barrier(p.barrier); });
         d1_mark(p.prof, 5, t0);
     }
     if (p.prof && blockIdx.x == 0 && threadIdx.x == 0) p.prof[D1_PROF_STEPS]++;
@@ -574,11 +577,13 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
         t[D1_PROF_STEPS] > 0) {
         const double k = 1e-3 / (double)t[D1_PROF_STEPS];
         fprintf(stderr,
-                "single-row kernel, %llu steps, us per step (block 0, barrier included): "
-                "q/k/v %.1f (waiting for weights %.1f), attention %.1f, merge %.1f, o %.1f "
-                "(%.1f), gate/up %.1f (%.1f), down %.1f (%.1f), heads %.1f\n",
-                t[D1_PROF_STEPS], t[0] * k, t[7] * k, t[1] * k, t[2] * k, t[3] * k, t[8] * k,
-                t[4] * k, t[9] * k, t[5] * k, t[10] * k, t[6] * k);
+                "single-row kernel, %llu steps, us per step (block 0; in parentheses the "
+                "time in the barrier, then waiting for weights): q/k/v %.1f (%.1f, %.1f), "
+                "attention %.1f (%.1f), merge %.1f (%.1f), o %.1f (%.1f, %.1f), gate/up %.1f "
+                "(%.1f, %.1f), down %.1f (%.1f, %.1f), heads %.1f\n",
+                t[D1_PROF_STEPS], t[0] * k, t[12] * k, t[7] * k, t[1] * k, t[13] * k, t[2] * k,
+                t[14] * k, t[3] * k, t[15] * k, t[8] * k, t[4] * k, t[16] * k, t[9] * k, t[5] * k,
+                t[17] * k, t[10] * k, t[6] * k);
     }
     cudaFree(r->d1_prof);
     r->d1_prof = NULL;

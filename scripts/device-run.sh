@@ -27,7 +27,8 @@
 #        1024`, one streaming request at a time of a 12-word sentence (20
 #        requests: TTFA p50), then 256, 512 and 1024 concurrent requests of
 #        ~10 s of audio (215 frames) each (serve12-*.json). The codec's
-#        precision is GEPARD_CUDA_CODEC_PRECISION's when set.
+#        precision is GEPARD_CUDA_CODEC_PRECISION's when set. serve12-chunk1:
+#        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once).
 # cpu:   the host CPU alone (issue 15): the kernel and real-size CPU tests, then
 #        prefill_bench (26 and 64 rows) and
 #        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
@@ -231,6 +232,9 @@ PY
 }
 if want serve12; then
     serve12 serve12
+fi
+if want serve12-chunk1; then # the GPU chunk of one frame (before 2026-12-02), for A/B
+    GEPARD_GPU_CHUNK_FRAMES=1 serve12 serve12-chunk1
 fi
 if want serve12-nomargin; then
     serve12 serve12-nomargin --realtime-margin 0

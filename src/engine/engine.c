@@ -286,6 +286,9 @@ static void *engine_thread_main(void *arg) {
             fail_all_active_locked(e, "the KV cache is too small for the next sentence");
             continue;
         }
+        if (e->gpu_codec) /* chunks only while few streams share the codec */
+            e->chunk_frames =
+                e->active_count <= GP_ENGINE_GPU_CHUNK_STREAMS ? e->light_chunk_frames : 1;
         pthread_mutex_unlock(&e->lock);
         gp_error err;
         gp_error_clear(&err);
@@ -380,7 +383,15 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     if (e->params.prefill_chunk <= 0)
         e->params.prefill_chunk = gp_gen_on_device(model->model) ? 512 : 32;
     if (!(e->params.realtime_margin >= 0)) e->params.realtime_margin = 0; /* NaN, < 0 */
-    e->chunk_frames = codec && codec->codec->accel ? 1 : GP_ENGINE_CHUNK_FRAMES;
+    e->gpu_codec = codec && codec->codec->accel;
+    e->chunk_frames = e->gpu_codec ? 1 : GP_ENGINE_CHUNK_FRAMES;
+    e->light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
+    e->wait_headroom = e->gpu_codec ? GP_ENGINE_GPU_HEADROOM : GP_ENGINE_PAIR_HEADROOM;
+    /* GEPARD_GPU_CHUNK_FRAMES=1..4 sets the light-load GPU chunk (for
+     * measurements; 1 decodes every frame at once, as before 2026-12-02) */
+    const char *gpu_chunk = getenv("GEPARD_GPU_CHUNK_FRAMES");
+    if (gpu_chunk && atoi(gpu_chunk) >= 1 && atoi(gpu_chunk) <= GP_ENGINE_MAX_CHUNK)
+        e->light_chunk_frames = atoi(gpu_chunk);
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     gp_gen_workspace_init(&e->work);

@@ -79,10 +79,15 @@ struct gepard_engine {
     gepard_stream *active;
     int active_count;
     gp_admission admission; /* engine thread only */
-    /* Frames per audio chunk after the first (GP_ENGINE_CHUNK_FRAMES on the
-     * CPU; 1 when the codec runs on a GPU, where a batch over streams already
-     * fills the device and one frame per step keeps the gaps to one cycle). */
+    /* Frames per audio chunk after the first: GP_ENGINE_CHUNK_FRAMES on the
+     * CPU; with the codec on a GPU, light_chunk_frames while at most
+     * GP_ENGINE_GPU_CHUNK_STREAMS streams are active, else 1 (set by the
+     * step thread before each delivery). A stream decodes fewer at once
+     * while its listener holds less than wait_headroom frames of audio. */
     int chunk_frames;
+    int light_chunk_frames; /* GPU codec: the chunk of a lightly loaded engine */
+    bool gpu_codec;
+    double wait_headroom;
     gepard_engine_stats stats;
     double batch_sum;
 };
@@ -107,6 +112,19 @@ int gp_stream_positions_needed(const gepard_stream *s);
 #define GP_ENGINE_CHUNK_FRAMES 2
 #define GP_ENGINE_MAX_CHUNK 4
 #define GP_ENGINE_PAIR_HEADROOM 2.0
+/* With the codec on a GPU: one stream's frame costs ~1.8 ms to decode alone
+ * and about as much in fours (the call is latency-bound below ~16 frames),
+ * against 0.6 ms for the backbone's step, so while few streams are active
+ * a stream that is ahead of its listener decodes 4 frames a call (a lone
+ * stream's real-time factor 0.053 -> 0.027 on an H200). It waits for them
+ * only while the listener holds 5 frames of audio (232 ms) or more; with
+ * less, whatever is pending goes at once. Under load every frame goes at
+ * once: streams at different chunk lengths need a codec call each, and with
+ * chunks of 4 for every stream the server's throughput fell (H200, 1024
+ * streams: 965 -> 447 s of audio per second). */
+#define GP_ENGINE_GPU_CHUNK_FRAMES 4
+#define GP_ENGINE_GPU_CHUNK_STREAMS 4
+#define GP_ENGINE_GPU_HEADROOM 5.0
 
 /* How many of the stream's sampled frames to decode now (0 = wait). */
 int gp_stream_frames_to_decode(const gepard_stream *s);

@@ -141,20 +141,20 @@ int gp_stream_frames_to_decode(const gepard_stream *s) {
     if (pending <= 0) return 0;
     if (s->frames_delivered == 0 && s->result.samples == 0) return 1; /* first audio: at once */
     bool ending = s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested);
-    if (pending >= s->engine->chunk_frames || ending)
-        return pending < GP_ENGINE_MAX_CHUNK ? pending : GP_ENGINE_MAX_CHUNK;
-    /* A lone frame goes now when its listener is keeping up but holds less
-     * than GP_ENGINE_PAIR_HEADROOM frames of audio (the first frames of every
-     * stream): waiting for the pair would make it run dry. A listener that
-     * already ran dry (the stream is slower than real time) gains nothing
-     * from it, and pairs cost the codec less. */
+    const int now = pending < GP_ENGINE_MAX_CHUNK ? pending : GP_ENGINE_MAX_CHUNK;
+    if (pending >= s->engine->chunk_frames || ending) return now;
+    /* Frames short of a chunk go now when their listener is keeping up but
+     * holds less than the engine's wait_headroom frames of audio (the first
+     * frames of every stream): waiting for the chunk would make it run dry.
+     * A listener that already ran dry (the stream is slower than real time)
+     * gains nothing from it, and whole chunks cost the codec less. */
     const gepard_codec *c = s->engine->codec;
     const int rate = c ? gepard_codec_sample_rate(c) : 0;
     if (!rate || !s->first_audio_time) return 0;
     /* seconds of audio in hand: delivered minus played since the first sample */
     const double headroom = (double)s->result.samples / rate - (gp_now_s() - s->first_audio_time);
-    const double pair = GP_ENGINE_PAIR_HEADROOM * gepard_codec_samples_per_frame(c) / rate;
-    return headroom >= 0 && headroom < pair ? 1 : 0;
+    const double wait = s->engine->wait_headroom * gepard_codec_samples_per_frame(c) / rate;
+    return headroom >= 0 && headroom < wait ? now : 0;
 }
 
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {

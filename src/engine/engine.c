@@ -97,6 +97,12 @@ static void admit_locked(gepard_engine *e) {
 
 /* Whether advance_streams delivers this stream's audio now even while
  * deferring the running ones: it finished generating or was cancelled. */
+int gp_engine_chunk_frames(const gepard_engine *e, int active) {
+    if (!e->gpu_codec) return GP_ENGINE_CHUNK_FRAMES;
+    /* chunks only while few streams share the codec */
+    return active <= GP_ENGINE_GPU_CHUNK_STREAMS ? e->light_chunk_frames : 1;
+}
+
 static bool ends_this_step(const gepard_stream *s) {
     return s->gen && !s->stop_pending &&
            (s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested));
@@ -286,9 +292,7 @@ static void *engine_thread_main(void *arg) {
             fail_all_active_locked(e, "the KV cache is too small for the next sentence");
             continue;
         }
-        if (e->gpu_codec) /* chunks only while few streams share the codec */
-            e->chunk_frames =
-                e->active_count <= GP_ENGINE_GPU_CHUNK_STREAMS ? e->light_chunk_frames : 1;
+        e->chunk_frames = gp_engine_chunk_frames(e, e->active_count);
         pthread_mutex_unlock(&e->lock);
         gp_error err;
         gp_error_clear(&err);

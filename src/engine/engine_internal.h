@@ -126,6 +126,9 @@ int gp_stream_positions_needed(const gepard_stream *s);
 #define GP_ENGINE_GPU_CHUNK_STREAMS 4
 #define GP_ENGINE_GPU_HEADROOM 5.0
 
+/* engine.c: the chunk (GP_ENGINE_CHUNK_FRAMES, or with a GPU codec
+ * light_chunk_frames or 1) for a step with `active` streams. */
+int gp_engine_chunk_frames(const gepard_engine *e, int active);
 /* How many of the stream's sampled frames to decode now (0 = wait). */
 int gp_stream_frames_to_decode(const gepard_stream *s);
 /* Free a stream's per-request memory (not the struct). */

@@ -33,8 +33,12 @@ static void chunk_set(chunk_case *c, int sampled, int delivered, double ahead_fr
         delivered ? gp_now_s() - (delivered - ahead_frames) * c->frame_s : 0.0;
 }
 
-static void chunk_open(chunk_case *c, const gepard_codec *codec, bool gpu) {
+/* The case around the tiny codec (false when it does not load). */
+static bool chunk_open(chunk_case *c, bool gpu) {
     memset(c, 0, sizeof *c);
+    gepard_codec *codec;
+    if (gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &codec) != GEPARD_OK)
+        return false;
     c->engine.codec = codec;
     c->engine.gpu_codec = gpu;
     c->engine.light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
@@ -44,78 +48,79 @@ static void chunk_open(chunk_case *c, const gepard_codec *codec, bool gpu) {
     c->stream.gen = &c->gen;
     c->spf = gepard_codec_samples_per_frame(codec);
     c->frame_s = (double)c->spf / gepard_codec_sample_rate(codec);
+    return true;
+}
+
+static void chunk_close(chunk_case *c) { gepard_codec_free((gepard_codec *)c->engine.codec); }
+
+/* One situation: frames sampled and delivered, audio in hand, and how many
+ * frames the stream should decode now. */
+typedef struct chunk_expect {
+    const char *what;
+    int sampled, delivered;
+    double ahead_frames;
+    int want;
+} chunk_expect;
+
+static void chunk_check(chunk_case *c, const chunk_expect *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const chunk_expect *x = &cases[i];
+        chunk_set(c, x->sampled, x->delivered, x->ahead_frames);
+        const int got = gp_stream_frames_to_decode(&c->stream);
+        CHECK_MSG(got == x->want, "%s: %d frames now, want %d", x->what, got, x->want);
+    }
 }
 
 TEST(engine_chunks_gpu_codec_few_streams) {
-    gepard_codec *codec;
-    REQUIRE_MSG(gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &codec) == GEPARD_OK,
-                "%s", gepard_last_error());
     chunk_case c;
-    chunk_open(&c, codec, true);
+    REQUIRE_MSG(chunk_open(&c, true), "%s", gepard_last_error());
     CHECK_EQ_INT(c.engine.chunk_frames, 4);
-    /* the first frame goes alone, at once */
-    chunk_set(&c, 1, 0, 0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 1);
-    /* a listener with 1 or 4.5 frames in hand (< 5): whatever is pending goes now */
-    chunk_set(&c, 3, 1, 1.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 2);
-    chunk_set(&c, 8, 5, 4.5);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 3);
-    /* 8 frames ahead: waits for a chunk of 4, never more than GP_ENGINE_MAX_CHUNK */
-    chunk_set(&c, 13, 10, 8.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 0);
-    chunk_set(&c, 14, 10, 8.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 4);
-    chunk_set(&c, 17, 10, 8.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), GP_ENGINE_MAX_CHUNK);
-    /* a listener that ran dry gains nothing from a short chunk: wait for 4 */
-    chunk_set(&c, 12, 10, -3.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 0);
+    const chunk_expect cases[] = {
+        {"the first frame", 1, 0, 0.0, 1},
+        {"1 frame in hand: the pending 2 at once", 3, 1, 1.0, 2},
+        {"4.5 frames in hand (< 5): the pending 3 at once", 8, 5, 4.5, 3},
+        {"8 frames ahead, 3 pending: wait for 4", 13, 10, 8.0, 0},
+        {"8 frames ahead, 4 pending", 14, 10, 8.0, 4},
+        {"7 pending: at most GP_ENGINE_MAX_CHUNK", 17, 10, 8.0, GP_ENGINE_MAX_CHUNK},
+        {"ran dry 3 frames ago, 2 pending: wait for 4", 12, 10, -3.0, 0},
+        {"nothing pending", 10, 10, 8.0, 0},
+    };
+    chunk_check(&c, cases, sizeof cases / sizeof cases[0]);
     /* the segment's last frames go whatever their number */
-    chunk_set(&c, 12, 10, 8.0);
     c.gen.phase = GP_GEN_DONE;
+    c.gen.n_frames = 12;
     CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 2);
-    /* nothing pending: nothing to do */
-    chunk_set(&c, 10, 10, 8.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 0);
-    gepard_codec_free(codec);
+    chunk_close(&c);
 }
 
 TEST(engine_chunks_gpu_codec_under_load_take_every_frame) {
-    gepard_codec *codec;
-    REQUIRE_MSG(gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &codec) == GEPARD_OK,
-                "%s", gepard_last_error());
     chunk_case c;
-    chunk_open(&c, codec, true);
+    REQUIRE_MSG(chunk_open(&c, true), "%s", gepard_last_error());
     CHECK_EQ_INT(gp_engine_chunk_frames(&c.engine, GP_ENGINE_GPU_CHUNK_STREAMS), 4);
     c.engine.chunk_frames = gp_engine_chunk_frames(&c.engine, GP_ENGINE_GPU_CHUNK_STREAMS + 1);
     CHECK_EQ_INT(c.engine.chunk_frames, 1);
-    /* far ahead or not, a new frame goes at once: one codec call per step */
-    chunk_set(&c, 11, 10, 8.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 1);
-    chunk_set(&c, 11, 10, 1.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 1);
+    const chunk_expect cases[] = {
+        {"8 frames ahead", 11, 10, 8.0, 1},
+        {"1 frame ahead", 11, 10, 1.0, 1},
+    };
+    chunk_check(&c, cases, sizeof cases / sizeof cases[0]);
     /* GEPARD_GPU_CHUNK_FRAMES's setting is the light-load chunk */
     c.engine.light_chunk_frames = 2;
     CHECK_EQ_INT(gp_engine_chunk_frames(&c.engine, 1), 2);
-    gepard_codec_free(codec);
+    chunk_close(&c);
 }
 
 TEST(engine_chunks_cpu_codec_pairs) {
-    gepard_codec *codec;
-    REQUIRE_MSG(gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &codec) == GEPARD_OK,
-                "%s", gepard_last_error());
     chunk_case c;
-    chunk_open(&c, codec, false);
+    REQUIRE_MSG(chunk_open(&c, false), "%s", gepard_last_error());
     /* the CPU pairs frames whatever the number of streams */
     CHECK_EQ_INT(c.engine.chunk_frames, GP_ENGINE_CHUNK_FRAMES);
     CHECK_EQ_INT(gp_engine_chunk_frames(&c.engine, 100), GP_ENGINE_CHUNK_FRAMES);
-    /* a lone frame goes while the listener holds less than 2 frames, else waits */
-    chunk_set(&c, 4, 3, 1.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 1);
-    chunk_set(&c, 4, 3, 3.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 0);
-    chunk_set(&c, 5, 3, 3.0);
-    CHECK_EQ_INT(gp_stream_frames_to_decode(&c.stream), 2);
-    gepard_codec_free(codec);
+    const chunk_expect cases[] = {
+        {"a lone frame, 1 frame in hand", 4, 3, 1.0, 1},
+        {"a lone frame, 3 frames in hand: wait for its pair", 4, 3, 3.0, 0},
+        {"a pair", 5, 3, 3.0, 2},
+    };
+    chunk_check(&c, cases, sizeof cases / sizeof cases[0]);
+    chunk_close(&c);
 }

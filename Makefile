@@ -188,7 +188,7 @@ test-cuda:
 	GEPARD_BIN=$(REL_BIN) GEPARD_RELEASE_BIN=$(REL_BIN) $(REL_TESTS) cuda $(TEST_ARGS)
 
 # Pack what the GPU machine needs into .device/ (git-ignored): gepard, the
-# release test binary, prefill_bench, the CUDA plugin (xz-compressed: the
+# release test binary, prefill_bench, codec_bench, the CUDA plugin (xz-compressed: the
 # device tool carries 64 MiB at most; scripts/device-run.sh unpacks it beside
 # them), their
 # Debian libraries and the shared fixtures. DEVICE_BASE_DIR=DIR also packs
@@ -199,10 +199,11 @@ test-cuda:
 #   run(command="scripts/device-run.sh all", carry=[".device"])
 device-bundle:
 	@$(MAKE) --no-print-directory $(SUB_JOBS) all CUDA=1
-	@$(MAKE) --no-print-directory $(SUB_JOBS) $(REL_TESTS) $(BUILD)/release/bench/prefill_bench
+	@$(MAKE) --no-print-directory $(SUB_JOBS) $(REL_TESTS) $(BUILD)/release/bench/prefill_bench \
+	  $(BUILD)/release/bench/codec_bench
 	@rm -rf .device && mkdir -p .device/fixtures
 	@sh ../shared/tools/device-bundle.sh .device $(REL_BIN) $(REL_TESTS) \
-	  $(BUILD)/release/bench/prefill_bench
+	  $(BUILD)/release/bench/prefill_bench $(BUILD)/release/bench/codec_bench
 	@xz -T2 -c $(CUDA_PLUGIN) > .device/plugin.xz
 	@if [ -n "$(DEVICE_BASE_DIR)" ]; then \
 	  tar cJf .device/base.tar.xz -C $(DEVICE_BASE_DIR) gepard bench/prefill_bench \

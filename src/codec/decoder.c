@@ -202,8 +202,8 @@ bool gp_codec_kernels_direct(gp_codec_kernels kernels) {
 /* Few samples per frame: vectors over channels rather than time. */
 static bool dec_chan_layout(const gp_codec_causal *l) { return l->frame_cols < 16; }
 
-/* Residual-layer weight types per stage for a direct path; `types` ("f", "w", "b" per stage)
- * overrides. */
+/* Residual-layer weight types per stage for a direct path; `types` ("f", "w", "b", "o" per
+ * stage: f32, bf16-stored, bf16, oneDNN's bf16 matmul) overrides. */
 static int dec_stage_types(gp_codec_decoder *dec, gp_codec_kernels kernels, const char *types,
                            gp_error *err) {
     const bool bf16_ok = gp_dconv_isa_has_bf16(gp_dconv_best_isa());
@@ -213,7 +213,11 @@ static int dec_stage_types(gp_codec_decoder *dec, gp_codec_kernels kernels, cons
                           : kernels == GP_CODEC_KERNELS_MIXED && chan ? GP_DCONV_W16
                                                                       : GP_DCONV_F32;
         const char c = types && i < (int)strlen(types) ? types[i] : 0;
-        if (c) t = c == 'b' ? GP_DCONV_BF16 : c == 'w' ? GP_DCONV_W16 : GP_DCONV_F32;
+        if (c)
+            t = c == 'b'   ? GP_DCONV_BF16
+                : c == 'w' ? GP_DCONV_W16
+                : c == 'o' ? GP_DCONV_ONEDNN
+                           : GP_DCONV_F32;
         if ((t == GP_DCONV_BF16 && !bf16_ok) ||
             (t == GP_DCONV_W16 && (!chan || gp_dconv_best_isa() != GP_DCONV_AVX512)))
             return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,

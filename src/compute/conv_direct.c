@@ -157,6 +157,7 @@ static int dconv_shape(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type,
 }
 
 size_t gp_dconv_pack_size(const gp_conv1d *conv, gp_dconv_type type, gp_dconv_isa isa, bool chan) {
+    if (type == GP_DCONV_ONEDNN) return 64; /* its weights live in its own matrix */
     gp_dconv d;
     if (dconv_shape(&d, conv, type, isa, chan, NULL)) return 0;
     size_t bytes = d.block_elems * (size_t)d.n_blocks * 4;
@@ -179,6 +180,7 @@ int gp_dconv_pack(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type, gp_d
 
 int gp_dconv_pack_into(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type, gp_dconv_isa isa,
                        bool chan, void *mem, gp_error *err) {
+    if (type == GP_DCONV_ONEDNN) return gp_dconv_onednn_pack(out, conv, err);
     int rc = dconv_shape(out, conv, type, isa, chan, err);
     if (rc) return rc;
     out->weight = mem;
@@ -200,11 +202,15 @@ void gp_dconv_free(gp_dconv *conv) {
     if (!conv) return;
     if (conv->owns_weight) gp_aligned_free(conv->weight);
     gp_aligned_free(conv->bias);
+    gp_dconv_onednn_free(conv->onednn);
+    conv->onednn = NULL;
     conv->weight = NULL;
     conv->bias = NULL;
 }
 
 size_t gp_dconv_weight_bytes(const gp_dconv *conv) {
+    if (conv->type == GP_DCONV_ONEDNN)
+        return (size_t)conv->c_out * (size_t)conv->c_in * (size_t)conv->kernel * 2;
     return conv->block_elems * (size_t)conv->n_blocks * 4;
 }
 
@@ -251,6 +257,10 @@ static int dconv_time_vectors(size_t n, int vec, int nr_max, int threads) {
 void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
                   gp_pool *pool) {
     if (n == 0 || n_sig <= 0) return;
+    if (conv->type == GP_DCONV_ONEDNN) {
+        gp_dconv_onednn_run(conv, sig, n_sig, n, pool);
+        return;
+    }
     const gp_dconv_geometry *g = gp_dconv_geometry_for(conv->isa);
     const int threads = gp_pool_size(pool);
     dconv_job job = {conv, sig, n_sig, 1, n, {0, 0, false}, 0, 1, NULL};

@@ -47,10 +47,12 @@
 #include "compute/conv.h"
 
 typedef enum gp_dconv_type {
-    GP_DCONV_F32,  /* f32 weights and inputs, FMA */
-    GP_DCONV_BF16, /* bf16 weights and inputs (channel pairs), vdpbf16ps */
-    GP_DCONV_W16,  /* bf16 weights widened in registers, f32 inputs, FMA: half the weight
-                      bytes of f32 for memory-bound layers (channel layout, AVX-512 only) */
+    GP_DCONV_F32,    /* f32 weights and inputs, FMA */
+    GP_DCONV_BF16,   /* bf16 weights and inputs (channel pairs), vdpbf16ps */
+    GP_DCONV_W16,    /* bf16 weights widened in registers, f32 inputs, FMA: half the weight
+                        bytes of f32 for memory-bound layers (channel layout, AVX-512 only) */
+    GP_DCONV_ONEDNN, /* bf16 weights, f32 inputs in bf16 terms, oneDNN's convolution (AMX
+                        where the CPU has it; conv_onednn.c) */
 } gp_dconv_type;
 
 /* Instruction sets with direct kernels, best last. */
@@ -67,10 +69,11 @@ typedef struct gp_dconv {
     bool chan;        /* channel layout (else time layout) */
     int mr;           /* output channels per block (the last block may hold fewer) */
     int n_blocks;
-    size_t block_elems; /* floats (f32) or bf16 pairs (bf16) per block */
-    void *weight;       /* n_blocks * block_elems, 64-byte aligned */
-    bool owns_weight;   /* else the memory belongs to whoever gave it to gp_dconv_pack_into */
-    float *bias;        /* [n_blocks * mr], zero beyond c_out */
+    size_t block_elems;    /* floats (f32) or bf16 pairs (bf16) per block */
+    void *weight;          /* n_blocks * block_elems, 64-byte aligned */
+    bool owns_weight;      /* else the memory belongs to whoever gave it to gp_dconv_pack_into */
+    float *bias;           /* [n_blocks * mr], zero beyond c_out ([c_out] for ONEDNN) */
+    struct gp_dconv_onednn *onednn; /* ONEDNN: oneDNN's weights and primitives; owned */
 } gp_dconv;
 
 typedef enum gp_dconv_acc {
@@ -133,6 +136,13 @@ int gp_dconv_pack_into(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type,
 void gp_dconv_free(gp_dconv *conv);
 /* Bytes of packed weights (what one pass over the layer reads). */
 size_t gp_dconv_weight_bytes(const gp_dconv *conv);
+
+/* GP_DCONV_ONEDNN (conv_onednn.c): pack `conv` (GEPARD_ERR_UNSUPPORTED where
+ * oneDNN has no bf16 matmul), and run it (from gp_dconv_run). */
+int gp_dconv_onednn_pack(gp_dconv *out, const gp_conv1d *conv, gp_error *err);
+void gp_dconv_onednn_free(struct gp_dconv_onednn *o);
+void gp_dconv_onednn_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
+                         gp_pool *pool);
 
 /* n outputs for each of n_sig signals; `pool` (may be NULL) shares the tiles out. */
 void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,

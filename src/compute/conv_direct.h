@@ -69,10 +69,10 @@ typedef struct gp_dconv {
     bool chan;        /* channel layout (else time layout) */
     int mr;           /* output channels per block (the last block may hold fewer) */
     int n_blocks;
-    size_t block_elems;    /* floats (f32) or bf16 pairs (bf16) per block */
-    void *weight;          /* n_blocks * block_elems, 64-byte aligned */
-    bool owns_weight;      /* else the memory belongs to whoever gave it to gp_dconv_pack_into */
-    float *bias;           /* [n_blocks * mr], zero beyond c_out ([c_out] for ONEDNN) */
+    size_t block_elems; /* floats (f32) or bf16 pairs (bf16) per block */
+    void *weight;       /* n_blocks * block_elems, 64-byte aligned */
+    bool owns_weight;   /* else the memory belongs to whoever gave it to gp_dconv_pack_into */
+    float *bias;        /* [n_blocks * mr], zero beyond c_out ([c_out] for ONEDNN) */
     struct gp_dconv_onednn *onednn; /* ONEDNN: oneDNN's weights and primitives; owned */
 } gp_dconv;
 

@@ -29,6 +29,7 @@
 #include "base/dtype.h"
 #include "base/log.h"
 #include "compute/conv_direct.h"
+#include "compute/onednn_matmul.h"
 
 #define ONEDNN_CONV_LENGTHS 4 /* range lengths remembered per convolution */
 
@@ -47,29 +48,6 @@ struct gp_dconv_onednn {
     unsigned long uses;
     pthread_mutex_t lock;
 };
-
-void omp_set_num_threads(int n); /* libgomp's (oneDNN's threading runtime) */
-
-static dnnl_engine_t engine;
-static int engine_status = -1;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
-static pthread_key_t stream_key;
-
-static void stream_destroy(void *s) { dnnl_stream_destroy((dnnl_stream_t)s); }
-static void engine_init(void) {
-    engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
-                            pthread_key_create(&stream_key, stream_destroy) == 0
-                        ? 0
-                        : 1;
-}
-static dnnl_stream_t thread_stream(void) {
-    dnnl_stream_t s = pthread_getspecific(stream_key);
-    if (s) return s;
-    omp_set_num_threads(1);
-    if (dnnl_stream_create(&s, engine, dnnl_stream_default_flags) != dnnl_success) return NULL;
-    pthread_setspecific(stream_key, s);
-    return s;
-}
 
 static int onednn_terms(void) {
     const char *env = getenv("GEPARD_ONEDNN_TERMS");
@@ -110,7 +88,8 @@ static dnnl_status_t conv_pd(const gp_dconv *conv, int terms, int len,
     if (st == dnnl_success) st = dnnl_primitive_attr_create(&attr);
     if (st == dnnl_success)
         st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (st == dnnl_success) st = dnnl_primitive_desc_create(pd, &cd, attr, engine, NULL);
+    if (st == dnnl_success)
+        st = dnnl_primitive_desc_create(pd, &cd, attr, gp_onednn_engine(), NULL);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return st;
 }
@@ -124,14 +103,15 @@ static dnnl_status_t weights_build(const gp_dconv *conv, const struct gp_dconv_o
     dnnl_dims_t wd = {conv->c_out, o->terms * conv->c_in, conv->kernel};
     dnnl_status_t st = dnnl_memory_desc_init_by_tag(&pmd, 3, wd, dnnl_bf16, dnnl_oiw);
     dnnl_memory_t pmem = NULL, wmem = NULL;
-    if (st == dnnl_success) st = dnnl_memory_create(&pmem, &pmd, engine, o->plain);
-    if (st == dnnl_success) st = dnnl_memory_create(&wmem, &p->wmd, engine, p->weights);
+    if (st == dnnl_success) st = dnnl_memory_create(&pmem, &pmd, gp_onednn_engine(), o->plain);
+    if (st == dnnl_success) st = dnnl_memory_create(&wmem, &p->wmd, gp_onednn_engine(), p->weights);
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t reorder = NULL;
     if (st == dnnl_success)
-        st = dnnl_reorder_primitive_desc_create(&rpd, &pmd, engine, &p->wmd, engine, NULL);
+        st = dnnl_reorder_primitive_desc_create(&rpd, &pmd, gp_onednn_engine(), &p->wmd,
+                                                gp_onednn_engine(), NULL);
     if (st == dnnl_success) st = dnnl_primitive_create(&reorder, rpd);
-    dnnl_stream_t stream = st == dnnl_success ? thread_stream() : NULL;
+    dnnl_stream_t stream = st == dnnl_success ? gp_onednn_thread_stream() : NULL;
     if (st == dnnl_success && !stream) st = dnnl_runtime_error;
     if (st == dnnl_success) {
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, pmem}, {DNNL_ARG_TO, wmem}};
@@ -150,8 +130,7 @@ int gp_dconv_onednn_pack(gp_dconv *out, const gp_conv1d *conv, gp_error *err) {
     if (conv->stride != 1)
         return gp_fail(err, GEPARD_ERR_INTERNAL, "convolution needs stride 1, not %d",
                        conv->stride);
-    pthread_once(&engine_once, engine_init);
-    if (engine_status != 0)
+    if (!gp_onednn_engine())
         return gp_fail(err, GEPARD_ERR_UNSUPPORTED, "oneDNN has no CPU engine here");
     out->c_in = conv->c_in;
     out->c_out = conv->c_out;
@@ -286,7 +265,7 @@ static void conv_task(void *ctx, int task, int worker) {
     const int C = conv->c_in, ci = o->terms * C, C_out = conv->c_out;
     const size_t win = len + (size_t)(conv->kernel - 1) * conv->dilation;
     const size_t src_bytes = (win * ci * 2 + 63) / 64 * 64, dst_floats = len * (size_t)C_out;
-    dnnl_stream_t stream = thread_stream();
+    dnnl_stream_t stream = gp_onednn_thread_stream();
     const conv_prim *cp = stream ? conv_prim_for(conv, (int)len) : NULL;
     const_dnnl_primitive_desc_t pd = NULL; /* the primitive's own */
     if (cp && dnnl_primitive_get_primitive_desc(cp->prim, &pd) != dnnl_success) cp = NULL;
@@ -324,15 +303,15 @@ static void conv_task(void *ctx, int task, int worker) {
     }
     dnnl_memory_t ms = NULL, mw = NULL, mb = NULL, md = NULL, mp = NULL;
     dnnl_status_t st = dnnl_memory_create(
-        &ms, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), engine, src);
-    if (st == dnnl_success) st = dnnl_memory_create(&mp, pad_md, engine, pad);
-    if (st == dnnl_success) st = dnnl_memory_create(&mw, &cp->wmd, engine, cp->weights);
+        &ms, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), gp_onednn_engine(), src);
+    if (st == dnnl_success) st = dnnl_memory_create(&mp, pad_md, gp_onednn_engine(), pad);
+    if (st == dnnl_success) st = dnnl_memory_create(&mw, &cp->wmd, gp_onednn_engine(), cp->weights);
     if (st == dnnl_success)
         st = dnnl_memory_create(&mb, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1),
-                                engine, conv->bias);
+                                gp_onednn_engine(), conv->bias);
     if (st == dnnl_success)
-        st = dnnl_memory_create(&md, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), engine,
-                                dst);
+        st = dnnl_memory_create(&md, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
+                                gp_onednn_engine(), dst);
     if (st == dnnl_success) {
         dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, ms},
                                    {DNNL_ARG_WEIGHTS, mw},

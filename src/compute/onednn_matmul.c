@@ -99,6 +99,11 @@ static int engine_ready(void) {
 
 /* This thread's stream, with oneDNN single-threaded on it (the pool owns the
  * parallelism). */
+static dnnl_stream_t thread_stream(void);
+
+dnnl_engine_t gp_onednn_engine(void) { return engine_ready() ? engine : NULL; }
+dnnl_stream_t gp_onednn_thread_stream(void) { return engine_ready() ? thread_stream() : NULL; }
+
 static dnnl_stream_t thread_stream(void) {
     dnnl_stream_t s = pthread_getspecific(stream_key);
     if (s) return s;

@@ -26,6 +26,7 @@
 #ifndef GP_COMPUTE_ONEDNN_MATMUL_H
 #define GP_COMPUTE_ONEDNN_MATMUL_H
 
+#include <oneapi/dnnl/dnnl.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -57,5 +58,11 @@ bool gp_onednn_enabled(void);
  * default of --threads), both ways: oneDNN when it is at least 1.2× faster.
  * `why` gets a phrase for `gepard bench` (the figures and oneDNN's kernel). */
 bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size);
+
+/* The process's oneDNN CPU engine (NULL when oneDNN has none), and the
+ * calling thread's stream on it with oneDNN single-threaded (the pool owns
+ * the parallelism); shared with conv_onednn.c. */
+dnnl_engine_t gp_onednn_engine(void);
+dnnl_stream_t gp_onednn_thread_stream(void);
 
 #endif

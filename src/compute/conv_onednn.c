@@ -201,18 +201,6 @@ static const conv_prim *conv_prim_for(const gp_dconv *conv, int len) {
     return hit->prim ? hit : NULL;
 }
 
-/* A worker's scratch, kept between calls. */
-static _Thread_local void *scratch;
-static _Thread_local size_t scratch_bytes;
-static void *scratch_for(size_t bytes) {
-    if (bytes > scratch_bytes) {
-        gp_aligned_free(scratch);
-        scratch = gp_aligned_alloc(bytes);
-        scratch_bytes = scratch ? bytes : 0;
-    }
-    return scratch;
-}
-
 typedef struct conv_job {
     const gp_dconv *conv;
     const gp_dconv_signal *sig;
@@ -272,7 +260,10 @@ static void conv_task(void *ctx, int task, int worker) {
     const dnnl_memory_desc_t *pad_md =
         cp ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
     const size_t pad_bytes = pad_md ? (dnnl_memory_desc_get_size(pad_md) + 63) / 64 * 64 : 0;
-    char *buf = cp ? scratch_for(pad_bytes + src_bytes + 2 * dst_floats * sizeof(float)) : NULL;
+    /* buffer 1: a matmul slice's results on a worker, never in use across a task */
+    char *buf =
+        cp ? gp_onednn_thread_buffer(1, pad_bytes + src_bytes + 2 * dst_floats * sizeof(float))
+           : NULL;
     if (!buf) cp = NULL;
     if (!cp) {
         __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);

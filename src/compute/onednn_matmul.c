@@ -102,6 +102,9 @@ static int engine_ready(void) {
 static dnnl_stream_t thread_stream(void);
 
 dnnl_engine_t gp_onednn_engine(void) { return engine_ready() ? engine : NULL; }
+void *gp_onednn_thread_buffer(int which, size_t bytes) {
+    return engine_ready() ? thread_buffer(which, bytes) : NULL;
+}
 dnnl_stream_t gp_onednn_thread_stream(void) { return engine_ready() ? thread_stream() : NULL; }
 
 static dnnl_stream_t thread_stream(void) {

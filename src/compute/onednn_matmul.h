@@ -64,5 +64,9 @@ bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size);
  * the parallelism); shared with conv_onednn.c. */
 dnnl_engine_t gp_onednn_engine(void);
 dnnl_stream_t gp_onednn_thread_stream(void);
+/* The calling thread's scratch buffer `which` (0 or 1) of at least `bytes`,
+ * kept between calls and freed when the thread exits (the matmul uses 0 for
+ * its split inputs on the calling thread, 1 for a slice's results). */
+void *gp_onednn_thread_buffer(int which, size_t bytes);
 
 #endif

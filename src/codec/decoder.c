@@ -203,7 +203,7 @@ bool gp_codec_kernels_direct(gp_codec_kernels kernels) {
 static bool dec_chan_layout(const gp_codec_causal *l) { return l->frame_cols < 16; }
 
 /* Residual-layer weight types per stage for a direct path; `types` ("f", "w", "b", "o" per
- * stage: f32, bf16-stored, bf16, oneDNN's bf16 matmul) overrides. */
+ * stage: f32, bf16-stored, bf16, oneDNN's bf16 convolution) overrides. */
 static int dec_stage_types(gp_codec_decoder *dec, gp_codec_kernels kernels, const char *types,
                            gp_error *err) {
     const bool bf16_ok = gp_dconv_isa_has_bf16(gp_dconv_best_isa());

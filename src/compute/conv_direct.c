@@ -157,7 +157,7 @@ static int dconv_shape(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type,
 }
 
 size_t gp_dconv_pack_size(const gp_conv1d *conv, gp_dconv_type type, gp_dconv_isa isa, bool chan) {
-    if (type == GP_DCONV_ONEDNN) return 64; /* its weights live in its own matrix */
+    if (type == GP_DCONV_ONEDNN) return 64; /* its weights live in its gp_dconv_onednn */
     gp_dconv d;
     if (dconv_shape(&d, conv, type, isa, chan, NULL)) return 0;
     size_t bytes = d.block_elems * (size_t)d.n_blocks * 4;

@@ -3,8 +3,8 @@
  * the codec's f32 direct kernels are FMA-bound (issue 15).
  *
  * bf16 × bf16 products are exact in f32, so the f32 input is split into
- * bf16 terms (x = hi + mid + lo: three by default, 24 bits as f32 has;
- * GEPARD_ONEDNN_TERMS=2 for hi + lo, 16-17 bits, two thirds of the work)
+ * bf16 terms as for the prefill's matmul (gp_onednn_split: three by
+ * default, 24 bits as f32 has; GEPARD_ONEDNN_TERMS=2, two thirds of the work)
  * that enter the convolution as extra input channels — channels-last rows
  * [time][term · c_in + c] — against the weights repeated per term
  * ([c_out][term · c_in + c][tap], bf16): one primitive sums every term's
@@ -21,12 +21,10 @@
  * for measurements. */
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/dtype.h"
 #include "base/log.h"
 #include "compute/conv_direct.h"
 #include "compute/onednn_matmul.h"
@@ -48,11 +46,6 @@ struct gp_dconv_onednn {
     unsigned long uses;
     pthread_mutex_t lock;
 };
-
-static int onednn_terms(void) {
-    const char *env = getenv("GEPARD_ONEDNN_TERMS");
-    return env && atoi(env) == 2 ? 2 : 3;
-}
 
 static void prim_clear(conv_prim *p) {
     if (p->prim) dnnl_primitive_destroy(p->prim);
@@ -138,7 +131,7 @@ int gp_dconv_onednn_pack(gp_dconv *out, const gp_conv1d *conv, gp_error *err) {
     out->dilation = conv->dilation;
     out->type = GP_DCONV_ONEDNN;
     struct gp_dconv_onednn *o = calloc(1, sizeof *o);
-    const int terms = onednn_terms(), ci = terms * conv->c_in;
+    const int terms = gp_onednn_terms(), ci = terms * conv->c_in;
     const size_t plain = (size_t)conv->c_out * (size_t)ci * (size_t)conv->kernel;
     out->onednn = o;
     out->bias = gp_aligned_calloc((size_t)conv->c_out, sizeof(float));
@@ -276,21 +269,7 @@ static void conv_task(void *ctx, int task, int worker) {
     const float *x = (const float *)s->x + t0;
     for (int c = 0; c < C; c++) {
         const float *row = x + (size_t)c * s->xs;
-        for (size_t t = 0; t < win; t++) {
-            uint16_t *d = src + t * ci + c;
-            const float val = row[t];
-            const uint16_t hi = gp_f32_to_bf16(val);
-            const float r1 = val - gp_bf16_to_f32(hi);
-            if (o->terms == 2) {
-                d[0] = hi;
-                d[C] = gp_f32_to_bf16(r1);
-            } else {
-                const uint16_t mid = gp_f32_to_bf16(r1);
-                d[0] = hi;
-                d[C] = mid;
-                d[2 * C] = gp_f32_to_bf16(r1 - gp_bf16_to_f32(mid));
-            }
-        }
+        for (size_t t = 0; t < win; t++) gp_onednn_split(row[t], o->terms, src + t * ci + c, C);
     }
     dnnl_memory_t ms = NULL, mw = NULL, mb = NULL, md = NULL, mp = NULL;
     dnnl_status_t st = dnnl_memory_create(

@@ -99,14 +99,6 @@ static int engine_ready(void) {
 
 /* This thread's stream, with oneDNN single-threaded on it (the pool owns the
  * parallelism). */
-static dnnl_stream_t thread_stream(void);
-
-dnnl_engine_t gp_onednn_engine(void) { return engine_ready() ? engine : NULL; }
-void *gp_onednn_thread_buffer(int which, size_t bytes) {
-    return engine_ready() ? thread_buffer(which, bytes) : NULL;
-}
-dnnl_stream_t gp_onednn_thread_stream(void) { return engine_ready() ? thread_stream() : NULL; }
-
 static dnnl_stream_t thread_stream(void) {
     dnnl_stream_t s = pthread_getspecific(stream_key);
     if (s) return s;
@@ -114,6 +106,12 @@ static dnnl_stream_t thread_stream(void) {
     if (dnnl_stream_create(&s, engine, dnnl_stream_default_flags) != dnnl_success) return NULL;
     pthread_setspecific(stream_key, s);
     return s;
+}
+
+dnnl_engine_t gp_onednn_engine(void) { return engine_ready() ? engine : NULL; }
+dnnl_stream_t gp_onednn_thread_stream(void) { return engine_ready() ? thread_stream() : NULL; }
+void *gp_onednn_thread_buffer(int which, size_t bytes) {
+    return engine_ready() ? thread_buffer(which, bytes) : NULL;
 }
 
 /* ---- building ---- */
@@ -327,39 +325,23 @@ static void slice_task(void *ctx, int task, int worker) {
     }
 }
 
-/* x = hi + mid + lo (nt = 3) or x ≈ hi + lo (nt = 2), bf16 values: every
- * term but the last by truncation (so each remainder is exact in f32), the
- * last rounded to nearest — 24 significant bits with three terms (as f32
- * has), 16-17 with two (relative error ≤ 2^-17 per activation). Term t of
- * row j goes to terms[t][j][K]. False at the first non-finite input (the
- * native kernels say what it gives). */
+/* Every activation of the rows as its nt bf16 terms (gp_onednn_split); term
+ * t of row j goes to terms[t][j][K]. False at the first non-finite input
+ * (the native kernels say what it gives). */
 static bool split_terms(const float *x, int n, int ldx, int K, int nt, uint16_t *terms) {
     const size_t plane = (size_t)n * K;
     for (int j = 0; j < n; j++) {
         const float *xj = x + (size_t)j * ldx;
         uint16_t *row = terms + (size_t)j * K;
         for (int k = 0; k < K; k++) {
-            float v = xj[k];
-            if (!isfinite(v)) return false;
-            for (int t = 0; t < nt - 1; t++) {
-                uint32_t bits;
-                float head;
-                memcpy(&bits, &v, sizeof bits);
-                row[t * plane + k] = (uint16_t)(bits >> 16);
-                bits &= 0xFFFF0000u;
-                memcpy(&head, &bits, sizeof head);
-                v -= head;
-            }
-            row[(nt - 1) * plane + k] = gp_f32_to_bf16(v);
+            if (!isfinite(xj[k])) return false;
+            gp_onednn_split(xj[k], nt, row + k, plane);
         }
     }
     return true;
 }
 
-/* Activation terms per row: 3 (exact products; the default) or, with
- * GEPARD_ONEDNN_TERMS=2, 2 (two thirds of the work; activations to 16-17
- * bits) — for measurements against the goldens and on AMX machines. */
-static int term_count(void) {
+int gp_onednn_terms(void) {
     const char *env = getenv("GEPARD_ONEDNN_TERMS");
     return env && !strcmp(env, "2") ? 2 : 3;
 }
@@ -368,7 +350,7 @@ int gp_onednn_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *
                      gp_pool *pool) {
     gp_onednn_matrix *o = m->onednn;
     if (!o || n <= 0) return GEPARD_ERR_UNSUPPORTED;
-    const int nt = term_count();
+    const int nt = gp_onednn_terms();
     uint16_t *terms = thread_buffer(0, (size_t)nt * n * o->cols * sizeof *terms);
     if (!terms) return GEPARD_ERR_NOMEM;
     if (!split_terms(x, n, ldx, o->cols, nt, terms)) return GEPARD_ERR_UNSUPPORTED;
@@ -453,7 +435,7 @@ bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size) {
              forced ? "GEPARD_PREFILL=onednn"
              : use  ? "measured faster"
                     : "measured slower",
-             term_count(), impl_name, onednn * 1e3, native * 1e3, rows, trial.rows, trial.cols,
+             gp_onednn_terms(), impl_name, onednn * 1e3, native * 1e3, rows, trial.rows, trial.cols,
              threads, speedup);
     return use;
 }

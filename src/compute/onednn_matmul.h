@@ -29,7 +29,10 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
+#include "base/dtype.h"
 #include "base/error.h"
 #include "base/pool.h"
 #include "compute/matrix.h"
@@ -58,6 +61,29 @@ bool gp_onednn_enabled(void);
  * default of --threads), both ways: oneDNN when it is at least 1.2× faster.
  * `why` gets a phrase for `gepard bench` (the figures and oneDNN's kernel). */
 bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size);
+
+/* Input terms per activation: 3 (exact products; the default) or, with
+ * GEPARD_ONEDNN_TERMS=2, 2 (two thirds of the work; 16-17 bits) — for
+ * measurements against the goldens and on AMX machines. */
+int gp_onednn_terms(void);
+
+/* v = hi + mid + lo (nt = 3) or v ≈ hi + lo (nt = 2) as bf16 values at
+ * out[0], out[stride], ...: every term but the last by truncation (so each
+ * remainder is exact in f32), the last rounded to nearest — 24 significant
+ * bits with three terms (as f32 has), 16-17 with two (relative error
+ * ≤ 2^-17). */
+static inline void gp_onednn_split(float v, int nt, uint16_t *out, size_t stride) {
+    for (int t = 0; t < nt - 1; t++) {
+        uint32_t bits;
+        float head;
+        memcpy(&bits, &v, sizeof bits);
+        out[(size_t)t * stride] = (uint16_t)(bits >> 16);
+        bits &= 0xFFFF0000u;
+        memcpy(&head, &bits, sizeof head);
+        v -= head;
+    }
+    out[(size_t)(nt - 1) * stride] = gp_f32_to_bf16(v);
+}
 
 /* The process's oneDNN CPU engine (NULL when oneDNN has none), and the
  * calling thread's stream on it with oneDNN single-threaded (the pool owns

@@ -95,14 +95,14 @@ static void admit_locked(gepard_engine *e) {
     }
 }
 
-/* Whether advance_streams delivers this stream's audio now even while
- * deferring the running ones: it finished generating or was cancelled. */
 int gp_engine_chunk_frames(const gepard_engine *e, int active) {
     if (!e->gpu_codec) return GP_ENGINE_CHUNK_FRAMES;
     /* chunks only while few streams share the codec */
     return active <= GP_ENGINE_GPU_CHUNK_STREAMS ? e->light_chunk_frames : 1;
 }
 
+/* Whether advance_streams delivers this stream's audio now even while
+ * deferring the running ones: it finished generating or was cancelled. */
 static bool ends_this_step(const gepard_stream *s) {
     return s->gen && !s->stop_pending &&
            (s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested));
@@ -388,7 +388,6 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
         e->params.prefill_chunk = gp_gen_on_device(model->model) ? 512 : 32;
     if (!(e->params.realtime_margin >= 0)) e->params.realtime_margin = 0; /* NaN, < 0 */
     e->gpu_codec = codec && codec->codec->accel;
-    e->chunk_frames = e->gpu_codec ? 1 : GP_ENGINE_CHUNK_FRAMES;
     e->light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
     e->wait_headroom = e->gpu_codec ? GP_ENGINE_GPU_HEADROOM : GP_ENGINE_PAIR_HEADROOM;
     /* GEPARD_GPU_CHUNK_FRAMES=1..4 sets the light-load GPU chunk (for
@@ -396,6 +395,7 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     const char *gpu_chunk = getenv("GEPARD_GPU_CHUNK_FRAMES");
     if (gpu_chunk && atoi(gpu_chunk) >= 1 && atoi(gpu_chunk) <= GP_ENGINE_MAX_CHUNK)
         e->light_chunk_frames = atoi(gpu_chunk);
+    e->chunk_frames = gp_engine_chunk_frames(e, 0); /* then before every step */
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     gp_gen_workspace_init(&e->work);

@@ -66,6 +66,7 @@ ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 AVX2_FLAGS := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512bf16 -mavx512vnni \
                 -mfma -mf16c
+AMX_FLAGS := -mamx-tile -mamx-bf16
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/io/*.c src/compute/*.c src/compute/cpu/*.c \
              src/text/*.c src/model/*.c src/codec/*.c src/engine/*.c src/server/*.c))
@@ -111,8 +112,9 @@ release: all
 deps:
 	@sh scripts/install-deps.sh
 
-# Flags by file name: *_avx2.c and *_avx512.c get their instruction sets.
-isa_flags = $(if $(findstring _avx512,$(1)),$(AVX512_FLAGS),$(if $(findstring _avx2,$(1)),$(AVX2_FLAGS),))
+# Flags by file name: *_avx2.c and *_avx512.c get their instruction sets, *_amx.c
+# AVX-512 and the AMX tile instructions (called only where the CPU has them).
+isa_flags = $(if $(findstring _amx,$(1)),$(AVX512_FLAGS) $(AMX_FLAGS),$(if $(findstring _avx512,$(1)),$(AVX512_FLAGS),$(if $(findstring _avx2,$(1)),$(AVX2_FLAGS),)))
 
 $(BUILD)/release/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -29,9 +29,11 @@
 #        ~10 s of audio (215 frames) each (serve12-*.json). The codec's
 #        precision is GEPARD_CUDA_CODEC_PRECISION's when set. serve12-chunk1:
 #        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once).
-# codec-cpu: the host CPU's codec paths at 2 cores (codec_bench 16 2 1 ooooo:
-#        f32, mixed and the residual convs through oneDNN's bf16 convolution, AMX
-#        on the Xeon, with three and two input terms; codec-cpu.log).
+# codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
+#        the AMX unit), then codec_bench 16 2 1 MIX for each CODEC_CPU_MIXES ("ttttt
+#        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
+#        CODEC_CPU_ONEDNN=1 adds oneDNN's bf16 convolution ('ooooo', three and two
+#        input terms; codec-cpu.log).
 # cpu:   the host CPU alone (issue 15): the kernel and real-size CPU tests, then
 #        prefill_bench (26 and 64 rows) and
 #        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
@@ -266,14 +268,20 @@ if want prefill; then
         python3 scripts/bench-summary.py < "$out/prefill-bench.json"
     } 2>&1 | tee "$out/prefill.log"
 fi
-if want codec-cpu; then # the host CPU's codec paths, oneDNN's bf16 convolution (AMX) included
+if want codec-cpu; then # the host CPU's codec paths: AMX tiles (ours) and oneDNN's bf16 convolution
     {
-        for terms in 3 2; do
-            echo "codec_bench, 2 cores, oneDNN terms $terms:"
-            GEPARD_ONEDNN_TERMS=$terms taskset -c 0,1 "$bin/codec_bench" 16 2 1 ooooo 2>&1
+        GEPARD_REALSIZE_DIR=/tmp/rs "$bin/gepard-tests" conv_tiles codec_tiles 2>&1 |
+            grep -E "^ok|FAIL|passed|note|tests/"
+        for mix in ${CODEC_CPU_MIXES:-ttttt wtttt}; do
+            echo "codec_bench, 2 cores, residual convs $mix:"
+            taskset -c 0,1 "$bin/codec_bench" 16 2 1 $mix 2>&1
         done
-        ONEDNN_VERBOSE=1 taskset -c 0,1 "$bin/codec_bench" 2 2 1 ooooo 2>&1 |
-            grep -m3 "exec,cpu,convolution"
+        if [ -n "${CODEC_CPU_ONEDNN:-}" ]; then
+            for terms in 3 2; do
+                echo "codec_bench, 2 cores, oneDNN terms $terms:"
+                GEPARD_ONEDNN_TERMS=$terms taskset -c 0,1 "$bin/codec_bench" 16 2 1 ooooo 2>&1
+            done
+        fi
     } 2>&1 | tee "$out/codec-cpu.log"
 fi
 if want cpu; then

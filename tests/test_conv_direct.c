@@ -171,9 +171,10 @@ static void check_epilogue(gp_dconv_isa isa, gp_dconv_type type, gp_dconv_acc mo
     gp_error err;
     REQUIRE_OK(gp_act_init(&act, GP_ACT_HALF_SNAKE, C, alpha, &err), &err);
     gp_dconv dc;
-    REQUIRE_OK(
-        gp_dconv_pack(&dc, &conv, type == GP_DCONV_BF16 ? type : GP_DCONV_F32, isa, false, &err),
-        &err);
+    REQUIRE_OK(gp_dconv_pack(&dc, &conv,
+                             type == GP_DCONV_BF16 || type == GP_DCONV_TILES ? type : GP_DCONV_F32,
+                             isa, false, &err),
+               &err);
     float *x = malloc((size_t)C * xs * 4), *v = malloc((size_t)C * n * 4);
     fill(&rng, x, (size_t)C * xs, 1.0f);
     if (type == GP_DCONV_BF16)
@@ -204,7 +205,7 @@ static void check_epilogue(gp_dconv_isa isa, gp_dconv_type type, gp_dconv_acc mo
                              .act_bf16 = bf16_dst};
     gp_dconv_run(&dc, &sig, 1, n, NULL);
     gp_conv1d rounded = conv;
-    if (type == GP_DCONV_BF16) { /* the weights the kernel multiplies */
+    if (type == GP_DCONV_BF16 || type == GP_DCONV_TILES) { /* the weights multiplied */
         rounded.weight = malloc((size_t)C * C * k * 4);
         for (size_t i = 0; i < (size_t)C * C * k; i++)
             rounded.weight[i] = round_bf16(conv.weight[i]);
@@ -249,10 +250,14 @@ static void check_epilogue(gp_dconv_isa isa, gp_dconv_type type, gp_dconv_acc mo
             outside_ok &= (word >> 16) == 0;
         }
     }
-    CHECK_MSG(e_val <= 2e-5, "%s mode %d src %d: value error %.3g", gp_dconv_isa_name(isa),
-              (int)mode, (int)src, e_val);
-    CHECK_MSG(e_act <= (bf16_dst ? 8e-3 : 2e-6), "%s mode %d src %d: activation error %.3g",
-              gp_dconv_isa_name(isa), (int)mode, (int)src, e_act);
+    /* the tiles' inputs are two bf16 terms (~16 bits): ~1e-5 of values of order 1 */
+    const double val_tol = type == GP_DCONV_TILES ? 1e-4 : 2e-5;
+    CHECK_MSG(e_val <= val_tol, "%s type %d mode %d src %d: value error %.3g",
+              gp_dconv_isa_name(isa), (int)type, (int)mode, (int)src, e_val);
+    /* (the tiles' activations inherit their values' error) */
+    const double act_tol = bf16_dst ? 8e-3 : type == GP_DCONV_TILES ? 2e-5 : 2e-6;
+    CHECK_MSG(e_act <= act_tol, "%s mode %d src %d: activation error %.3g", gp_dconv_isa_name(isa),
+              (int)mode, (int)src, e_act);
     CHECK_MSG(outside_ok, "%s: the epilogue wrote outside its output", gp_dconv_isa_name(isa));
     if (rounded.weight != conv.weight) free(rounded.weight);
     gp_dconv_free(&dc);
@@ -414,4 +419,146 @@ TEST(conv_direct_convt_matches_reference) {
     }
     test_note("grouped transposed conv vs reference: worst relative error %.3g (tolerance 1e-6)",
               worst);
+}
+
+/* ---- AMX tiles (GP_DCONV_TILES) ---- */
+
+/* The tile modes to test here: the emulation everywhere, the unit where the CPU has it.
+ * Returns how many; names[] gets the GEPARD_TILES values. */
+static int tile_modes(const char *names[2]) {
+    int n = 0;
+    names[n++] = "emulate";
+    unsetenv("GEPARD_TILES");
+    if (gp_dconv_tiles_mode())
+        names[n++] = "amx";
+    else
+        test_note("no AMX tile unit here: the tile path runs emulated only");
+    return n;
+}
+
+static void tile_mode_set(const char *name) {
+    if (!strcmp(name, "amx"))
+        unsetenv("GEPARD_TILES");
+    else
+        setenv("GEPARD_TILES", name, 1);
+}
+
+TEST(conv_tiles_match_reference) {
+    /* partial blocks of channels and samples, an odd number of channel blocks, taps with
+     * dilation, several 128-sample chunks, and the codec's first-stage shape */
+    const shape shapes[] = {{5, 7, 3, 2, 37},     {27, 27, 3, 5, 300},  {32, 48, 7, 1, 8},
+                            {54, 54, 11, 3, 1},   {108, 40, 7, 5, 129}, {13, 6, 1, 1, 17},
+                            {200, 216, 3, 1, 64}, {432, 432, 3, 1, 8}};
+    const char *modes[2];
+    const int n_modes = tile_modes(modes);
+    gp_rng rng;
+    gp_rng_seed(&rng, 31);
+    gp_pool *pool;
+    gp_error err;
+    REQUIRE_OK(gp_pool_create(2, &pool, &err), &err);
+    for (int m = 0; m < n_modes; m++) {
+        tile_mode_set(modes[m]);
+        double worst = 0;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            const double e = check_shape(&rng, &shapes[i], GP_DCONV_AVX512, GP_DCONV_TILES, false,
+                                         i % 2 ? pool : NULL);
+            CHECK_MSG(e <= 3e-5, "tiles (%s) shape %zu: relative error %.3g", modes[m], i, e);
+            if (!(e <= worst)) worst = e;
+        }
+        test_note("tiles (%s) vs the reference with bf16 weights: worst relative error %.3g "
+                  "(tolerance 3e-5: the inputs' two bf16 terms)",
+                  modes[m], worst);
+    }
+    unsetenv("GEPARD_TILES");
+    gp_pool_free(pool);
+}
+
+TEST(conv_tiles_epilogues) {
+    const char *modes[2];
+    const int n_modes = tile_modes(modes);
+    int runs = 0;
+    for (int m = 0; m < n_modes; m++) {
+        tile_mode_set(modes[m]);
+        for (int mode = GP_DCONV_ACC_NONE; mode <= GP_DCONV_ACC_ADD_DIV; mode++)
+            for (int src = GP_DCONV_ACT_OF_V; src <= GP_DCONV_ACT_OF_FROM; src++) {
+                if (src == GP_DCONV_ACT_OF_ACC && mode == GP_DCONV_ACC_NONE) continue;
+                check_epilogue(GP_DCONV_AVX512, GP_DCONV_TILES, (gp_dconv_acc)mode,
+                               (gp_dconv_act_src)src);
+                runs++;
+            }
+    }
+    unsetenv("GEPARD_TILES");
+    test_note("%d tile epilogue combinations checked (values 1e-4, activations 2e-5)", runs);
+}
+
+/* A signal cut into calls of any length, and on 1 or 2 threads, gives the same bits as
+ * one call: each sample is summed in one order (what streaming decoding relies on). */
+TEST(conv_tiles_chunking_is_bit_identical) {
+    const char *modes[2];
+    const int n_modes = tile_modes(modes);
+    const int ci = 54, co = 54, k = 7, d = 3;
+    const size_t n = 301, hist = (size_t)(k - 1) * d, xs = n + hist;
+    gp_rng rng;
+    gp_rng_seed(&rng, 41);
+    gp_conv1d conv;
+    make_conv(&rng, &conv, ci, co, k, d);
+    float *x = malloc((size_t)ci * xs * 4), *one = malloc((size_t)co * n * 4),
+          *cut = malloc((size_t)co * n * 4), *par = malloc((size_t)co * n * 4);
+    REQUIRE(x && one && cut && par);
+    fill(&rng, x, (size_t)ci * xs, 1.0f);
+    gp_pool *pool;
+    gp_error err;
+    REQUIRE_OK(gp_pool_create(2, &pool, &err), &err);
+    const size_t pieces[] = {1, 16, 37, 128, 119};
+    float *first = malloc((size_t)co * n * 4);
+    REQUIRE(first);
+    for (int m = 0; m < n_modes; m++) {
+        tile_mode_set(modes[m]);
+        gp_dconv dc;
+        REQUIRE_OK(gp_dconv_pack(&dc, &conv, GP_DCONV_TILES, GP_DCONV_AVX512, false, &err), &err);
+        gp_dconv_signal sig = {.x = x, .xs = xs, .out = {.store = one, .ld = n}};
+        gp_dconv_run(&dc, &sig, 1, n, NULL);
+        sig.out.store = par;
+        gp_dconv_run(&dc, &sig, 1, n, pool);
+        /* pieces: the output columns [c0, c0 + len) read input columns from c0 */
+        float *piece = malloc((size_t)co * 128 * 4);
+        size_t c0 = 0;
+        for (size_t p = 0; c0 < n; p++) {
+            size_t len = pieces[p % 5];
+            if (len > n - c0) len = n - c0;
+            gp_dconv_signal ps = {.x = x + c0, .xs = xs, .out = {.store = piece, .ld = len}};
+            gp_dconv_run(&dc, &ps, 1, len, p % 2 ? pool : NULL);
+            for (int c = 0; c < co; c++)
+                memcpy(cut + (size_t)c * n + c0, piece + (size_t)c * len, len * 4);
+            c0 += len;
+        }
+        free(piece);
+        CHECK_MSG(!memcmp(one, cut, (size_t)co * n * 4),
+                  "tiles (%s): calls of 1-128 samples "
+                  "differ from one call",
+                  modes[m]);
+        CHECK_MSG(!memcmp(one, par, (size_t)co * n * 4), "tiles (%s): 2 threads differ from 1",
+                  modes[m]);
+        gp_dconv_free(&dc);
+        if (m == 0) {
+            memcpy(first, one, (size_t)co * n * 4);
+        } else { /* the unit against the emulation of its products */
+            double diff = 0;
+            for (size_t i = 0; i < (size_t)co * n; i++)
+                diff = fmax(diff, fabs((double)first[i] - one[i]));
+            test_note("AMX unit vs emulated tiles: max difference %.3g (tolerance 1e-5)", diff);
+            CHECK_MSG(diff <= 1e-5, "AMX unit vs emulation: max difference %.3g", diff);
+        }
+    }
+    free(first);
+    unsetenv("GEPARD_TILES");
+    test_note("tiles: one call = calls of 1, 16, 37, 128 and 119 samples = 2 threads, bit for "
+              "bit (%s)",
+              n_modes > 1 ? "emulated and AMX" : "emulated");
+    gp_pool_free(pool);
+    gp_conv1d_free(&conv);
+    free(x);
+    free(one);
+    free(cut);
+    free(par);
 }

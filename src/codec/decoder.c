@@ -177,6 +177,7 @@ void gp_codec_decoder_free(gp_codec_decoder *dec) {
 gp_codec_kernels gp_codec_kernels_resolve(gp_codec_kernels want) {
     const gp_dconv_isa isa = gp_dconv_best_isa();
     if (want == GP_CODEC_KERNELS_AUTO) want = DEC_DEFAULT_DIRECT;
+    if (want == GP_CODEC_KERNELS_TILES && !gp_dconv_tiles_mode()) want = GP_CODEC_KERNELS_F32;
     if (want == GP_CODEC_KERNELS_BF16 && !gp_dconv_isa_has_bf16(isa)) want = GP_CODEC_KERNELS_MIXED;
     if (want == GP_CODEC_KERNELS_MIXED && isa != GP_DCONV_AVX512) want = GP_CODEC_KERNELS_F32;
     if (want == GP_CODEC_KERNELS_F32 && isa == GP_DCONV_NONE) want = GP_CODEC_KERNELS_BLAS;
@@ -190,26 +191,28 @@ const char *gp_codec_kernels_name(gp_codec_kernels kernels) {
     case GP_CODEC_KERNELS_F32: return "f32";
     case GP_CODEC_KERNELS_MIXED: return "mixed";
     case GP_CODEC_KERNELS_BF16: return "bf16";
+    case GP_CODEC_KERNELS_TILES: return "tiles";
     default: return "auto";
     }
 }
 
 bool gp_codec_kernels_direct(gp_codec_kernels kernels) {
     return kernels == GP_CODEC_KERNELS_F32 || kernels == GP_CODEC_KERNELS_MIXED ||
-           kernels == GP_CODEC_KERNELS_BF16;
+           kernels == GP_CODEC_KERNELS_BF16 || kernels == GP_CODEC_KERNELS_TILES;
 }
 
 /* Few samples per frame: vectors over channels rather than time. */
 static bool dec_chan_layout(const gp_codec_causal *l) { return l->frame_cols < 16; }
 
-/* Residual-layer weight types per stage for a direct path; `types` ("f", "w", "b", "o" per
- * stage: f32, bf16-stored, bf16, oneDNN's bf16 convolution) overrides. */
+/* Residual-layer weight types per stage for a direct path; `types` ("f", "w", "b", "o", "t"
+ * per stage: f32, bf16-stored, bf16, oneDNN's bf16 convolution, our AMX tiles) overrides. */
 static int dec_stage_types(gp_codec_decoder *dec, gp_codec_kernels kernels, const char *types,
                            gp_error *err) {
     const bool bf16_ok = gp_dconv_isa_has_bf16(gp_dconv_best_isa());
     for (int i = 0; i < dec->cfg.n_stages; i++) {
         const bool chan = dec_chan_layout(&dec->stages[i].blocks[0].in_conv);
         gp_dconv_type t = kernels == GP_CODEC_KERNELS_BF16            ? GP_DCONV_BF16
+                          : kernels == GP_CODEC_KERNELS_TILES         ? GP_DCONV_TILES
                           : kernels == GP_CODEC_KERNELS_MIXED && chan ? GP_DCONV_W16
                                                                       : GP_DCONV_F32;
         const char c = types && i < (int)strlen(types) ? types[i] : 0;
@@ -217,12 +220,16 @@ static int dec_stage_types(gp_codec_decoder *dec, gp_codec_kernels kernels, cons
             t = c == 'b'   ? GP_DCONV_BF16
                 : c == 'w' ? GP_DCONV_W16
                 : c == 'o' ? GP_DCONV_ONEDNN
+                : c == 't' ? GP_DCONV_TILES
                            : GP_DCONV_F32;
         if ((t == GP_DCONV_BF16 && !bf16_ok) ||
             (t == GP_DCONV_W16 && (!chan || gp_dconv_best_isa() != GP_DCONV_AVX512)))
             return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
                            "codec stage %d cannot run %s weights on this CPU", i,
                            t == GP_DCONV_BF16 ? "bf16" : "bf16-stored");
+        if (t == GP_DCONV_TILES && !gp_dconv_tiles_mode())
+            return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
+                           "codec stage %d: this CPU has no AMX tile unit for the 't' path", i);
         dec->stage_type[i] = t;
     }
     return GEPARD_OK;

@@ -66,6 +66,8 @@ typedef enum gp_codec_kernels {
     GP_CODEC_KERNELS_MIXED, /* direct, f32 arithmetic; bf16-stored weights in the stages
                                with few samples per frame (memory-bound when streaming) */
     GP_CODEC_KERNELS_BF16,  /* direct, bf16 weights and convolution inputs, f32 accumulation */
+    GP_CODEC_KERNELS_TILES, /* direct; the residual convolutions on AMX tiles (bf16 weights,
+                               inputs as two bf16 terms), F32 where the CPU has no AMX */
 } gp_codec_kernels;
 
 typedef struct gp_codec_decoder {
@@ -94,8 +96,8 @@ const char *gp_codec_kernels_name(gp_codec_kernels kernels);
 bool gp_codec_kernels_direct(gp_codec_kernels kernels);
 /* Switch to `kernels` (resolved); the direct paths pack their weights here. `stage_types`
  * (NULL: by `kernels`) sets each stage's residual weights on a direct path, one letter per
- * stage: 'f' f32, 'w' bf16-stored (channel-layout stages), 'b' bf16 — for experiments.
- * Call before creating streams. */
+ * stage: 'f' f32, 'w' bf16-stored (channel-layout stages), 'b' bf16, 'o' oneDNN's bf16 convolution,
+ * 't' AMX tiles — for experiments. Call before creating streams. */
 int gp_codec_decoder_use_kernels(gp_codec_decoder *dec, gp_codec_kernels kernels,
                                  const char *stage_types, gp_error *err);
 /* Multiply-accumulates per frame (for reports). */

@@ -130,6 +130,17 @@ static void pack_block(const gp_conv1d *conv, gp_dconv_type type, int o0, int wi
 static int dconv_shape(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type, gp_dconv_isa isa,
                        bool chan, gp_error *err) {
     memset(out, 0, sizeof *out);
+    if (type == GP_DCONV_TILES) {
+        if (!gp_dconv_tiles_mode())
+            return gp_fail(err, GEPARD_ERR_UNSUPPORTED,
+                           "this CPU has no AMX tile unit (GEPARD_TILES=emulate runs the tile "
+                           "path in plain C, for tests)");
+        if (conv->stride != 1)
+            return gp_fail(err, GEPARD_ERR_INTERNAL, "convolution needs stride 1, not %d",
+                           conv->stride);
+        gp_dconv_tiles_shape(out, conv);
+        return GEPARD_OK;
+    }
     const gp_dconv_geometry *g = gp_dconv_geometry_for(isa);
     if (!g) return gp_fail(err, GEPARD_ERR_INTERNAL, "no direct convolution kernels for this CPU");
     if (type == GP_DCONV_BF16 && !gp_dconv_isa_has_bf16(isa))
@@ -188,6 +199,11 @@ int gp_dconv_pack_into(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type,
     if (!out->bias) {
         out->weight = NULL;
         return gp_fail_oom(err, "convolution bias", (size_t)out->n_blocks * (size_t)out->mr * 4);
+    }
+    if (type == GP_DCONV_TILES) {
+        gp_dconv_tiles_pack(conv, out);
+        memcpy(out->bias, conv->bias, (size_t)conv->c_out * sizeof(float));
+        return GEPARD_OK;
     }
     for (int b = 0; b < out->n_blocks; b++) {
         const int o0 = b * out->mr, rows = conv->c_out - o0 < out->mr ? conv->c_out - o0 : out->mr;
@@ -261,6 +277,10 @@ void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, s
         gp_dconv_onednn_run(conv, sig, n_sig, n, pool);
         return;
     }
+    if (conv->type == GP_DCONV_TILES) {
+        gp_dconv_tiles_run(conv, sig, n_sig, n, pool);
+        return;
+    }
     const gp_dconv_geometry *g = gp_dconv_geometry_for(conv->isa);
     const int threads = gp_pool_size(pool);
     dconv_job job = {conv, sig, n_sig, 1, n, {0, 0, false}, 0, 1, NULL};
@@ -293,6 +313,43 @@ void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, s
         job.n_tasks = (int)(tasks < job.tiles ? tasks : job.tiles);
     }
     gp_pool_parallel_for(pool, job.n_tasks, dconv_task, &job);
+}
+
+void gp_dconv_epilogue_rows(const gp_dconv *conv, const gp_dconv_out *o, float *v, size_t vld,
+                            int r0, int r1, size_t t0, size_t len, bool add_bias) {
+    for (int c = r0; c < r1; c++) {
+        float *vr = v + (size_t)c * vld;
+        const size_t off = (size_t)c * o->ld + t0;
+        if (add_bias)
+            for (size_t t = 0; t < len; t++) vr[t] += conv->bias[c];
+        if (o->base)
+            for (size_t t = 0; t < len; t++) vr[t] += o->base[off + t];
+        if (o->store) memcpy(o->store + off, vr, len * sizeof(float));
+        if (o->acc) {
+            float *a = o->acc + off;
+            for (size_t t = 0; t < len; t++) {
+                switch (o->acc_mode) {
+                case GP_DCONV_ACC_SET: a[t] = vr[t]; break;
+                case GP_DCONV_ACC_ADD: a[t] += vr[t]; break;
+                case GP_DCONV_ACC_ADD_DIV: a[t] = (a[t] + vr[t]) / o->acc_div; break;
+                default: break;
+                }
+            }
+        }
+    }
+    gp_dconv_epilogue_act_rows(o, v, vld, r0, r1, t0, len);
+}
+
+void gp_dconv_epilogue_act_rows(const gp_dconv_out *o, const float *v, size_t vld, int r0, int r1,
+                                size_t t0, size_t len) {
+    if (!o->act) return;
+    const float *src = o->act_src == GP_DCONV_ACT_OF_ACC    ? o->acc + t0
+                       : o->act_src == GP_DCONV_ACT_OF_FROM ? o->act_from + t0
+                                                            : v;
+    const size_t ss = o->act_src == GP_DCONV_ACT_OF_V ? vld : o->ld;
+    void *dst =
+        o->act_bf16 ? (void *)((uint32_t *)o->act_dst + t0) : (void *)((float *)o->act_dst + t0);
+    gp_dconv_act_rows(o->act, src, ss, dst, o->act_ld, o->act_bf16, r0, r1, len);
 }
 
 /* ---- element-wise ---- */

@@ -53,6 +53,8 @@ typedef enum gp_dconv_type {
                         bytes of f32 for memory-bound layers (channel layout, AVX-512 only) */
     GP_DCONV_ONEDNN, /* bf16 weights, f32 inputs in bf16 terms, oneDNN's convolution (AMX
                         where the CPU has it; conv_onednn.c) */
+    GP_DCONV_TILES,  /* bf16 weights, f32 inputs as two bf16 terms, our own AMX tile loop
+                        (conv_tiles.c; Intel Sapphire Rapids and later) */
 } gp_dconv_type;
 
 /* Instruction sets with direct kernels, best last. */
@@ -143,6 +145,27 @@ int gp_dconv_onednn_pack(gp_dconv *out, const gp_conv1d *conv, gp_error *err);
 void gp_dconv_onednn_free(struct gp_dconv_onednn *o);
 void gp_dconv_onednn_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
                          gp_pool *pool);
+
+/* GP_DCONV_TILES (conv_tiles.c). The weights are packed like the other types (mr = 16
+ * output channels per block, an even number of blocks, block_elems words per block).
+ * gp_dconv_tiles_mode says what runs them: "amx" (the CPU's tile unit), "emulated"
+ * (GEPARD_TILES=emulate: the same products in plain C, for tests on any CPU) or NULL
+ * (neither: the type is unsupported here; GEPARD_TILES=off also says so). */
+const char *gp_dconv_tiles_mode(void);
+void gp_dconv_tiles_shape(gp_dconv *out, const gp_conv1d *conv);
+void gp_dconv_tiles_pack(const gp_conv1d *conv, const gp_dconv *shape);
+void gp_dconv_tiles_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
+                        gp_pool *pool);
+
+/* The epilogue of gp_dconv_out for output rows [r0, r1) and columns [t0, t0 + len) of
+ * results v (row r at v + r * vld; bias added first when `add_bias`), in the direct
+ * kernels' order: bias, residual, store, branch accumulator, activation (bf16
+ * activations need an even r0). For convolutions computed outside the micro-kernels. */
+void gp_dconv_epilogue_rows(const gp_dconv *conv, const gp_dconv_out *o, float *v, size_t vld,
+                            int r0, int r1, size_t t0, size_t len, bool add_bias);
+/* Its last part alone: the activation of rows [r0, r1). */
+void gp_dconv_epilogue_act_rows(const gp_dconv_out *o, const float *v, size_t vld, int r0, int r1,
+                                size_t t0, size_t len);
 
 /* n outputs for each of n_sig signals; `pool` (may be NULL) shares the tiles out. */
 void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,

@@ -202,37 +202,6 @@ typedef struct conv_job {
     int failed;
 } conv_job;
 
-/* The epilogue of gp_dconv_out for columns [t0, t0 + len) of v [c_out][len]. */
-static void conv_epilogue(const gp_dconv *conv, const gp_dconv_out *o, float *v, size_t t0,
-                          size_t len) {
-    for (int c = 0; c < conv->c_out; c++) {
-        float *vr = v + (size_t)c * len;
-        const size_t off = (size_t)c * o->ld + t0;
-        if (o->base)
-            for (size_t t = 0; t < len; t++) vr[t] += o->base[off + t];
-        if (o->store) memcpy(o->store + off, vr, len * sizeof(float));
-        if (o->acc) {
-            float *a = o->acc + off;
-            for (size_t t = 0; t < len; t++) {
-                switch (o->acc_mode) {
-                case GP_DCONV_ACC_SET: a[t] = vr[t]; break;
-                case GP_DCONV_ACC_ADD: a[t] += vr[t]; break;
-                case GP_DCONV_ACC_ADD_DIV: a[t] = (a[t] + vr[t]) / o->acc_div; break;
-                default: break;
-                }
-            }
-        }
-    }
-    if (!o->act) return;
-    const float *src = o->act_src == GP_DCONV_ACT_OF_ACC    ? o->acc + t0
-                       : o->act_src == GP_DCONV_ACT_OF_FROM ? o->act_from + t0
-                                                            : v;
-    const size_t ss = o->act_src == GP_DCONV_ACT_OF_V ? len : o->ld;
-    void *dst =
-        o->act_bf16 ? (void *)((uint32_t *)o->act_dst + t0) : (void *)((float *)o->act_dst + t0);
-    gp_dconv_act_rows(o->act, src, ss, dst, o->act_ld, o->act_bf16, 0, conv->c_out, len);
-}
-
 static void conv_task(void *ctx, int task, int worker) {
     (void)worker;
     conv_job *j = ctx;
@@ -302,7 +271,7 @@ static void conv_task(void *ctx, int task, int worker) {
     }
     for (int c = 0; c < C_out; c++)
         for (size_t t = 0; t < len; t++) v[(size_t)c * len + t] = dst[t * C_out + c];
-    conv_epilogue(conv, &s->out, v, t0, len);
+    gp_dconv_epilogue_rows(conv, &s->out, v, len, 0, C_out, t0, len, false);
 }
 
 void gp_dconv_onednn_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,

@@ -35,14 +35,28 @@ gepard_status gepard_codec_load_with_params(const char *path, const gepard_codec
     opt.n_threads = params->n_threads > 0 ? params->n_threads : gp_cpu_count();
     opt.reference = params->reference_kernels != 0;
     opt.skip_encoder = params->no_encoder != 0;
-    switch (params->precision) {
+    gepard_codec_precision precision = params->precision;
+    const char *env = getenv("GEPARD_CODEC_PRECISION");
+    if (precision == GEPARD_CODEC_AUTO && env && *env) {
+        precision = !strcmp(env, "f32")     ? GEPARD_CODEC_F32
+                    : !strcmp(env, "mixed") ? GEPARD_CODEC_MIXED
+                    : !strcmp(env, "bf16")  ? GEPARD_CODEC_BF16
+                    : !strcmp(env, "tiles") ? GEPARD_CODEC_TILES
+                                            : (gepard_codec_precision)-1;
+        if ((int)precision < 0)
+            return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT,
+                                "GEPARD_CODEC_PRECISION=%s: expected f32, mixed, bf16 or tiles",
+                                env);
+    }
+    switch (precision) {
     case GEPARD_CODEC_AUTO: opt.kernels = GP_CODEC_KERNELS_AUTO; break;
     case GEPARD_CODEC_F32: opt.kernels = GP_CODEC_KERNELS_F32; break;
     case GEPARD_CODEC_MIXED: opt.kernels = GP_CODEC_KERNELS_MIXED; break;
     case GEPARD_CODEC_BF16: opt.kernels = GP_CODEC_KERNELS_BF16; break;
+    case GEPARD_CODEC_TILES: opt.kernels = GP_CODEC_KERNELS_TILES; break;
     default:
         return gp_api_failf(GEPARD_ERR_INVALID_ARGUMENT,
-                            "gepard_codec_load: unknown precision %d (expected 0-3)",
+                            "gepard_codec_load: unknown precision %d (expected 0-4)",
                             (int)params->precision);
     }
     gp_error err;

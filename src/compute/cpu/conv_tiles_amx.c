@@ -1,0 +1,98 @@
+/* conv_tiles_amx.c — GP_DCONV_TILES on the AMX unit: the tile loop of conv_tiles_body.h
+ * over the AMX instructions, and the AVX-512 split of a chunk's inputs into bf16 pairs.
+ * Compiled with AVX-512 and -mamx-tile -mamx-bf16 (Makefile: *_amx.c); conv_tiles.c
+ * calls it only after finding the tile unit and getting the kernel's permission to use
+ * it. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "compute/conv_direct.h"
+#include "compute/cpu/conv_tiles_kernels.h"
+
+/* The 64-byte operand of LDTILECFG (palette 1). */
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+static void tiles_config(void) {
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        cfg.colsb[i] = 64;
+        cfg.rows[i] = 16;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+/* The tile intrinsics are asm statements without a memory clobber: the fence keeps the
+ * compiler from moving memory accesses across the loop's stores. */
+#define TCONFIG() tiles_config()
+#define TZERO(t) _tile_zero(t)
+#define TLOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TSTORE(t, p, stride) _tile_stored(t, p, stride)
+#define TDP(c, a, b) _tile_dpbf16ps(c, a, b)
+#define TRELEASE()                                                                                 \
+    do {                                                                                           \
+        _tile_release();                                                                           \
+        __asm__ volatile("" ::: "memory");                                                         \
+    } while (0)
+#define TILES_CHUNK_FN gp_tiles_chunk_amx
+#include "compute/cpu/conv_tiles_body.h"
+
+/* 16 values as (hi | lo << 16) words, hi = bf16(x), lo = bf16(x - hi). */
+static inline __m512i split16(__m512 x) {
+    const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+    const __m512 hi_f = _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16));
+    const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, hi_f)));
+    return _mm512_or_si512(hi, _mm512_slli_epi32(lo, 16));
+}
+
+void gp_tiles_split_avx512(const float *x, size_t xs, int c_in, int rows, size_t valid,
+                           uint32_t *xb, size_t xw) {
+    for (int r = 0; r < rows; r++) {
+        uint32_t *d = xb + (size_t)r * xw;
+        if (r >= c_in) {
+            memset(d, 0, xw * sizeof *d);
+            continue;
+        }
+        const float *s = x + (size_t)r * xs;
+        size_t i = 0;
+        for (; i + 16 <= valid; i += 16)
+            _mm512_storeu_si512(d + i, split16(_mm512_loadu_ps(s + i)));
+        if (i < valid) {
+            const __mmask16 m = (__mmask16)((1u << (valid - i)) - 1u);
+            _mm512_mask_storeu_epi32(d + i, m, split16(_mm512_maskz_loadu_ps(m, s + i)));
+        }
+        memset(d + valid, 0, (xw - valid) * sizeof *d);
+    }
+}
+
+/* gp_dconv_epilogue_rows with bias on AVX-512: the same additions and division in the
+ * same order per element (so the same bits), 16 samples at a time. */
+void gp_tiles_epilogue_avx512(const gp_dconv *conv, const gp_dconv_out *o, float *v, size_t vld,
+                              int r0, int r1, size_t t0, size_t len) {
+    for (int c = r0; c < r1; c++) {
+        float *vr = v + (size_t)c * vld;
+        const size_t off = (size_t)c * o->ld + t0;
+        const __m512 bias = _mm512_set1_ps(conv->bias[c]), div = _mm512_set1_ps(o->acc_div);
+        for (size_t t = 0; t < len; t += 16) {
+            const __mmask16 m =
+                len - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - t)) - 1u);
+            __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(m, vr + t), bias);
+            if (o->base) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, o->base + off + t));
+            _mm512_mask_storeu_ps(vr + t, m, x);
+            if (o->store) _mm512_mask_storeu_ps(o->store + off + t, m, x);
+            if (o->acc && o->acc_mode != GP_DCONV_ACC_NONE) {
+                float *a = o->acc + off + t;
+                __m512 y = x;
+                if (o->acc_mode != GP_DCONV_ACC_SET)
+                    y = _mm512_add_ps(_mm512_maskz_loadu_ps(m, a), x);
+                if (o->acc_mode == GP_DCONV_ACC_ADD_DIV) y = _mm512_div_ps(y, div);
+                _mm512_mask_storeu_ps(a, m, y);
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+/* test_codec_tiles.c — the codec's residual convolutions on AMX tiles (GP_DCONV_TILES,
+ * stage mix letter 't'): streaming equals one-shot decoding bit for bit, 1 and 2 threads
+ * give the same samples, and the samples stay within budget of the f32 decoder. On every
+ * CPU through the emulated tiles (GEPARD_TILES=emulate) on a narrow synthetic codec (base
+ * 96 channels: padded channel blocks in every stage); where the CPU has the tile unit,
+ * also on the unit and on the real-size synthetic codec against the 60 dB budget. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "codec/synthetic.h"
+#include "compute/conv_direct.h"
+#include "test.h"
+
+static gp_codec *ct_load(const gp_codec_source *src, const char *types, int threads,
+                         gp_error *err) {
+    gp_codec_options opt;
+    gp_codec_options_default(&opt);
+    opt.kernels = types ? GP_CODEC_KERNELS_BF16 : GP_CODEC_KERNELS_F32;
+    opt.stage_types = types;
+    opt.n_threads = threads;
+    gp_codec *c = NULL;
+    gp_codec_load_source(src, &opt, &c, err);
+    return c;
+}
+
+static double ct_snr(const float *ref, const float *x, size_t n) {
+    double s = 0, e = 0;
+    for (size_t i = 0; i < n; i++) {
+        s += (double)ref[i] * ref[i];
+        e += ((double)ref[i] - x[i]) * ((double)ref[i] - x[i]);
+    }
+    return isnan(e) ? -INFINITY : e > 0 ? 10 * log10(s / e) : INFINITY;
+}
+
+/* One-shot and frame-by-frame samples of `frames` frames. */
+static int ct_decode(const gp_codec *c, const int32_t *codes, int frames, float *oneshot,
+                     float *streamed, gp_error *err) {
+    const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
+    int rc = gp_codec_decode(c, codes, (size_t)frames, oneshot, err);
+    gp_codec_code_stream *s = NULL;
+    if (!rc) rc = gp_codec_code_stream_create(c, &s, err);
+    for (int f = 0; !rc && f < frames; f++)
+        rc =
+            gp_codec_code_stream_push(s, codes + (size_t)f * C, 1, streamed + (size_t)f * spf, err);
+    gp_codec_code_stream_free(s);
+    return rc;
+}
+
+/* The checks on one codec: returns the SNR of the tile path against f32. */
+static double ct_check(const gp_codec_source *src, int frames, const char *mode) {
+    gp_error err;
+    double snr = -INFINITY;
+    gp_codec *f32 = ct_load(src, NULL, 1, &err);
+    if (!f32) {
+        test_fail(__FILE__, __LINE__, "%s", err.message);
+        return snr;
+    }
+    const size_t C = (size_t)f32->fsq.channels, spf = (size_t)f32->cfg.samples_per_frame;
+    const size_t n = (size_t)frames * spf;
+    int32_t *codes = malloc((size_t)frames * C * sizeof *codes);
+    float *want = malloc(n * 4), *one[2] = {malloc(n * 4), malloc(n * 4)},
+          *str[2] = {malloc(n * 4), malloc(n * 4)};
+    if (!codes || !want || !one[0] || !one[1] || !str[0] || !str[1]) {
+        test_fail(__FILE__, __LINE__, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < (size_t)frames * C; i++)
+        codes[i] =
+            (int32_t)((i * 2654435761u >> 7) % (size_t)gp_fsq_levels(&f32->fsq, (int)(i % C)));
+    if (gp_codec_decode(f32, codes, (size_t)frames, want, &err)) {
+        test_fail(__FILE__, __LINE__, "%s", err.message);
+        goto done;
+    }
+    for (int t = 0; t < 2; t++) {
+        gp_codec *c = ct_load(src, "ttttt", t + 1, &err);
+        if (!c) {
+            test_fail(__FILE__, __LINE__, "tiles (%s): %s", mode, err.message);
+            goto done;
+        }
+        const int rc = ct_decode(c, codes, frames, one[t], str[t], &err);
+        gp_codec_free(c);
+        if (rc) {
+            test_fail(__FILE__, __LINE__, "tiles (%s): %s", mode, err.message);
+            goto done;
+        }
+        CHECK_MSG(!memcmp(one[t], str[t], n * 4),
+                  "tiles (%s), %d thread(s): streamed differs from one-shot", mode, t + 1);
+    }
+    CHECK_MSG(!memcmp(one[0], one[1], n * 4), "tiles (%s): 1 and 2 threads differ", mode);
+    snr = ct_snr(want, one[1], n);
+done:
+    gp_codec_free(f32);
+    free(codes);
+    free(want);
+    for (int t = 0; t < 2; t++) {
+        free(one[t]);
+        free(str[t]);
+    }
+    return snr;
+}
+
+TEST(codec_tiles_streaming_threads_and_accuracy) {
+    gp_error err;
+    /* the real-size configuration at base 96 (48 .. 3 channels per stage) */
+    const char *big = "base_channels: 864", *at = strstr(gp_codec_nano_22khz_yaml, big);
+    REQUIRE(at);
+    const size_t head = (size_t)(at - gp_codec_nano_22khz_yaml);
+    char *yaml = malloc(strlen(gp_codec_nano_22khz_yaml) + 8);
+    REQUIRE(yaml);
+    memcpy(yaml, gp_codec_nano_22khz_yaml, head);
+    strcpy(yaml + head, "base_channels: 96");
+    strcat(yaml, at + strlen(big));
+    gp_codec_source *src;
+    REQUIRE_MSG(!gp_codec_synthetic_source(yaml, 3, &src, &err), "%s", err.message);
+    free(yaml);
+    setenv("GEPARD_TILES", "emulate", 1);
+    const double snr = ct_check(src, 4, "emulated");
+    unsetenv("GEPARD_TILES");
+    test_note("emulated tiles, base-96 codec, 4 frames: SNR %.1f dB vs f32 (bound 50: bf16 "
+              "weights on a random narrow codec); streamed = one-shot and 1 = 2 threads, bit "
+              "for bit",
+              snr);
+    CHECK_MSG(snr >= 50, "emulated tiles: SNR %.1f dB < 50", snr);
+    if (gp_dconv_tiles_mode()) {
+        const double s2 = ct_check(src, 4, "amx");
+        test_note("AMX tiles, base-96 codec: SNR %.1f dB", s2);
+        CHECK_MSG(s2 >= 50, "AMX tiles: SNR %.1f dB < 50", s2);
+    }
+    gp_codec_source_free(src);
+}
+
+TEST(codec_tiles_real_size_within_budget) {
+    if (!gp_dconv_tiles_mode()) {
+        test_note("skipped: no AMX tile unit on this CPU (the emulation is too slow for the "
+                  "real-size codec; codec_tiles_streaming_threads_and_accuracy covers it)");
+        return;
+    }
+    gp_error err;
+    gp_codec_source *src;
+    REQUIRE_MSG(!gp_codec_synthetic_source(gp_codec_nano_22khz_yaml, 1, &src, &err), "%s",
+                err.message);
+    const double snr = ct_check(src, 6, "amx");
+    test_note("AMX tiles, real-size synthetic codec, 6 frames: SNR %.1f dB vs f32 (budget 60); "
+              "streamed = one-shot and 1 = 2 threads, bit for bit",
+              snr);
+    CHECK_MSG(snr >= 60, "AMX tiles: SNR %.1f dB < 60", snr);
+    gp_codec_source_free(src);
+}

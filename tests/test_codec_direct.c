@@ -8,7 +8,7 @@
 
 #include "base/rng.h"
 #include "codec/codec.h"
-#include "codec/synthetic.h"
+#include "codec_paths.h"
 #include "compute/conv_direct.h"
 #include "test.h"
 
@@ -16,41 +16,9 @@
 static const gp_codec_kernels paths[N_PATHS] = {GP_CODEC_KERNELS_F32, GP_CODEC_KERNELS_MIXED,
                                                 GP_CODEC_KERNELS_BF16};
 
-/* Replace the first `from` in yaml by `to` (same buffer, room to spare). */
-static void yaml_set(char *yaml, const char *from, const char *to) {
-    char *p = strstr(yaml, from);
-    if (!p) return;
-    memmove(p + strlen(to), p + strlen(from), strlen(p + strlen(from)) + 1);
-    memcpy(p, to, strlen(to));
-}
-
-/* Random weights for the published configuration with decoder base_channels `base` (and a
- * small encoder: the tests here decode only). */
-static gp_codec_source *nano_source(int base, gp_error *err) {
-    char yaml[4096], to[32];
-    snprintf(yaml, sizeof yaml, "%s", gp_codec_nano_22khz_yaml);
-    snprintf(to, sizeof to, "base_channels: %d", base);
-    yaml_set(yaml, "base_channels: 24", "base_channels: 2");
-    yaml_set(yaml, "base_channels: 864", to);
-    gp_codec_source *src;
-    return gp_codec_synthetic_source(yaml, 3, &src, err) ? NULL : src;
-}
-
-static gp_codec *load_from(const gp_codec_source *src, gp_codec_kernels kernels, int threads,
-                           gp_error *err) {
-    gp_codec_options opt;
-    gp_codec_options_default(&opt);
-    opt.reference = kernels == GP_CODEC_KERNELS_REFERENCE;
-    opt.kernels = kernels;
-    opt.n_threads = threads;
-    gp_codec *c = NULL;
-    gp_codec_load_source(src, &opt, &c, err);
-    return c;
-}
-
 static gp_codec *load_nano(int base, gp_codec_kernels kernels, int threads, gp_error *err) {
-    gp_codec_source *src = nano_source(base, err);
-    gp_codec *c = src ? load_from(src, kernels, threads, err) : NULL;
+    gp_codec_source *src = codec_paths_source(base, err);
+    gp_codec *c = src ? codec_paths_load(src, kernels, NULL, threads, err) : NULL;
     gp_codec_source_free(src);
     return c;
 }
@@ -66,15 +34,6 @@ static int32_t *random_codes(const gp_codec *codec, size_t T, uint64_t seed) {
     return codes;
 }
 
-static double snr_db(const float *ref, const float *x, size_t n) {
-    double s = 0, e = 0;
-    for (size_t i = 0; i < n; i++) {
-        s += (double)ref[i] * ref[i];
-        e += ((double)ref[i] - x[i]) * ((double)ref[i] - x[i]);
-    }
-    return e > 0 ? 10 * log10(s / e) : INFINITY;
-}
-
 TEST(codec_direct_matches_reference) {
     gp_error err;
     const size_t T = 5, spf = 1024;
@@ -87,7 +46,7 @@ TEST(codec_direct_matches_reference) {
         gp_codec *c = load_nano(96, paths[p], p == 1 ? 2 : 1, &err);
         REQUIRE_MSG(c, "%s", err.message);
         REQUIRE_OK(gp_codec_decode(c, codes, T, got, &err), &err);
-        double e = test_rel_error(got, want, T * spf), snr = snr_db(want, got, T * spf);
+        double e = test_rel_error(got, want, T * spf), snr = codec_paths_snr(want, got, T * spf);
         test_note("base 96, %s (ran as %s): relative error %.3g, SNR %.1f dB vs reference",
                   gp_codec_kernels_name(paths[p]), gp_codec_kernels_name(c->dec.kernels), e, snr);
         if (c->dec.kernels == GP_CODEC_KERNELS_F32 || c->dec.kernels == GP_CODEC_KERNELS_BLAS)
@@ -201,23 +160,23 @@ TEST(codec_direct_multi_stream_equals_single) {
 TEST(codec_direct_real_width_snr) {
     gp_error err;
     const size_t T = 4, spf = 1024;
-    gp_codec_source *src = nano_source(864, &err);
+    gp_codec_source *src = codec_paths_source(864, &err);
     REQUIRE_MSG(src, "%s", err.message);
-    gp_codec *f32 = load_from(src, GP_CODEC_KERNELS_AUTO, 2, &err);
+    gp_codec *f32 = codec_paths_load(src, GP_CODEC_KERNELS_AUTO, NULL, 2, &err);
     REQUIRE_MSG(f32, "%s", err.message);
     int32_t *codes = random_codes(f32, T, 5);
     float *want = malloc(T * spf * 4), *got = malloc(T * spf * 4);
     REQUIRE_OK(gp_codec_decode(f32, codes, T, want, &err), &err);
     double snr;
     for (int p = 1; p < N_PATHS; p++) {
-        gp_codec *c = load_from(src, paths[p], 2, &err);
+        gp_codec *c = codec_paths_load(src, paths[p], NULL, 2, &err);
         REQUIRE_MSG(c, "%s", err.message);
         if (c->dec.kernels == f32->dec.kernels) {
             gp_codec_free(c);
             continue; /* this CPU cannot run the path */
         }
         REQUIRE_OK(gp_codec_decode(c, codes, T, got, &err), &err);
-        snr = snr_db(want, got, T * spf);
+        snr = codec_paths_snr(want, got, T * spf);
         test_note("real width, %s vs f32 over %zu frames: SNR %.1f dB (budget 60)",
                   gp_codec_kernels_name(c->dec.kernels), T, snr);
         CHECK(snr >= (c->dec.kernels == GP_CODEC_KERNELS_MIXED ? 60 : 50));
@@ -248,7 +207,7 @@ TEST(codec_direct_tiny_fixture_snr) {
     REQUIRE_OK(gp_codec_decode(c[0], codes, T, want, &err), &err);
     for (int p = 1; p < N_PATHS; p++) {
         REQUIRE_OK(gp_codec_decode(c[p], codes, T, got, &err), &err);
-        double snr = snr_db(want, got, T * spf);
+        double snr = codec_paths_snr(want, got, T * spf);
         test_note("tiny fixture, %s vs f32: SNR %.1f dB", gp_codec_kernels_name(c[p]->dec.kernels),
                   snr);
         CHECK(snr > 10);

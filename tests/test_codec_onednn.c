@@ -11,30 +11,10 @@
 
 #include "codec/codec.h"
 #include "codec/synthetic.h"
+#include "codec_paths.h"
 #include "test.h"
 
 #define OD_FRAMES 6
-
-static gp_codec *od_load(const gp_codec_source *src, const char *types, int threads,
-                         gp_error *err) {
-    gp_codec_options opt;
-    gp_codec_options_default(&opt);
-    opt.kernels = types ? GP_CODEC_KERNELS_BF16 : GP_CODEC_KERNELS_F32;
-    opt.stage_types = types;
-    opt.n_threads = threads;
-    gp_codec *c = NULL;
-    gp_codec_load_source(src, &opt, &c, err);
-    return c;
-}
-
-static double od_snr(const float *ref, const float *x, size_t n) {
-    double s = 0, e = 0;
-    for (size_t i = 0; i < n; i++) {
-        s += (double)ref[i] * ref[i];
-        e += ((double)ref[i] - x[i]) * ((double)ref[i] - x[i]);
-    }
-    return isnan(e) ? -INFINITY : e > 0 ? 10 * log10(s / e) : INFINITY;
-}
 
 static double od_max_diff(const float *a, const float *b, size_t n) {
     double m = 0;
@@ -60,7 +40,7 @@ TEST(codec_onednn_residual_convs_within_budget) {
     gp_codec_source *src;
     REQUIRE_MSG(!gp_codec_synthetic_source(gp_codec_nano_22khz_yaml, 1, &src, &err), "%s",
                 err.message);
-    gp_codec *f32 = od_load(src, NULL, 1, &err);
+    gp_codec *f32 = codec_paths_load(src, GP_CODEC_KERNELS_F32, NULL, 1, &err);
     REQUIRE_MSG(f32, "%s", err.message);
     const size_t C = (size_t)f32->fsq.channels, spf = (size_t)f32->cfg.samples_per_frame;
     const size_t n = OD_FRAMES * spf;
@@ -74,7 +54,7 @@ TEST(codec_onednn_residual_convs_within_budget) {
     REQUIRE_OK(gp_codec_decode(f32, codes, OD_FRAMES, want, &err), &err);
     gp_codec_free(f32);
     for (int t = 0; t < 2; t++) {
-        gp_codec *c = od_load(src, "ooooo", t + 1, &err);
+        gp_codec *c = codec_paths_load(src, GP_CODEC_KERNELS_BF16, "ooooo", t + 1, &err);
         if (!c && err.code == GEPARD_ERR_UNSUPPORTED) {
             test_note("skipped: %s", err.message);
             goto done;
@@ -82,7 +62,7 @@ TEST(codec_onednn_residual_convs_within_budget) {
         REQUIRE_MSG(c, "%s", err.message);
         REQUIRE_OK(od_decode(c, codes, one[t], str[t], &err), &err);
         gp_codec_free(c);
-        const double snr = od_snr(want, one[t], n), sd = od_max_diff(one[t], str[t], n);
+        const double snr = codec_paths_snr(want, one[t], n), sd = od_max_diff(one[t], str[t], n);
         test_note("oneDNN residual convs, %d thread(s): SNR %.1f dB vs f32 over %d frames "
                   "(budget 60), streamed vs one-shot max difference %g (tolerance 1e-6)",
                   t + 1, snr, OD_FRAMES, sd);
@@ -92,12 +72,12 @@ TEST(codec_onednn_residual_convs_within_budget) {
     CHECK_MSG(memcmp(one[0], one[1], n * 4) == 0, "1 and 2 threads give different samples");
     /* two input terms: a third less work, still within the budget here */
     setenv("GEPARD_ONEDNN_TERMS", "2", 1);
-    gp_codec *c2 = od_load(src, "ooooo", 2, &err);
+    gp_codec *c2 = codec_paths_load(src, GP_CODEC_KERNELS_BF16, "ooooo", 2, &err);
     unsetenv("GEPARD_ONEDNN_TERMS");
     REQUIRE_MSG(c2, "%s", err.message);
     REQUIRE_OK(gp_codec_decode(c2, codes, OD_FRAMES, one[0], &err), &err);
     gp_codec_free(c2);
-    const double snr2 = od_snr(want, one[0], n);
+    const double snr2 = codec_paths_snr(want, one[0], n);
     test_note("two terms: SNR %.1f dB", snr2);
     CHECK_MSG(snr2 >= 60, "two terms: SNR %.1f dB < 60", snr2);
 done:

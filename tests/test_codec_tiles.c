@@ -10,29 +10,9 @@
 
 #include "codec/codec.h"
 #include "codec/synthetic.h"
+#include "codec_paths.h"
 #include "compute/conv_direct.h"
 #include "test.h"
-
-static gp_codec *ct_load(const gp_codec_source *src, const char *types, int threads,
-                         gp_error *err) {
-    gp_codec_options opt;
-    gp_codec_options_default(&opt);
-    opt.kernels = types ? GP_CODEC_KERNELS_BF16 : GP_CODEC_KERNELS_F32;
-    opt.stage_types = types;
-    opt.n_threads = threads;
-    gp_codec *c = NULL;
-    gp_codec_load_source(src, &opt, &c, err);
-    return c;
-}
-
-static double ct_snr(const float *ref, const float *x, size_t n) {
-    double s = 0, e = 0;
-    for (size_t i = 0; i < n; i++) {
-        s += (double)ref[i] * ref[i];
-        e += ((double)ref[i] - x[i]) * ((double)ref[i] - x[i]);
-    }
-    return isnan(e) ? -INFINITY : e > 0 ? 10 * log10(s / e) : INFINITY;
-}
 
 /* One-shot and frame-by-frame samples of `frames` frames. */
 static int ct_decode(const gp_codec *c, const int32_t *codes, int frames, float *oneshot,
@@ -52,7 +32,7 @@ static int ct_decode(const gp_codec *c, const int32_t *codes, int frames, float 
 static double ct_check(const gp_codec_source *src, int frames, const char *mode) {
     gp_error err;
     double snr = -INFINITY;
-    gp_codec *f32 = ct_load(src, NULL, 1, &err);
+    gp_codec *f32 = codec_paths_load(src, GP_CODEC_KERNELS_F32, NULL, 1, &err);
     if (!f32) {
         test_fail(__FILE__, __LINE__, "%s", err.message);
         return snr;
@@ -74,7 +54,7 @@ static double ct_check(const gp_codec_source *src, int frames, const char *mode)
         goto done;
     }
     for (int t = 0; t < 2; t++) {
-        gp_codec *c = ct_load(src, "ttttt", t + 1, &err);
+        gp_codec *c = codec_paths_load(src, GP_CODEC_KERNELS_BF16, "ttttt", t + 1, &err);
         if (!c) {
             test_fail(__FILE__, __LINE__, "tiles (%s): %s", mode, err.message);
             goto done;
@@ -89,7 +69,7 @@ static double ct_check(const gp_codec_source *src, int frames, const char *mode)
                   "tiles (%s), %d thread(s): streamed differs from one-shot", mode, t + 1);
     }
     CHECK_MSG(!memcmp(one[0], one[1], n * 4), "tiles (%s): 1 and 2 threads differ", mode);
-    snr = ct_snr(want, one[1], n);
+    snr = codec_paths_snr(want, one[1], n);
 done:
     gp_codec_free(f32);
     free(codes);
@@ -104,17 +84,8 @@ done:
 TEST(codec_tiles_streaming_threads_and_accuracy) {
     gp_error err;
     /* the real-size configuration at base 96 (48 .. 3 channels per stage) */
-    const char *big = "base_channels: 864", *at = strstr(gp_codec_nano_22khz_yaml, big);
-    REQUIRE(at);
-    const size_t head = (size_t)(at - gp_codec_nano_22khz_yaml);
-    char *yaml = malloc(strlen(gp_codec_nano_22khz_yaml) + 8);
-    REQUIRE(yaml);
-    memcpy(yaml, gp_codec_nano_22khz_yaml, head);
-    strcpy(yaml + head, "base_channels: 96");
-    strcat(yaml, at + strlen(big));
-    gp_codec_source *src;
-    REQUIRE_MSG(!gp_codec_synthetic_source(yaml, 3, &src, &err), "%s", err.message);
-    free(yaml);
+    gp_codec_source *src = codec_paths_source(96, &err);
+    REQUIRE_MSG(src, "%s", err.message);
     setenv("GEPARD_TILES", "emulate", 1);
     const double snr = ct_check(src, 4, "emulated");
     unsetenv("GEPARD_TILES");

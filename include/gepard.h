@@ -378,7 +378,9 @@ typedef struct gepard_codec_stream gepard_codec_stream;
  * decoder (budget 60 dB) measured on a random real-size NanoCodec / on the random tiny
  * test codec: MIXED ~67 / 26 dB, BF16 ~59 / 23 dB. Measure on your weights first. */
 typedef enum gepard_codec_precision {
-    GEPARD_CODEC_AUTO = 0,  /* the default: F32 */
+    GEPARD_CODEC_AUTO = 0,  /* the default: F32; on CPUs with AMX tiles, TILES when the load
+                               measures them within 60 dB of F32 on the loaded weights and
+                               faster (gepard_codec_kernels_why says what it measured) */
     GEPARD_CODEC_F32 = 1,   /* f32 weights and arithmetic throughout */
     GEPARD_CODEC_MIXED = 2, /* f32 arithmetic; the first stage's weights, which streaming
                                reads from memory at every frame, stored as bf16 (AVX-512) */
@@ -421,6 +423,9 @@ void gepard_codec_free(gepard_codec *codec);
 /* The decoder path that runs: "f32", "mixed", "bf16", "tiles", "blas" or "reference" on the CPU,
  * "cuda:N tf32" or "cuda:N f32" on a GPU. */
 const char *gepard_codec_kernels(const gepard_codec *codec);
+/* Why that path: asked for, the default, or what the load measured (on a CPU with AMX
+ * tiles the default is chosen by decoding a few frames both ways on the loaded weights). */
+const char *gepard_codec_kernels_why(const gepard_codec *codec);
 int gepard_codec_sample_rate(const gepard_codec *codec);       /* e.g. 22050 */
 int gepard_codec_samples_per_frame(const gepard_codec *codec); /* e.g. 1024 */
 int gepard_codec_num_codebooks(const gepard_codec *codec);     /* e.g. 32 */

@@ -162,7 +162,7 @@ TEST(codec_direct_real_width_snr) {
     const size_t T = 4, spf = 1024;
     gp_codec_source *src = codec_paths_source(864, &err);
     REQUIRE_MSG(src, "%s", err.message);
-    gp_codec *f32 = codec_paths_load(src, GP_CODEC_KERNELS_AUTO, NULL, 2, &err);
+    gp_codec *f32 = codec_paths_load(src, GP_CODEC_KERNELS_F32, NULL, 2, &err);
     REQUIRE_MSG(f32, "%s", err.message);
     int32_t *codes = random_codes(f32, T, 5);
     float *want = malloc(T * spf * 4), *got = malloc(T * spf * 4);

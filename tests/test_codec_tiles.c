@@ -119,3 +119,59 @@ TEST(codec_tiles_real_size_within_budget) {
     CHECK_MSG(snr >= 60, "AMX tiles: SNR %.1f dB < 60", snr);
     gp_codec_source_free(src);
 }
+
+/* GP_CODEC_KERNELS_AUTO where tiles exist: the loader decodes GP_CODEC_CHOICE_FRAMES
+ * frames both ways and keeps f32 unless the tiles are within budget and faster; emulated
+ * tiles (slow, and ~60 dB on the narrow codec) must lose, a CPU without tiles must not
+ * measure at all, and on the AMX unit the real-size codec takes the tiles and then
+ * decodes exactly as a codec loaded with them. */
+TEST(codec_auto_choice_measures_the_tiles) {
+    gp_error err;
+    gp_codec_source *src = codec_paths_source(96, &err);
+    REQUIRE_MSG(src, "%s", err.message);
+    setenv("GEPARD_TILES", "off", 1);
+    gp_codec *c = codec_paths_load(src, GP_CODEC_KERNELS_AUTO, NULL, 2, &err);
+    REQUIRE_MSG(c, "%s", err.message);
+    CHECK(!strcmp(gp_codec_kernels_name(c->dec.kernels), "f32"));
+    CHECK_MSG(strstr(c->kernels_why, "no AMX tiles"), "why: %s", c->kernels_why);
+    gp_codec_free(c);
+    setenv("GEPARD_TILES", "emulate", 1);
+    c = codec_paths_load(src, GP_CODEC_KERNELS_AUTO, NULL, 2, &err);
+    unsetenv("GEPARD_TILES");
+    REQUIRE_MSG(c, "%s", err.message);
+    test_note("emulated tiles, base-96 codec, AUTO -> %s (%s)",
+              gp_codec_kernels_name(c->dec.kernels), c->kernels_why);
+    CHECK(!strcmp(gp_codec_kernels_name(c->dec.kernels), "f32"));
+    CHECK_MSG(!strncmp(c->kernels_why, "f32: the AMX tile path measured", 31), "why: %s",
+              c->kernels_why);
+    gp_codec_free(c);
+    gp_codec_source_free(src);
+    if (!gp_dconv_tiles_mode()) {
+        test_note("no AMX tile unit here: the choice in favour of the tiles is checked on "
+                  "AMX CPUs only");
+        return;
+    }
+    REQUIRE_MSG(!gp_codec_synthetic_source(gp_codec_nano_22khz_yaml, 1, &src, &err), "%s",
+                err.message);
+    c = codec_paths_load(src, GP_CODEC_KERNELS_AUTO, NULL, 2, &err);
+    REQUIRE_MSG(c, "%s", err.message);
+    gp_codec *t = codec_paths_load(src, GP_CODEC_KERNELS_TILES, NULL, 2, &err);
+    REQUIRE_MSG(t, "%s", err.message);
+    test_note("AMX, real-size synthetic codec: %s: %s", gp_codec_kernels_name(c->dec.kernels),
+              c->kernels_why);
+    CHECK(!strcmp(gp_codec_kernels_name(c->dec.kernels), "tiles"));
+    const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
+    int32_t codes[3 * 32];
+    for (size_t i = 0; i < 3 * C && i < 96; i++)
+        codes[i] = (int32_t)(i * 7 % (size_t)gp_fsq_levels(&c->fsq, (int)(i % C)));
+    float *a = malloc(3 * spf * 4), *b = malloc(3 * spf * 4);
+    REQUIRE(a && b && C <= 32);
+    REQUIRE_OK(gp_codec_decode(c, codes, 3, a, &err), &err);
+    REQUIRE_OK(gp_codec_decode(t, codes, 3, b, &err), &err);
+    CHECK_MSG(!memcmp(a, b, 3 * spf * 4), "the chosen tiles decode differently from the tiles");
+    free(a);
+    free(b);
+    gp_codec_free(t);
+    gp_codec_free(c);
+    gp_codec_source_free(src);
+}

@@ -31,7 +31,8 @@
 static gp_codec *load_codec(const char *path, bool gpu, gp_dev_codec_precision precision) {
     gp_codec_options opt;
     gp_codec_options_default(&opt);
-    opt.kernels = gpu ? GP_CODEC_KERNELS_BLAS : GP_CODEC_KERNELS_AUTO;
+    /* the CPU side is the exact f32 decoder (AUTO could measure its way to AMX tiles) */
+    opt.kernels = gpu ? GP_CODEC_KERNELS_BLAS : GP_CODEC_KERNELS_F32;
     gp_codec *c = NULL;
     gp_error err;
     if (gp_codec_load(path, &opt, &c, &err)) {

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "codec/decoder_stream.h"
+#include "compute/conv_direct.h"
 
 void gp_codec_options_default(gp_codec_options *opt) {
     memset(opt, 0, sizeof *opt); /* every field, also the ones added later */
@@ -72,6 +73,22 @@ int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt
     }
     c->enc.reference = opt->reference;
     c->dec.pool = c->enc.pool = c->pool;
+    const bool chosen = !opt->reference && opt->kernels == GP_CODEC_KERNELS_AUTO;
+    snprintf(c->kernels_why, sizeof c->kernels_why, "%s",
+             opt->reference ? "the reference kernels were asked for"
+             : !chosen      ? "asked for"
+             : gp_dconv_tiles_mode()
+                 ? "the default"
+                 : "the default (exact; the faster bf16-weight paths are opt-in, and this CPU has "
+                   "no AMX tiles to measure)");
+    if (chosen && !opt->stage_types && c->dec.kernels == GP_CODEC_KERNELS_F32 &&
+        gp_dconv_tiles_mode()) {
+        rc = gp_codec_choose_kernels(c, src, opt, err);
+        if (rc) {
+            gp_codec_free(c);
+            return rc;
+        }
+    }
     *out = c;
     return GEPARD_OK;
 }

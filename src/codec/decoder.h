@@ -59,7 +59,8 @@ typedef struct gp_codec_dec_stage {
 } gp_codec_dec_stage;
 
 typedef enum gp_codec_kernels {
-    GP_CODEC_KERNELS_AUTO = 0, /* the default path (resolved at load: F32 on SIMD CPUs) */
+    GP_CODEC_KERNELS_AUTO = 0, /* the default path (resolved at load: F32 on SIMD CPUs; the
+                                  codec loader may then measure its way to TILES) */
     GP_CODEC_KERNELS_REFERENCE,
     GP_CODEC_KERNELS_BLAS,  /* im2col + OpenBLAS sgemm */
     GP_CODEC_KERNELS_F32,   /* direct SIMD convolutions, f32 weights */

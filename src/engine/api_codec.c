@@ -105,6 +105,10 @@ const char *gepard_codec_kernels(const gepard_codec *c) {
     if (!c) return "";
     return c->codec->accel ? c->codec->accel->name : gp_codec_kernels_name(c->codec->dec.kernels);
 }
+const char *gepard_codec_kernels_why(const gepard_codec *c) {
+    if (!c) return "";
+    return c->codec->accel ? "on the GPU" : c->codec->kernels_why;
+}
 int gepard_codec_sample_rate(const gepard_codec *c) { return c ? c->codec->cfg.sample_rate : 0; }
 int gepard_codec_samples_per_frame(const gepard_codec *c) {
     return c ? c->codec->cfg.samples_per_frame : 0;

@@ -467,6 +467,7 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
                                 2.0 * gp_codec_decoder_macs_per_frame(&codec->codec->dec) / 1e9 /
                                     bf16 * 1e3);
     cJSON_AddStringToObject(root, "codec_kernels", gepard_codec_kernels(codec));
+    cJSON_AddStringToObject(root, "codec_kernels_why", gepard_codec_kernels_why(codec));
     cJSON_AddStringToObject(kernels, "codec", gepard_codec_kernels(codec));
     cJSON_AddStringToObject(kernels, "codec_why",
                             "f32 is the default (bf16 weights lose accuracy depending on the "

@@ -4,11 +4,11 @@
  *
  * Weights are rounded to bf16 (on the real-size synthetic codec bf16 residual weights
  * keep ~62 dB against the f32 decoder, so only the residual layers take this path); each
- * f32 input is split into two bf16 terms hi + lo (~16 bits), and one tile product adds
- * w·hi + w·lo (conv_tiles_kernels.h has the layout). This file detects the unit, packs
- * the weights, cuts a call into tasks for the pool — time ranges where signals are long,
- * output channel groups where the weights dominate — and per chunk of 128 samples builds
- * the inputs' pair words, runs the tile loop (conv_tiles_amx.c, or conv_tiles_emulated.c
+ * f32 input is split into two bf16 terms hi + lo (~16 bits), and every weight tile is
+ * multiplied with the hi and then the lo tile (conv_tiles_kernels.h has the layout). This file
+ * detects the unit, packs the weights, cuts a call into tasks for the pool — time ranges where
+ * signals are long, output channel groups where the weights dominate — and per chunk of 128 samples
+ * builds the inputs' pair words, runs the tile loop (conv_tiles_amx.c, or conv_tiles_emulated.c
  * under GEPARD_TILES=emulate) and applies the epilogue.
  *
  * A sample's value is summed in one fixed order whatever the chunking, the threads or
@@ -69,7 +69,7 @@ const char *gp_dconv_tiles_mode(void) {
     return amx ? "amx" : NULL;
 }
 
-static int blocks_of(int channels) { return (channels + GP_AMX_SIDE - 1) / GP_AMX_SIDE; }
+static int blocks_of(int channels, int per) { return (channels + per - 1) / per; }
 
 void gp_dconv_tiles_shape(gp_dconv *out, const gp_conv1d *conv) {
     out->c_in = conv->c_in;
@@ -80,41 +80,51 @@ void gp_dconv_tiles_shape(gp_dconv *out, const gp_conv1d *conv) {
     out->isa = GP_DCONV_AVX512;
     out->chan = false;
     out->mr = GP_AMX_SIDE;
-    out->n_blocks = (blocks_of(conv->c_out) + 1) / 2 * 2; /* the loop takes blocks in pairs */
-    out->block_elems = (size_t)conv->kernel * (size_t)blocks_of(conv->c_in) * GP_AMX_WORDS;
+    /* the loop takes output blocks in pairs */
+    out->n_blocks = (blocks_of(conv->c_out, GP_AMX_SIDE) + 1) / 2 * 2;
+    out->block_elems = (size_t)conv->kernel * (size_t)blocks_of(conv->c_in, 32) * GP_AMX_WORDS;
 }
 
-/* Block b, tap t, input block k: 16 rows (output channels) of 16 words, word j both
- * halves bf16(w[16b + row][16k + j][t]); zero beyond the real channels. */
+/* Block b, tap t, input block k: 16 rows (output channels) of 16 words, word j the bf16
+ * pair (w[16b + row][32k + 2j][t], w[16b + row][32k + 2j + 1][t]); zero beyond the real
+ * channels. */
 void gp_dconv_tiles_pack(const gp_conv1d *conv, const gp_dconv *shape) {
-    const int cib = blocks_of(conv->c_in), K = conv->kernel;
+    const int cib = blocks_of(conv->c_in, 32), K = conv->kernel;
     uint32_t *w = shape->weight;
     for (int b = 0; b < shape->n_blocks; b++)
         for (int t = 0; t < K; t++)
             for (int k = 0; k < cib; k++)
                 for (int r = 0; r < GP_AMX_SIDE; r++)
                     for (int j = 0; j < GP_AMX_SIDE; j++) {
-                        const int o = b * GP_AMX_SIDE + r, c = k * GP_AMX_SIDE + j;
-                        uint32_t h = 0;
-                        if (o < conv->c_out && c < conv->c_in)
-                            h = gp_f32_to_bf16(
-                                conv->weight[((size_t)o * conv->c_in + (size_t)c) * (size_t)K +
-                                             (size_t)t]);
-                        *w++ = h | h << 16;
+                        const int o = b * GP_AMX_SIDE + r, c = k * 32 + 2 * j;
+                        uint32_t pair[2] = {0, 0};
+                        for (int h = 0; h < 2; h++)
+                            if (o < conv->c_out && c + h < conv->c_in)
+                                pair[h] = gp_f32_to_bf16(
+                                    conv->weight[((size_t)o * conv->c_in + (size_t)(c + h)) *
+                                                     (size_t)K +
+                                                 (size_t)t]);
+                        *w++ = pair[0] | pair[1] << 16;
                     }
 }
 
-/* The plain-C split (emulated tiles): hi = bf16(x), lo = bf16(x - hi). */
-static void split_plain(const float *x, size_t xs, int c_in, int rows, size_t valid, uint32_t *xb,
-                        size_t xw) {
+/* The plain-C split (emulated tiles): hi = bf16(x), lo = bf16(x - hi), channel pairs. */
+static void split_plain(const float *x, size_t xs, int c_in, int rows, size_t valid, uint32_t *xhi,
+                        uint32_t *xlo, size_t xw) {
     for (int r = 0; r < rows; r++) {
-        uint32_t *d = xb + (size_t)r * xw;
-        memset(d, 0, xw * sizeof *d);
-        if (r >= c_in) continue;
-        const float *s = x + (size_t)r * xs;
-        for (size_t i = 0; i < valid; i++) {
-            const uint16_t hi = gp_f32_to_bf16(s[i]);
-            d[i] = hi | (uint32_t)gp_f32_to_bf16(s[i] - gp_bf16_to_f32(hi)) << 16;
+        uint32_t *dh = xhi + (size_t)r * xw, *dl = xlo + (size_t)r * xw;
+        memset(dh, 0, xw * sizeof *dh);
+        memset(dl, 0, xw * sizeof *dl);
+        for (int h = 0; h < 2; h++) {
+            const int c = 2 * r + h;
+            if (c >= c_in) continue;
+            const float *s = x + (size_t)c * xs;
+            for (size_t i = 0; i < valid; i++) {
+                const uint16_t hi = gp_f32_to_bf16(s[i]);
+                const uint16_t lo = gp_f32_to_bf16(s[i] - gp_bf16_to_f32(hi));
+                dh[i] |= (uint32_t)hi << (16 * h);
+                dl[i] |= (uint32_t)lo << (16 * h);
+            }
         }
     }
 }
@@ -141,33 +151,43 @@ static void tiles_task(void *ctx, int task, int worker) {
     const int r0 = b0 * GP_AMX_SIDE,
               r1 = b1 * GP_AMX_SIDE < conv->c_out ? b1 * GP_AMX_SIDE : conv->c_out;
     if (t1 <= t0 || r0 >= r1) return;
-    const int cib = blocks_of(conv->c_in);
+    const int cib = blocks_of(conv->c_in, 32), rows = cib * GP_AMX_SIDE;
     const size_t hist = (size_t)(conv->kernel - 1) * (size_t)conv->dilation;
     const size_t xw = TILES_CHUNK + hist, vld = TILES_CHUNK;
-    const size_t xb_bytes = ((size_t)cib * GP_AMX_SIDE * xw * 4 + 63) / 64 * 64;
+    const size_t x_bytes = ((size_t)rows * xw * 4 + 63) / 64 * 64;
     /* buffer 1 of the worker's scratch (a matmul slice's results elsewhere): only used
      * inside this task */
-    char *buf = gp_onednn_thread_buffer(1, xb_bytes + (size_t)conv->n_blocks * GP_AMX_SIDE * vld *
-                                                          sizeof(float));
+    char *buf = gp_onednn_thread_buffer(1, 2 * x_bytes + (size_t)conv->n_blocks * GP_AMX_SIDE *
+                                                             vld * sizeof(float));
     if (!buf) {
         atomic_store(&j->failed, 1);
         return;
     }
-    uint32_t *xb = (uint32_t *)buf;
-    float *v = (float *)(buf + xb_bytes);
-    gp_tiles_chunk c = {
-        conv->weight, conv->block_elems, cib, conv->kernel, conv->dilation, b0, b1, xb, 0, 0, v,
-        vld};
+    uint32_t *xhi = (uint32_t *)buf, *xlo = (uint32_t *)(buf + x_bytes);
+    float *v = (float *)(buf + 2 * x_bytes);
+    gp_tiles_chunk c = {conv->weight,
+                        conv->block_elems,
+                        cib,
+                        conv->kernel,
+                        conv->dilation,
+                        b0,
+                        b1,
+                        xhi,
+                        xlo,
+                        0,
+                        0,
+                        v,
+                        vld};
     for (size_t c0 = t0; c0 < t1; c0 += TILES_CHUNK) {
         const size_t len = t1 - c0 < TILES_CHUNK ? t1 - c0 : TILES_CHUNK;
         c.nt = (int)((len + GP_AMX_SIDE - 1) / GP_AMX_SIDE);
         c.xw = (size_t)c.nt * GP_AMX_SIDE + hist;
         const float *x = (const float *)s->x + c0;
         if (j->amx) {
-            gp_tiles_split_avx512(x, s->xs, conv->c_in, cib * GP_AMX_SIDE, len + hist, xb, c.xw);
+            gp_tiles_split_avx512(x, s->xs, conv->c_in, rows, len + hist, xhi, xlo, c.xw);
             gp_tiles_chunk_amx(&c);
         } else {
-            split_plain(x, s->xs, conv->c_in, cib * GP_AMX_SIDE, len + hist, xb, c.xw);
+            split_plain(x, s->xs, conv->c_in, rows, len + hist, xhi, xlo, c.xw);
             gp_tiles_chunk_emulated(&c);
         }
         if (j->amx) {

@@ -42,31 +42,43 @@ static void tiles_config(void) {
 #define TILES_CHUNK_FN gp_tiles_chunk_amx
 #include "compute/cpu/conv_tiles_body.h"
 
-/* 16 values as (hi | lo << 16) words, hi = bf16(x), lo = bf16(x - hi). */
-static inline __m512i split16(__m512 x) {
-    const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
-    const __m512 hi_f = _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16));
-    const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, hi_f)));
-    return _mm512_or_si512(hi, _mm512_slli_epi32(lo, 16));
+/* The hi and lo terms of 16 values each of channels a and b, as pair words
+ * (a's term in the low half). */
+static inline __m512i bf16_words(__m512 x) {
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+}
+
+static inline void split16(__m512 a, __m512 b, __m512i *hi, __m512i *lo) {
+    const __m512i ha = bf16_words(a), hb = bf16_words(b);
+    const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(ha, 16)));
+    const __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(hb, 16)));
+    *hi = _mm512_or_si512(ha, _mm512_slli_epi32(hb, 16));
+    *lo = _mm512_or_si512(bf16_words(ra), _mm512_slli_epi32(bf16_words(rb), 16));
 }
 
 void gp_tiles_split_avx512(const float *x, size_t xs, int c_in, int rows, size_t valid,
-                           uint32_t *xb, size_t xw) {
+                           uint32_t *xhi, uint32_t *xlo, size_t xw) {
     for (int r = 0; r < rows; r++) {
-        uint32_t *d = xb + (size_t)r * xw;
-        if (r >= c_in) {
-            memset(d, 0, xw * sizeof *d);
+        uint32_t *dh = xhi + (size_t)r * xw, *dl = xlo + (size_t)r * xw;
+        if (2 * r >= c_in) {
+            memset(dh, 0, xw * sizeof *dh);
+            memset(dl, 0, xw * sizeof *dl);
             continue;
         }
-        const float *s = x + (size_t)r * xs;
+        const float *sa = x + (size_t)(2 * r) * xs, *sb = 2 * r + 1 < c_in ? sa + xs : NULL;
+        __m512i hi, lo;
         size_t i = 0;
-        for (; i + 16 <= valid; i += 16)
-            _mm512_storeu_si512(d + i, split16(_mm512_loadu_ps(s + i)));
-        if (i < valid) {
-            const __mmask16 m = (__mmask16)((1u << (valid - i)) - 1u);
-            _mm512_mask_storeu_epi32(d + i, m, split16(_mm512_maskz_loadu_ps(m, s + i)));
+        for (; i < valid; i += 16) {
+            const __mmask16 m =
+                valid - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (valid - i)) - 1u);
+            const __m512 a = _mm512_maskz_loadu_ps(m, sa + i);
+            const __m512 b = sb ? _mm512_maskz_loadu_ps(m, sb + i) : _mm512_setzero_ps();
+            split16(a, b, &hi, &lo);
+            _mm512_mask_storeu_epi32(dh + i, m, hi);
+            _mm512_mask_storeu_epi32(dl + i, m, lo);
         }
-        memset(d + valid, 0, (xw - valid) * sizeof *d);
+        memset(dh + valid, 0, (xw - valid) * sizeof *dh);
+        memset(dl + valid, 0, (xw - valid) * sizeof *dl);
     }
 }
 

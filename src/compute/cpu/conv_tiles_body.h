@@ -10,8 +10,9 @@
  *   TRELEASE()
  *
  * Tiles 0-3 accumulate a 2 x 2 square of 16 x 16 results (two output channel blocks x
- * two sample blocks), 4-5 hold the two weight tiles and 6-7 the two input tiles. A
- * remaining odd sample block runs with tiles 0 and 2 only. Defines TILES_CHUNK_FN.
+ * two sample blocks), 4-5 hold the two weight tiles and 6-7 the two input tiles, first
+ * the hi terms', then the lo terms'. A remaining odd sample block runs with tiles 0 and 2
+ * (its hi tile in 6, its lo tile in 7). Defines TILES_CHUNK_FN.
  *
  * The weights are read in the order they are packed, so each block's tiles form one
  * sequential stream; a tile load waits for all of its 16 lines, and the first stage's
@@ -39,15 +40,23 @@ void TILES_CHUNK_FN(const gp_tiles_chunk *c) {
             TZERO(2);
             TZERO(3);
             for (int t = 0; t < c->kernel; t++) {
-                const uint32_t *x = c->xb + (size_t)s * 16 + (size_t)t * c->dilation;
+                const size_t col = (size_t)s * 16 + (size_t)t * c->dilation;
                 const uint32_t *w0 = a0 + (size_t)t * tap_words, *w1 = a1 + (size_t)t * tap_words;
                 for (int k = 0; k < c->cib; k++) {
                     tiles_prefetch(w0 + (size_t)k * GP_AMX_WORDS);
                     tiles_prefetch(w1 + (size_t)k * GP_AMX_WORDS);
                     TLOAD(4, w0 + (size_t)k * GP_AMX_WORDS, 64);
                     TLOAD(5, w1 + (size_t)k * GP_AMX_WORDS, 64);
-                    TLOAD(6, x + (size_t)k * row_block, xs_bytes);
-                    TLOAD(7, x + (size_t)k * row_block + 16, xs_bytes);
+                    const uint32_t *hi = c->xhi + col + (size_t)k * row_block,
+                                   *lo = c->xlo + col + (size_t)k * row_block;
+                    TLOAD(6, hi, xs_bytes);
+                    TLOAD(7, hi + 16, xs_bytes);
+                    TDP(0, 4, 6);
+                    TDP(1, 4, 7);
+                    TDP(2, 5, 6);
+                    TDP(3, 5, 7);
+                    TLOAD(6, lo, xs_bytes);
+                    TLOAD(7, lo + 16, xs_bytes);
                     TDP(0, 4, 6);
                     TDP(1, 4, 7);
                     TDP(2, 5, 6);
@@ -63,16 +72,19 @@ void TILES_CHUNK_FN(const gp_tiles_chunk *c) {
             TZERO(0);
             TZERO(2);
             for (int t = 0; t < c->kernel; t++) {
-                const uint32_t *x = c->xb + (size_t)s * 16 + (size_t)t * c->dilation;
+                const size_t col = (size_t)s * 16 + (size_t)t * c->dilation;
                 const uint32_t *w0 = a0 + (size_t)t * tap_words, *w1 = a1 + (size_t)t * tap_words;
                 for (int k = 0; k < c->cib; k++) {
                     tiles_prefetch(w0 + (size_t)k * GP_AMX_WORDS);
                     tiles_prefetch(w1 + (size_t)k * GP_AMX_WORDS);
                     TLOAD(4, w0 + (size_t)k * GP_AMX_WORDS, 64);
                     TLOAD(5, w1 + (size_t)k * GP_AMX_WORDS, 64);
-                    TLOAD(6, x + (size_t)k * row_block, xs_bytes);
+                    TLOAD(6, c->xhi + col + (size_t)k * row_block, xs_bytes);
+                    TLOAD(7, c->xlo + col + (size_t)k * row_block, xs_bytes);
                     TDP(0, 4, 6);
                     TDP(2, 5, 6);
+                    TDP(0, 4, 7);
+                    TDP(2, 5, 7);
                 }
             }
             TSTORE(0, v0 + (size_t)s * 16, v_bytes);

@@ -3,14 +3,15 @@
  * built once per chunk by the driver and run by conv_tiles_amx.c (the AMX instructions)
  * or conv_tiles_emulated.c (the same products in plain C).
  *
- * The products: an A tile is 16 output channels x 16 input channels, each weight twice
- * (bf16 words 2j and 2j + 1 of a row both hold w[co][ci_j][tap]); a B tile is 16 input
- * channels (rows) x 16 output samples, each sample's input as the bf16 pair (hi, lo) with
- * hi + lo = x to ~16 bits. One tile product (TDPBF16PS) therefore adds w * hi + w * lo
- * for 16 channels into a 16 x 16 f32 tile. The input of all taps comes from one array,
- * XB [row = input channel][column = sample] of 32-bit (hi | lo << 16) words: the B tile
- * of tap t for output samples s0 .. s0 + 15 is 16 rows from column s0 + t * dilation,
- * with the row stride of XB (no unrolled copy per tap). */
+ * The products: an A tile is 16 output channels x 32 input channels of bf16 weights (word
+ * j of a row holds the weights of input channels 2j and 2j + 1, the VNNI pairs); a B tile
+ * is 16 channel pairs (rows) x 16 output samples, word n of a row holding the two
+ * channels' inputs at sample n. Each f32 input is split into two bf16 terms, hi = bf16(x)
+ * and lo = bf16(x - hi) (~16 bits together), kept in two arrays of such words, XHI and XLO
+ * [row = channel pair][column = sample]; every A tile meets the hi tile and then the lo
+ * tile, so the weights are read once and carry no copy per term. The B tile of tap t for
+ * output samples s0 .. s0 + 15 is 16 rows from column s0 + t * dilation, with the row
+ * stride of the arrays (no unrolled copy per tap). */
 #ifndef GP_COMPUTE_CPU_CONV_TILES_KERNELS_H
 #define GP_COMPUTE_CPU_CONV_TILES_KERNELS_H
 
@@ -22,31 +23,34 @@
 
 typedef struct gp_tiles_chunk {
     const uint32_t *a; /* the packed weights: block b (16 output channels) at a + b * a_block,
-                          inside it tap t's input block k at (t * cib + k) * GP_AMX_WORDS */
+                          inside it tap t's input block k (32 channels) at
+                          (t * cib + k) * GP_AMX_WORDS */
     size_t a_block;    /* words per block */
-    int cib;           /* input channel blocks of 16 */
+    int cib;           /* input channel blocks of 32 */
     int kernel, dilation;
-    int b0, b1;         /* the output channel blocks to compute, b1 - b0 even */
-    const uint32_t *xb; /* [cib * 16][xw] input words (see above) */
-    size_t xw;          /* words per XB row: nt * 16 + (kernel - 1) * dilation */
-    int nt;             /* sample blocks of 16 */
-    float *v;           /* results: output channel r at v + r * vld (r from 0), samples
-                           from 0 to nt * 16 */
+    int b0, b1;          /* the output channel blocks to compute, b1 - b0 even */
+    const uint32_t *xhi; /* [cib * 16][xw] words of the inputs' hi terms (see above) */
+    const uint32_t *xlo; /* the same for the lo terms */
+    size_t xw;           /* words per row: nt * 16 + (kernel - 1) * dilation */
+    int nt;              /* sample blocks of 16 */
+    float *v;            /* results: output channel r at v + r * vld (r from 0), samples
+                            from 0 to nt * 16 */
     size_t vld;
 } gp_tiles_chunk;
 
 /* The tile loop over blocks [b0, b1) x nt sample blocks; every result is the sum, in
- * this order, over taps ascending, input blocks ascending, and the 16 channels of a
- * block ascending (the hardware's order inside one product), so a sample's value does
- * not depend on which chunk, sample block or thread computes it. */
+ * this order, over taps ascending, input blocks ascending, then the block's hi terms and
+ * its lo terms (the hardware's order inside one product), so a sample's value does not
+ * depend on which chunk, sample block or thread computes it. */
 void gp_tiles_chunk_amx(const gp_tiles_chunk *c);
 void gp_tiles_chunk_emulated(const gp_tiles_chunk *c);
 
-/* XB rows for one chunk: rows [0, c_in) from x (row stride xs floats, `valid` samples
- * from column 0), zero beyond `valid` up to xw and in rows [c_in, rows). The AVX-512
- * version rounds with VCVTNEPS2BF16 (denormals to zero, as the tile unit reads them). */
+/* The hi and lo rows for one chunk: pair row p from channels 2p and 2p + 1 of x (row
+ * stride xs floats, `valid` samples from column 0; channels from c_in on are zero), zero
+ * beyond `valid` up to xw and in rows [ceil(c_in / 2), rows). The AVX-512 version rounds
+ * with VCVTNEPS2BF16 (denormals to zero, as the tile unit reads them). */
 void gp_tiles_split_avx512(const float *x, size_t xs, int c_in, int rows, size_t valid,
-                           uint32_t *xb, size_t xw);
+                           uint32_t *xhi, uint32_t *xlo, size_t xw);
 
 /* gp_dconv_epilogue_rows's value part (bias, residual, store, accumulator) on AVX-512,
  * bit-identical to it; the caller applies the activation. */

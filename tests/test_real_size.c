@@ -34,23 +34,24 @@
 #define N_CASES 4
 #define FRAMES 16 /* of the goldens' 40: enough to tell, and the test stays ~1.5 min under ASan */
 
-/* With `skipped` (the oneDNN run), *skipped says why it could not happen here, or
- * stays NULL. */
+/* With `prefill` ("onednn" or "tiles": GEPARD_PREFILL for the load), *skipped says why
+ * that path could not run here, or stays NULL. */
 static void check_format(const golden *g, const char *model_dir, gp_weight_format format,
-                         bool batched, int chunk, const char **skipped) {
-    const bool onednn = skipped != NULL;
+                         bool batched, int chunk, const char *prefill, const char **skipped) {
+    const bool onednn = prefill != NULL;
     const int n_cases = batched ? N_CASES : onednn ? 1 : 2, pick[N_CASES] = {2, 3, 0, 1};
     gp_model_load_options o = gp_model_load_default_options();
     o.weight_format = format;
     gp_model *m = NULL;
     gp_error err;
-    if (onednn) setenv("GEPARD_PREFILL", "onednn", 1);
+    if (onednn) setenv("GEPARD_PREFILL", prefill, 1);
     int loaded = gp_model_load(model_dir, &o, &m, &err);
     if (onednn) setenv("GEPARD_PREFILL", "native", 1); /* the suite's default (test_main.c) */
     REQUIRE_OK(loaded, &err);
-    if (onednn && !m->prefill_onednn) {
+    if (onednn && !(strcmp(prefill, "tiles") ? m->prefill_onednn : m->prefill_tiles)) {
         static char why[300];
-        snprintf(why, sizeof why, "oneDNN's prefill is not available here: %s", m->prefill_why);
+        snprintf(why, sizeof why, "the %s prefill is not available here: %s", prefill,
+                 m->prefill_why);
         gp_model_free(m);
         *skipped = why;
         return;
@@ -98,6 +99,7 @@ static void check_format(const golden *g, const char *model_dir, gp_weight_forma
                   "the golden",
                   key, gp_weight_format_name(format),
                   !onednn                         ? ""
+                  : !strcmp(prefill, "tiles")     ? " through AMX tiles, 2 terms"
                   : getenv("GEPARD_ONEDNN_TERMS") ? " through oneDNN, 2 terms"
                                                   : " through oneDNN",
                   batched ? "4 streams" : "alone", chunk, eq, T[i]);
@@ -116,8 +118,8 @@ TEST(real_size_cpu_greedy_codes) {
     REQUIRE(golden_open(&g, "real-size") == 0);
     const char *model_dir = gen_realsize_model_dir(&g);
     REQUIRE(model_dir);
-    check_format(&g, model_dir, GP_WEIGHTS_F32, true, 7, NULL);
-    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 4096, NULL);
+    check_format(&g, model_dir, GP_WEIGHTS_F32, true, 7, NULL, NULL);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 4096, NULL, NULL);
     golden_close(&g);
 }
 
@@ -130,7 +132,7 @@ static void onednn_real2(const char *terms, const char **skipped) {
     const char *model_dir = gen_realsize_model_dir(&g);
     REQUIRE(model_dir);
     if (terms) setenv("GEPARD_ONEDNN_TERMS", terms, 1);
-    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, skipped);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, "onednn", skipped);
     if (terms) unsetenv("GEPARD_ONEDNN_TERMS");
     golden_close(&g);
 }
@@ -148,6 +150,21 @@ TEST(real_size_cpu_onednn_prefill_codes) {
 TEST(real_size_cpu_onednn_two_terms_codes) {
     const char *skipped = NULL;
     onednn_real2("2", &skipped);
+    if (skipped) test_skip(skipped);
+}
+
+/* Prefill on our AMX tile loop (compute/matmul_tiles.c, bf16 weights x two activation
+ * terms): real2 alone in chunks of 64 and 39 rows, equal golden codes. Skipped without
+ * an AMX unit (the plain-C emulation is too slow for the real size; test_matmul_tiles.c
+ * covers it on every CPU). */
+TEST(real_size_cpu_tiles_prefill_codes) {
+    golden g;
+    REQUIRE(golden_open(&g, "real-size") == 0);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
+    const char *skipped = NULL;
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, "tiles", &skipped);
+    golden_close(&g);
     if (skipped) test_skip(skipped);
 }
 

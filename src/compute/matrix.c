@@ -15,7 +15,9 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/pool.h"
+#include "base/timing.h"
 #include "compute/kernels.h"
+#include "compute/matmul_tiles.h"
 #include "compute/onednn_matmul.h"
 
 int gp_weight_format_parse(const char *name) {
@@ -56,6 +58,7 @@ size_t gp_matrix_bytes(const gp_matrix *m) { return data_bytes(m) + scale_bytes(
 void gp_matrix_free(gp_matrix *m) {
     if (!m) return;
     gp_onednn_detach(m);
+    gp_tiles_detach(m);
     gp_aligned_free(m->data);
     gp_aligned_free(m->scales);
     gp_aligned_free(m->gscales);
@@ -410,8 +413,31 @@ float *gp_matmul_trial_input(int rows, int cols) {
     return x;
 }
 
+bool gp_matmul_race(const gp_matrix *m, int rows, gp_pool *pool, gp_matmul_alt_fn alt,
+                    double *native_s, double *alt_s) {
+    float *x = gp_matmul_trial_input(rows, m->cols);
+    float *y = malloc((size_t)rows * m->rows * sizeof *y);
+    bool ok = x && y;
+    *native_s = *alt_s = 1e30;
+    for (int rep = 0; ok && rep < 4; rep++) { /* the first of each warms up */
+        const double t0 = gp_now_s();
+        gp_matmul_native(m, x, rows, m->cols, y, m->rows, pool);
+        const double t1 = gp_now_s();
+        ok = alt(m, x, rows, m->cols, y, m->rows, pool) == GEPARD_OK;
+        const double t2 = gp_now_s();
+        if (rep > 0 && t1 - t0 < *native_s) *native_s = t1 - t0;
+        if (rep > 0 && t2 - t1 < *alt_s) *alt_s = t2 - t1;
+    }
+    free(x);
+    free(y);
+    return ok;
+}
+
 void gp_matmul(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                gp_pool *pool) {
+    if (w->tiles && n >= GP_TILES_MIN_ROWS && gp_onednn_enabled() &&
+        gp_tiles_matmul(w, x, n, ldx, y, ldy, pool) == GEPARD_OK)
+        return;
     if (w->onednn && n >= GP_ONEDNN_MIN_ROWS && gp_onednn_enabled() &&
         gp_onednn_matmul(w, x, n, ldx, y, ldy, pool) == GEPARD_OK)
         return;

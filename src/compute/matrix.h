@@ -28,6 +28,7 @@ typedef enum gp_weight_format {
 #define GP_Q4_GROUP 32
 
 typedef struct gp_onednn_matrix gp_onednn_matrix; /* compute/onednn_matmul.h */
+typedef struct gp_tiles_matrix gp_tiles_matrix;   /* compute/matmul_tiles.h */
 
 typedef struct gp_matrix {
     gp_weight_format format;
@@ -37,6 +38,7 @@ typedef struct gp_matrix {
     float *scales;            /* int8: [padded rows] f32 row scales; owned */
     uint16_t *gscales;        /* q4: f16 group scales, tiled (below); owned */
     gp_onednn_matrix *onednn; /* bf16: oneDNN's copy for prefill, or NULL; owned */
+    gp_tiles_matrix *tiles;   /* bf16: the AMX tile copy for prefill, or NULL; owned */
 } gp_matrix;
 
 /* Storage layout (every format). Rows are grouped in tiles of GP_TILE_ROWS;
@@ -127,6 +129,13 @@ const char *gp_kernels_reason(void);
  * the load-time timings that choose a prefill path; the caller frees it.
  * NULL without memory. */
 float *gp_matmul_trial_input(int rows, int cols);
+/* Another way to compute gp_matmul (oneDNN, AMX tiles): 0, or an error. */
+typedef int (*gp_matmul_alt_fn)(const gp_matrix *m, const float *x, int n, int ldx, float *y,
+                                int ldy, gp_pool *pool);
+/* The best of three timed runs (after a warm-up each) of `rows` trial rows through the
+ * native kernels and through `alt`, alternating, on `pool`; false when `alt` failed. */
+bool gp_matmul_race(const gp_matrix *m, int rows, gp_pool *pool, gp_matmul_alt_fn alt,
+                    double *native_s, double *alt_s);
 
 /* Whether the AVX-512 blocked prefill widens each bf16 block of weights to
  * f32 once for all groups of input rows instead of once per group (bitwise

@@ -406,22 +406,9 @@ bool gp_onednn_choose(const gp_matrix *probe, char *why, size_t why_size) {
     gp_pool *pool = NULL;
     if (gp_pool_create(0, &pool, &err)) pool = NULL; /* then one thread */
     const int threads = gp_pool_size(pool);
-    float *x = gp_matmul_trial_input(rows, trial.cols);
-    float *y = malloc((size_t)rows * trial.rows * sizeof *y);
-    double native = 1e30, onednn = 1e30;
-    bool ok = x && y;
-    for (int rep = 0; ok && rep < 4; rep++) { /* the first of each warms up */
-        double t0 = gp_now_s();
-        gp_matmul_native(&trial, x, rows, trial.cols, y, trial.rows, pool);
-        double t1 = gp_now_s();
-        ok = gp_onednn_matmul(&trial, x, rows, trial.cols, y, trial.rows, pool) == GEPARD_OK;
-        double t2 = gp_now_s();
-        if (rep > 0 && t1 - t0 < native) native = t1 - t0;
-        if (rep > 0 && t2 - t1 < onednn) onednn = t2 - t1;
-    }
+    double native, onednn;
+    const bool ok = gp_matmul_race(&trial, rows, pool, gp_onednn_matmul, &native, &onednn);
     gp_pool_free(pool);
-    free(x);
-    free(y);
     gp_onednn_detach(&trial);
     if (!ok) {
         snprintf(why, why_size, "oneDNN's matmul failed on a trial");

@@ -188,6 +188,7 @@ static int bench_prefill_levels(const gp_model *m, int rows, int threads, cJSON 
             paths[n_paths++] = (struct prefill_path){gp_kernel_level_name((gp_kernel_level)l),
                                                      (gp_kernel_level)l, false};
     if (m->prefill_onednn) paths[n_paths++] = (struct prefill_path){"onednn", active, true};
+    if (m->prefill_tiles) paths[n_paths++] = (struct prefill_path){"tiles", active, true};
     for (int p = 0; !rc && p < n_paths; p++) {
         gp_onednn_enable(paths[p].onednn);
         gp_kernels_set(paths[p].level);
@@ -341,7 +342,9 @@ static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bo
     cJSON_AddNumberToObject(into, "load_seconds", load_s);
     if (!gpu) {
         cJSON_AddStringToObject(into, "prefill_path",
-                                gm->model->prefill_onednn ? "onednn-bf16x3" : "native");
+                                gm->model->prefill_tiles    ? "tiles-bf16x2"
+                                : gm->model->prefill_onednn ? "onednn-bf16x3"
+                                                            : "native");
         cJSON_AddStringToObject(into, "prefill_path_why", gm->model->prefill_why);
     }
     cJSON_AddNumberToObject(into, "backbone_ms_per_frame", bn.ms_per_frame);

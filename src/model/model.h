@@ -76,6 +76,7 @@ typedef struct gp_model {
     /* Prefill's matrix products through oneDNN (compute/onednn_matmul.h), and
      * why or why not, for `gepard bench`. */
     bool prefill_onednn;
+    bool prefill_tiles; /* ... or through our AMX tile loop (compute/matmul_tiles.h) */
     char prefill_why[400];
     char *dir;
     gp_st_file *file;

@@ -11,6 +11,8 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "compute/conv_direct.h"
+#include "compute/matmul_tiles.h"
 #include "compute/onednn_matmul.h"
 #include "io/file.h"
 #include "model/lora.h"
@@ -298,6 +300,42 @@ static int choose_onednn(gp_model *m, gp_error *err) {
     return GEPARD_OK;
 }
 
+/* Prefill on our AMX tile loop (compute/matmul_tiles.c) where it measures faster than
+ * the native kernels: every backbone matrix gets a tile copy and oneDNN is not tried.
+ * GEPARD_PREFILL=tiles forces it, native or onednn skip it. */
+static bool choose_tiles(gp_model *m, gp_error *err) {
+    const char *env = getenv("GEPARD_PREFILL");
+    const bool forced = env && !strcmp(env, "tiles");
+    if (env && !forced) return false;
+    if (m->weight_format != GP_WEIGHTS_BF16 || !gp_dconv_tiles_mode()) {
+        if (forced)
+            snprintf(m->prefill_why, sizeof m->prefill_why, "native: GEPARD_PREFILL=tiles, but %s",
+                     m->weight_format != GP_WEIGHTS_BF16 ? "the tiles need bf16 weights"
+                                                         : "this CPU has no AMX tile unit");
+        return false;
+    }
+    if (!gp_tiles_choose(&m->layers[0].gate_proj, forced, m->prefill_why, sizeof m->prefill_why))
+        return false;
+    gp_matrix *ms[GP_LAYER_MATRICES];
+    bool ok = true;
+    for (int l = 0; ok && l < m->cfg.backbone.num_layers; l++) {
+        gp_layer_matrices(&m->layers[l], ms);
+        for (int i = 0; ok && i < GP_LAYER_MATRICES; i++) {
+            gp_error why;
+            gp_error_clear(&why);
+            if (gp_tiles_attach(ms[i], &why) == GEPARD_OK) continue;
+            if (why.code == GEPARD_ERR_NOMEM) *err = why;
+            snprintf(m->prefill_why, sizeof m->prefill_why, "native: %s", why.message);
+            ok = false;
+        }
+    }
+    for (int l = 0; !ok && l < m->cfg.backbone.num_layers; l++) {
+        gp_layer_matrices(&m->layers[l], ms);
+        for (int i = 0; i < GP_LAYER_MATRICES; i++) gp_tiles_detach(ms[i]);
+    }
+    return ok;
+}
+
 /* How prefill multiplies on this CPU, chosen by timing (compute/matrix.h's
  * widening of bf16 blocks, then oneDNN against the native kernels); the
  * reasons go to m->prefill_why for `gepard bench`. */
@@ -305,7 +343,15 @@ static int choose_prefill_path(gp_model *m, gp_error *err) {
     char widen[160] = "";
     if (m->weight_format == GP_WEIGHTS_BF16)
         gp_prefill_widen_choose(&m->layers[0].gate_proj, widen, sizeof widen);
-    const int rc = choose_onednn(m, err);
+    int rc = GEPARD_OK;
+    gp_error_clear(err);
+    const char *env = getenv("GEPARD_PREFILL");
+    if (choose_tiles(m, err))
+        m->prefill_tiles = true;
+    else if (err->code == GEPARD_ERR_NOMEM)
+        rc = err->code;
+    else if (!(env && !strcmp(env, "tiles")))
+        rc = choose_onednn(m, err);
     const size_t used = strlen(m->prefill_why);
     if (rc == GEPARD_OK && widen[0] && used + 2 < sizeof m->prefill_why)
         snprintf(m->prefill_why + used, sizeof m->prefill_why - used, "; %s", widen);

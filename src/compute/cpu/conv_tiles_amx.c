@@ -41,6 +41,8 @@ static void tiles_config(void) {
     } while (0)
 #define TILES_CHUNK_FN gp_tiles_chunk_amx
 #include "compute/cpu/conv_tiles_body.h"
+#define MATMUL_TILES_FN gp_matmul_tiles_amx
+#include "compute/cpu/matmul_tiles_body.h"
 
 /* The hi and lo terms of 16 values each of channels a and b, as pair words
  * (a's term in the low half). */
@@ -105,6 +107,31 @@ void gp_tiles_epilogue_avx512(const gp_dconv *conv, const gp_dconv_out *o, float
                 if (o->acc_mode == GP_DCONV_ACC_ADD_DIV) y = _mm512_div_ps(y, div);
                 _mm512_mask_storeu_ps(a, m, y);
             }
+        }
+    }
+}
+
+void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rows, int kpad,
+                                  uint16_t *hi, uint16_t *lo) {
+    for (int r = 0; r < rows; r++) {
+        uint16_t *dh = hi + (size_t)r * kpad, *dl = lo + (size_t)r * kpad;
+        if (r >= n) {
+            memset(dh, 0, (size_t)kpad * 2);
+            memset(dl, 0, (size_t)kpad * 2);
+            continue;
+        }
+        const float *s = x + (size_t)r * ldx;
+        for (int i = 0; i < kpad; i += 16) {
+            const __mmask16 m = K - i >= 16 ? (__mmask16)0xffff
+                                : K > i     ? (__mmask16)((1u << (K - i)) - 1u)
+                                            : 0;
+            const __m512 v = _mm512_maskz_loadu_ps(m, s + i);
+            const __m256bh h = _mm512_cvtneps_pbh(v);
+            const __m512 hf =
+                _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
+            _mm256_storeu_si256((__m256i *)(dh + i), (__m256i)h);
+            _mm256_storeu_si256((__m256i *)(dl + i),
+                                (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf)));
         }
     }
 }

@@ -64,3 +64,5 @@ static void emu_dp(int c, int a, int b) {
 #define TRELEASE() ((void)0)
 #define TILES_CHUNK_FN gp_tiles_chunk_emulated
 #include "compute/cpu/conv_tiles_body.h"
+#define MATMUL_TILES_FN gp_matmul_tiles_emulated
+#include "compute/cpu/matmul_tiles_body.h"

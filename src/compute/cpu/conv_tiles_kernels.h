@@ -15,6 +15,7 @@
 #ifndef GP_COMPUTE_CPU_CONV_TILES_KERNELS_H
 #define GP_COMPUTE_CPU_CONV_TILES_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,28 @@ void gp_tiles_chunk_emulated(const gp_tiles_chunk *c);
  * with VCVTNEPS2BF16 (denormals to zero, as the tile unit reads them). */
 void gp_tiles_split_avx512(const float *x, size_t xs, int c_in, int rows, size_t valid,
                            uint32_t *xhi, uint32_t *xlo, size_t xw);
+
+/* Prefill's y = x·Wᵀ on tiles (compute/matmul_tiles.c, cpu/matmul_tiles_body.h). */
+typedef struct gp_matmul_tiles_job {
+    const uint32_t *b;       /* weights: output block jb, column block k at
+                                (jb * kb + k) * GP_AMX_WORDS: 16 rows (column pairs) x 16
+                                words (the block's 16 outputs), VNNI */
+    int kb;                  /* column blocks of 32 */
+    int j0, j1;              /* output blocks to compute, j1 - j0 even */
+    const uint16_t *hi, *lo; /* activations' bf16 terms [row blocks * 16][kpad] */
+    int kpad;                /* kb * 32 */
+    int r0b, r1b;            /* row blocks */
+    int n, N;                /* real rows and outputs */
+    float *y;
+    int ldy;
+    float *c; /* 32 x 32 floats of scratch */
+} gp_matmul_tiles_job;
+
+void gp_matmul_tiles_amx(const gp_matmul_tiles_job *j);
+void gp_matmul_tiles_emulated(const gp_matmul_tiles_job *j);
+/* x rows [n][ldx] (K columns) as bf16 hi and lo terms [rows][kpad], zero-padded. */
+void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rows, int kpad,
+                                  uint16_t *hi, uint16_t *lo);
 
 /* gp_dconv_epilogue_rows's value part (bias, residual, store, accumulator) on AVX-512,
  * bit-identical to it; the caller applies the activation. */

@@ -44,7 +44,8 @@
 # prefill: the prefill choices on this CPU (issue 15): prefill_bench at
 #        26 and 64 rows with GEPARD_PREFILL=native (with the load-time choice
 #        of bf16 widening, and with GEPARD_PREFILL_WIDEN=1 and 0), onednn and
-#        oneDNN with two activation terms (onednn2: GEPARD_ONEDNN_TERMS=2) and
+#        oneDNN with two activation terms (onednn2: GEPARD_ONEDNN_TERMS=2), our AMX
+#        tile loop (tiles: GEPARD_PREFILL=tiles) and
 #        the load-time choice, on 2 cores (taskset -c 0,1) and on all (ONEDNN_SLICES: the
 #        oneDNN slice widths to try, "128"), then `gepard bench
 #        --device cpu --threads 2` on 2 cores (prefill-bench.json: its
@@ -249,7 +250,7 @@ if want prefill; then
     {
         for cores in 2 $all; do
             for rows in 26 64; do
-                for path in native widen nowiden $(for w in ${ONEDNN_SLICES:-128}; do echo onednn:$w; done) onednn2 auto; do
+                for path in native widen nowiden $(for w in ${ONEDNN_SLICES:-128}; do echo onednn:$w; done) onednn2 tiles auto; do
                     penv=""
                     case $path in
                     native) penv=GEPARD_PREFILL=native ;;
@@ -257,6 +258,7 @@ if want prefill; then
                     nowiden) penv="GEPARD_PREFILL=native GEPARD_PREFILL_WIDEN=0" ;;
                     onednn:*) penv="GEPARD_PREFILL=onednn GEPARD_ONEDNN_SLICE=${path#onednn:}" ;;
                     onednn2) penv="GEPARD_PREFILL=onednn GEPARD_ONEDNN_TERMS=2" ;;
+                    tiles) penv=GEPARD_PREFILL=tiles ;;
                     esac
                     echo "prefill $path cores=$cores rows=$rows: $(env $penv taskset -c 0-$((cores - 1)) \
                         "$bin/prefill_bench" /tmp/rs/model $rows $cores 5 2>&1 | tr '\n' ' ')"

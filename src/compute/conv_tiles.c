@@ -120,8 +120,8 @@ static void split_plain(const float *x, size_t xs, int c_in, int rows, size_t va
             if (c >= c_in) continue;
             const float *s = x + (size_t)c * xs;
             for (size_t i = 0; i < valid; i++) {
-                const uint16_t hi = gp_f32_to_bf16(s[i]);
-                const uint16_t lo = gp_f32_to_bf16(s[i] - gp_bf16_to_f32(hi));
+                uint16_t hi, lo;
+                gp_tiles_terms(s[i], &hi, &lo);
                 dh[i] |= (uint32_t)hi << (16 * h);
                 dl[i] |= (uint32_t)lo << (16 * h);
             }

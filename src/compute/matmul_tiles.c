@@ -94,9 +94,7 @@ static void split_plain(const float *x, int n, int ldx, int K, int rows, int kpa
     for (int r = 0; r < rows; r++)
         for (int i = 0; i < kpad; i++) {
             const float v = r < n && i < K ? x[(size_t)r * ldx + i] : 0.0f;
-            const uint16_t h = gp_f32_to_bf16(v);
-            hi[(size_t)r * kpad + i] = h;
-            lo[(size_t)r * kpad + i] = gp_f32_to_bf16(v - gp_bf16_to_f32(h));
+            gp_tiles_terms(v, &hi[(size_t)r * kpad + i], &lo[(size_t)r * kpad + i]);
         }
 }
 

@@ -51,7 +51,7 @@ int gp_onednn_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *
                      gp_pool *pool);
 
 /* Process-wide switch (on by default) for measurements: off, gp_matmul runs
- * the native kernels even where a matrix has a oneDNN copy. */
+ * the native kernels even where a matrix has a oneDNN (or AMX tile) copy. */
 void gp_onednn_enable(bool on);
 bool gp_onednn_enabled(void);
 

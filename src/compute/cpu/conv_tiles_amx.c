@@ -44,18 +44,24 @@ static void tiles_config(void) {
 #define MATMUL_TILES_FN gp_matmul_tiles_amx
 #include "compute/cpu/matmul_tiles_body.h"
 
-/* The hi and lo terms of 16 values each of channels a and b, as pair words
- * (a's term in the low half). */
-static inline __m512i bf16_words(__m512 x) {
-    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+/* 16 values as their bf16 terms hi = bf16(x), lo = bf16(x - hi). */
+static inline void terms16(__m512 x, __m256i *hi, __m256i *lo) {
+    const __m256bh h = _mm512_cvtneps_pbh(x);
+    const __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
+    *hi = (__m256i)h;
+    *lo = (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(x, hf));
 }
 
+/* The hi and lo terms of 16 values each of channels a and b, as pair words (a's term in
+ * the low half). */
 static inline void split16(__m512 a, __m512 b, __m512i *hi, __m512i *lo) {
-    const __m512i ha = bf16_words(a), hb = bf16_words(b);
-    const __m512 ra = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(ha, 16)));
-    const __m512 rb = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(hb, 16)));
-    *hi = _mm512_or_si512(ha, _mm512_slli_epi32(hb, 16));
-    *lo = _mm512_or_si512(bf16_words(ra), _mm512_slli_epi32(bf16_words(rb), 16));
+    __m256i ha, la, hb, lb;
+    terms16(a, &ha, &la);
+    terms16(b, &hb, &lb);
+    *hi = _mm512_or_si512(_mm512_cvtepu16_epi32(ha),
+                          _mm512_slli_epi32(_mm512_cvtepu16_epi32(hb), 16));
+    *lo = _mm512_or_si512(_mm512_cvtepu16_epi32(la),
+                          _mm512_slli_epi32(_mm512_cvtepu16_epi32(lb), 16));
 }
 
 void gp_tiles_split_avx512(const float *x, size_t xs, int c_in, int rows, size_t valid,
@@ -125,13 +131,10 @@ void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int row
             const __mmask16 m = K - i >= 16 ? (__mmask16)0xffff
                                 : K > i     ? (__mmask16)((1u << (K - i)) - 1u)
                                             : 0;
-            const __m512 v = _mm512_maskz_loadu_ps(m, s + i);
-            const __m256bh h = _mm512_cvtneps_pbh(v);
-            const __m512 hf =
-                _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
-            _mm256_storeu_si256((__m256i *)(dh + i), (__m256i)h);
-            _mm256_storeu_si256((__m256i *)(dl + i),
-                                (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf)));
+            __m256i h, l;
+            terms16(_mm512_maskz_loadu_ps(m, s + i), &h, &l);
+            _mm256_storeu_si256((__m256i *)(dh + i), h);
+            _mm256_storeu_si256((__m256i *)(dl + i), l);
         }
     }
 }

@@ -11,8 +11,8 @@
  *
  * Tiles 0-3 accumulate a 2 x 2 square of 16 x 16 results (two output channel blocks x
  * two sample blocks), 4-5 hold the two weight tiles and 6-7 the two input tiles, first
- * the hi terms', then the lo terms'. A remaining odd sample block runs with tiles 0 and 2
- * (its hi tile in 6, its lo tile in 7). Defines TILES_CHUNK_FN.
+ * the hi terms', then the lo terms'. A remaining odd sample block runs with tiles 0, 2
+ * and 6 only. Defines TILES_CHUNK_FN.
  *
  * The weights are read in the order they are packed, so each block's tiles form one
  * sequential stream; a tile load waits for all of its 16 lines, and the first stage's
@@ -33,12 +33,14 @@ void TILES_CHUNK_FN(const gp_tiles_chunk *c) {
     for (int b = c->b0; b < c->b1; b += 2) {
         const uint32_t *a0 = c->a + (size_t)b * c->a_block, *a1 = a0 + c->a_block;
         float *v0 = c->v + (size_t)b * 16 * c->vld, *v1 = v0 + 16 * c->vld;
-        int s = 0;
-        for (; s + 2 <= c->nt; s += 2) {
+        for (int s = 0; s < c->nt; s += 2) {
+            const bool two = s + 1 < c->nt; /* a second sample block (tiles 1, 3 and 7) */
             TZERO(0);
-            TZERO(1);
             TZERO(2);
-            TZERO(3);
+            if (two) {
+                TZERO(1);
+                TZERO(3);
+            }
             for (int t = 0; t < c->kernel; t++) {
                 const size_t col = (size_t)s * 16 + (size_t)t * c->dilation;
                 const uint32_t *w0 = a0 + (size_t)t * tap_words, *w1 = a1 + (size_t)t * tap_words;
@@ -47,48 +49,25 @@ void TILES_CHUNK_FN(const gp_tiles_chunk *c) {
                     tiles_prefetch(w1 + (size_t)k * GP_AMX_WORDS);
                     TLOAD(4, w0 + (size_t)k * GP_AMX_WORDS, 64);
                     TLOAD(5, w1 + (size_t)k * GP_AMX_WORDS, 64);
-                    const uint32_t *hi = c->xhi + col + (size_t)k * row_block,
-                                   *lo = c->xlo + col + (size_t)k * row_block;
-                    TLOAD(6, hi, xs_bytes);
-                    TLOAD(7, hi + 16, xs_bytes);
-                    TDP(0, 4, 6);
-                    TDP(1, 4, 7);
-                    TDP(2, 5, 6);
-                    TDP(3, 5, 7);
-                    TLOAD(6, lo, xs_bytes);
-                    TLOAD(7, lo + 16, xs_bytes);
-                    TDP(0, 4, 6);
-                    TDP(1, 4, 7);
-                    TDP(2, 5, 6);
-                    TDP(3, 5, 7);
-                }
-            }
-            TSTORE(0, v0 + (size_t)s * 16, v_bytes);
-            TSTORE(1, v0 + (size_t)s * 16 + 16, v_bytes);
-            TSTORE(2, v1 + (size_t)s * 16, v_bytes);
-            TSTORE(3, v1 + (size_t)s * 16 + 16, v_bytes);
-        }
-        if (s < c->nt) {
-            TZERO(0);
-            TZERO(2);
-            for (int t = 0; t < c->kernel; t++) {
-                const size_t col = (size_t)s * 16 + (size_t)t * c->dilation;
-                const uint32_t *w0 = a0 + (size_t)t * tap_words, *w1 = a1 + (size_t)t * tap_words;
-                for (int k = 0; k < c->cib; k++) {
-                    tiles_prefetch(w0 + (size_t)k * GP_AMX_WORDS);
-                    tiles_prefetch(w1 + (size_t)k * GP_AMX_WORDS);
-                    TLOAD(4, w0 + (size_t)k * GP_AMX_WORDS, 64);
-                    TLOAD(5, w1 + (size_t)k * GP_AMX_WORDS, 64);
-                    TLOAD(6, c->xhi + col + (size_t)k * row_block, xs_bytes);
-                    TLOAD(7, c->xlo + col + (size_t)k * row_block, xs_bytes);
-                    TDP(0, 4, 6);
-                    TDP(2, 5, 6);
-                    TDP(0, 4, 7);
-                    TDP(2, 5, 7);
+                    for (int term = 0; term < 2; term++) { /* hi, then lo */
+                        const uint32_t *x = (term ? c->xlo : c->xhi) + col + (size_t)k * row_block;
+                        TLOAD(6, x, xs_bytes);
+                        if (two) TLOAD(7, x + 16, xs_bytes);
+                        TDP(0, 4, 6);
+                        TDP(2, 5, 6);
+                        if (two) {
+                            TDP(1, 4, 7);
+                            TDP(3, 5, 7);
+                        }
+                    }
                 }
             }
             TSTORE(0, v0 + (size_t)s * 16, v_bytes);
             TSTORE(2, v1 + (size_t)s * 16, v_bytes);
+            if (two) {
+                TSTORE(1, v0 + (size_t)s * 16 + 16, v_bytes);
+                TSTORE(3, v1 + (size_t)s * 16 + 16, v_bytes);
+            }
         }
     }
     TRELEASE();

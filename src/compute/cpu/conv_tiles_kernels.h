@@ -19,6 +19,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/dtype.h"
+
+/* x as its two bf16 terms: hi = bf16(x), lo = bf16(x - hi) (the plain-C splits of the
+ * emulated paths; the AVX-512 ones compute the same with VCVTNEPS2BF16). */
+static inline void gp_tiles_terms(float x, uint16_t *hi, uint16_t *lo) {
+    *hi = gp_f32_to_bf16(x);
+    *lo = gp_f32_to_bf16(x - gp_bf16_to_f32(*hi));
+}
+
 #define GP_AMX_SIDE 16   /* output channels, input channels or samples per tile side */
 #define GP_AMX_WORDS 256 /* 32-bit words per tile (16 rows of 64 bytes) */
 

@@ -28,21 +28,16 @@ void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
                 __builtin_prefetch(b0 + (size_t)(k + 4) * GP_AMX_WORDS, 0, 3);
                 TLOAD(6, b0 + (size_t)k * GP_AMX_WORDS, 64);
                 TLOAD(7, b1 + (size_t)k * GP_AMX_WORDS, 64);
-                TLOAD(4, h0 + (size_t)k * 32, a_bytes);
-                if (two) TLOAD(5, h1 + (size_t)k * 32, a_bytes);
-                TDP(0, 4, 6);
-                TDP(1, 4, 7);
-                if (two) {
-                    TDP(2, 5, 6);
-                    TDP(3, 5, 7);
-                }
-                TLOAD(4, l0 + (size_t)k * 32, a_bytes);
-                if (two) TLOAD(5, l1 + (size_t)k * 32, a_bytes);
-                TDP(0, 4, 6);
-                TDP(1, 4, 7);
-                if (two) {
-                    TDP(2, 5, 6);
-                    TDP(3, 5, 7);
+                for (int term = 0; term < 2; term++) { /* hi, then lo */
+                    const size_t at = (size_t)k * 32;
+                    TLOAD(4, (term ? l0 : h0) + at, a_bytes);
+                    if (two) TLOAD(5, (term ? l1 : h1) + at, a_bytes);
+                    TDP(0, 4, 6);
+                    TDP(1, 4, 7);
+                    if (two) {
+                        TDP(2, 5, 6);
+                        TDP(3, 5, 7);
+                    }
                 }
             }
             /* the 32 x 32 results through the caller's scratch */

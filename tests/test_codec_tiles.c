@@ -12,6 +12,7 @@
 #include "codec/synthetic.h"
 #include "codec_paths.h"
 #include "compute/conv_direct.h"
+#include "gepard.h"
 #include "test.h"
 
 /* One-shot and frame-by-frame samples of `frames` frames. */
@@ -174,4 +175,28 @@ TEST(codec_auto_choice_measures_the_tiles) {
     gp_codec_free(t);
     gp_codec_free(c);
     gp_codec_source_free(src);
+}
+
+/* Asking for what cannot run says so: the 't' stage letter where the CPU has no tiles
+ * (GEPARD_TILES=off stands in for such a CPU), and an unknown GEPARD_CODEC_PRECISION. */
+TEST(codec_tiles_refusals_are_clear) {
+    gp_error err;
+    gp_codec_source *src = codec_paths_source(96, &err);
+    REQUIRE_MSG(src, "%s", err.message);
+    setenv("GEPARD_TILES", "off", 1);
+    gp_codec *c = codec_paths_load(src, GP_CODEC_KERNELS_BF16, "ttttt", 1, &err);
+    unsetenv("GEPARD_TILES");
+    CHECK_MSG(!c && err.code == GEPARD_ERR_UNSUPPORTED && strstr(err.message, "AMX"),
+              "stage letter 't' without tiles: %s", c ? "loaded" : err.message);
+    gp_codec_free(c);
+    gp_codec_source_free(src);
+    setenv("GEPARD_CODEC_PRECISION", "fast", 1);
+    gepard_codec *gc = NULL;
+    const gepard_status st = gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &gc);
+    unsetenv("GEPARD_CODEC_PRECISION");
+    CHECK_MSG(st == GEPARD_ERR_INVALID_ARGUMENT && !gc &&
+                  strstr(gepard_last_error(), "GEPARD_CODEC_PRECISION=fast") &&
+                  strstr(gepard_last_error(), "tiles"),
+              "unknown GEPARD_CODEC_PRECISION: status %d, %s", (int)st, gepard_last_error());
+    gepard_codec_free(gc);
 }

@@ -52,9 +52,10 @@
 #        prefill_path and prefill_path_why say what the load chose).
 # codec: CODEC_QUICK=1 benches f16 and tf32 only; CODEC_VARIANTS="" skips the
 #        slice:split variants; CODEC_ENV_VARIANTS="NAME:VAR=VALUE ..." adds
-#        this build under an environment setting to the alternating runs;
-#        CODEC_NCU=1 adds scripts/ncu-codec.sh's kernel
-#        times (256 frames) for the old build, this one and the alternative.
+#        this build under an environment setting to the alternating runs
+#        (with or without an old build); CODEC_NCU=1 adds scripts/ncu-codec.sh's
+#        kernel times (256 frames) for the old build, this one, the alternative
+#        and each environment variant.
 # Logs and JSON go to $OUT (the device tool brings that folder back) or
 # ./.device/out when OUT is unset.
 set -u
@@ -135,9 +136,9 @@ for k, v in g.items():
               " ".join("%d: %.0f f/s %.0f TF" % (b["streams"], b["frames_per_s"], b["tflops"])
                        for b in v["batches"]))' "$out/codec-$name.json" 2>&1)"
     }
-    if [ -n "$base" ]; then # old and new alternate, twice
+    if [ -n "$base$alt${CODEC_ENV_VARIANTS:-}" ]; then # old, new and variants alternate, twice
         for rep in 1 2; do
-            CODEC_GEPARD=$base/gepard codec_bench "f16-base-$rep" f16
+            [ -z "$base" ] || CODEC_GEPARD=$base/gepard codec_bench "f16-base-$rep" f16
             codec_bench "f16-new-$rep" f16
             [ -z "$alt" ] || codec_bench "f16-alt-$rep" f16 GEPARD_CUDA_PLUGIN=$alt
             for v in ${CODEC_ENV_VARIANTS:-}; do # NAME:VAR=VALUE of this build
@@ -154,6 +155,9 @@ for k, v in g.items():
         [ -z "$base" ] || NCU_TAG=base NCU_GEPARD=$base/gepard scripts/ncu-codec.sh 256 f16
         NCU_TAG=new scripts/ncu-codec.sh 256 f16
         [ -z "$alt" ] || NCU_TAG=alt GEPARD_CUDA_PLUGIN=$alt scripts/ncu-codec.sh 256 f16
+        for v in ${CODEC_ENV_VARIANTS:-}; do
+            env "${v#*:}" NCU_TAG="new-${v%%:*}" scripts/ncu-codec.sh 256 f16
+        done
     fi
     codec_bench f16 f16
     codec_bench tf32 tf32

@@ -28,7 +28,8 @@
 #        requests: TTFA p50), then 256, 512 and 1024 concurrent requests of
 #        ~10 s of audio (215 frames) each (serve12-*.json). The codec's
 #        precision is GEPARD_CUDA_CODEC_PRECISION's when set. serve12-chunk1:
-#        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once).
+#        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once),
+#        serve12-chunk4 with 4 (light-load chunks before 16).
 # codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
 #        the AMX unit), then codec_bench 16 2 1 MIX for each CODEC_CPU_MIXES ("ttttt
 #        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
@@ -242,6 +243,9 @@ PY
 }
 if want serve12; then
     serve12 serve12
+fi
+if want serve12-chunk4; then # light-load GPU chunks of 4 (the two sessions before this one)
+    GEPARD_GPU_CHUNK_FRAMES=4 serve12 serve12-chunk4
 fi
 if want serve12-chunk1; then # the GPU chunk of one frame (before 2026-12-02), for A/B
     GEPARD_GPU_CHUNK_FRAMES=1 serve12 serve12-chunk1

@@ -2,7 +2,7 @@
  * one codec call (gp_stream_frames_to_decode, gp_engine_chunk_frames): the
  * first frame at once, short chunks while the listener holds little audio,
  * whole chunks when it is ahead, everything at the end; with a GPU codec
- * chunks of 4 only while few streams are active. The GPU policy is plain
+ * chunks of 16 only while few streams are active. The GPU policy is plain
  * host logic, so it is checked here on a CPU with the tiny codec (its
  * sample rate and frame length are all the policy reads). */
 #include <string.h>
@@ -42,6 +42,7 @@ static bool chunk_open(chunk_case *c, bool gpu) {
     c->engine.codec = codec;
     c->engine.gpu_codec = gpu;
     c->engine.light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
+    c->engine.max_chunk = gpu ? GP_ENGINE_GPU_MAX_CHUNK : GP_ENGINE_MAX_CHUNK;
     c->engine.wait_headroom = gpu ? GP_ENGINE_GPU_HEADROOM : GP_ENGINE_PAIR_HEADROOM;
     c->engine.chunk_frames = gp_engine_chunk_frames(&c->engine, 1);
     c->stream.engine = &c->engine;
@@ -74,15 +75,15 @@ static void chunk_check(chunk_case *c, const chunk_expect *cases, size_t n) {
 TEST(engine_chunks_gpu_codec_few_streams) {
     chunk_case c;
     REQUIRE_MSG(chunk_open(&c, true), "%s", gepard_last_error());
-    CHECK_EQ_INT(c.engine.chunk_frames, 4);
+    CHECK_EQ_INT(c.engine.chunk_frames, 16);
     const chunk_expect cases[] = {
         {"the first frame", 1, 0, 0.0, 1},
         {"1 frame in hand: the pending 2 at once", 3, 1, 1.0, 2},
         {"4.5 frames in hand (< 5): the pending 3 at once", 8, 5, 4.5, 3},
-        {"8 frames ahead, 3 pending: wait for 4", 13, 10, 8.0, 0},
-        {"8 frames ahead, 4 pending", 14, 10, 8.0, 4},
-        {"7 pending: at most GP_ENGINE_MAX_CHUNK", 17, 10, 8.0, GP_ENGINE_MAX_CHUNK},
-        {"ran dry 3 frames ago, 2 pending: wait for 4", 12, 10, -3.0, 0},
+        {"8 frames ahead, 15 pending: wait for 16", 25, 10, 8.0, 0},
+        {"8 frames ahead, 16 pending", 26, 10, 8.0, 16},
+        {"20 pending: at most GP_ENGINE_GPU_MAX_CHUNK", 30, 10, 8.0, GP_ENGINE_GPU_MAX_CHUNK},
+        {"ran dry 3 frames ago, 2 pending: wait for 16", 12, 10, -3.0, 0},
         {"nothing pending", 10, 10, 8.0, 0},
     };
     chunk_check(&c, cases, sizeof cases / sizeof cases[0]);
@@ -96,7 +97,7 @@ TEST(engine_chunks_gpu_codec_few_streams) {
 TEST(engine_chunks_gpu_codec_under_load_take_every_frame) {
     chunk_case c;
     REQUIRE_MSG(chunk_open(&c, true), "%s", gepard_last_error());
-    CHECK_EQ_INT(gp_engine_chunk_frames(&c.engine, GP_ENGINE_GPU_CHUNK_STREAMS), 4);
+    CHECK_EQ_INT(gp_engine_chunk_frames(&c.engine, GP_ENGINE_GPU_CHUNK_STREAMS), 16);
     c.engine.chunk_frames = gp_engine_chunk_frames(&c.engine, GP_ENGINE_GPU_CHUNK_STREAMS + 1);
     CHECK_EQ_INT(c.engine.chunk_frames, 1);
     const chunk_expect cases[] = {
@@ -120,6 +121,7 @@ TEST(engine_chunks_cpu_codec_pairs) {
         {"a lone frame, 1 frame in hand", 4, 3, 1.0, 1},
         {"a lone frame, 3 frames in hand: wait for its pair", 4, 3, 3.0, 0},
         {"a pair", 5, 3, 3.0, 2},
+        {"7 pending: at most GP_ENGINE_MAX_CHUNK", 10, 3, 3.0, GP_ENGINE_MAX_CHUNK},
     };
     chunk_check(&c, cases, sizeof cases / sizeof cases[0]);
     chunk_close(&c);

@@ -118,7 +118,7 @@ static void decode_new_frames_together(gepard_engine *e, bool only_ending) {
     const int C = e->model->model->cfg.num_channels;
     /* One batched pass per chunk length (streams in one pass decode the same
      * number of frames). */
-    for (int k = 1; k <= GP_ENGINE_MAX_CHUNK; k++) {
+    for (int k = 1; k <= e->max_chunk; k++) {
         int n = 0;
         for (gepard_stream *s = e->active; s; s = s->next) {
             if (!s->gen || s->pcm_ready || (only_ending && !ends_this_step(s)) ||
@@ -389,11 +389,13 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     if (!(e->params.realtime_margin >= 0)) e->params.realtime_margin = 0; /* NaN, < 0 */
     e->gpu_codec = codec && codec->codec->accel;
     e->light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
+    e->max_chunk = e->gpu_codec ? GP_ENGINE_GPU_MAX_CHUNK : GP_ENGINE_MAX_CHUNK;
     e->wait_headroom = e->gpu_codec ? GP_ENGINE_GPU_HEADROOM : GP_ENGINE_PAIR_HEADROOM;
-    /* GEPARD_GPU_CHUNK_FRAMES=1..4 sets the light-load GPU chunk (for
-     * measurements; 1 decodes every frame at once, as before 2026-12-02) */
+    /* GEPARD_GPU_CHUNK_FRAMES=1..16 sets the light-load GPU chunk (for
+     * measurements; 1 decodes every frame at once, as before the second
+     * session of 2026-12-02, 4 the chunks of the next two sessions) */
     const char *gpu_chunk = getenv("GEPARD_GPU_CHUNK_FRAMES");
-    if (gpu_chunk && atoi(gpu_chunk) >= 1 && atoi(gpu_chunk) <= GP_ENGINE_MAX_CHUNK)
+    if (gpu_chunk && atoi(gpu_chunk) >= 1 && atoi(gpu_chunk) <= GP_ENGINE_GPU_MAX_CHUNK)
         e->light_chunk_frames = atoi(gpu_chunk);
     e->chunk_frames = gp_engine_chunk_frames(e, 0); /* then before every step */
     pthread_mutex_init(&e->lock, NULL);

@@ -39,7 +39,7 @@ struct gepard_stream {
     int frames_signaled;  /* frames of `gen` already passed to on_frame */
     int frames_delivered; /* frames of `gen` already decoded and passed to on_audio */
     gepard_codec_stream *codec_stream;
-    float *pcm;        /* samples of up to GP_ENGINE_MAX_CHUNK frames */
+    float *pcm;        /* samples of up to engine->max_chunk frames */
     int pcm_ready;     /* frames already decoded into pcm by the batched decode (0 = none) */
     bool stop_pending; /* delivery asked to stop while a device step was in flight */
     /* shared state (engine->lock) */
@@ -86,6 +86,7 @@ struct gepard_engine {
      * while its listener holds less than wait_headroom frames of audio. */
     int chunk_frames;
     int light_chunk_frames; /* GPU codec: the chunk of a lightly loaded engine */
+    int max_chunk;          /* most frames one stream decodes in a call (its pcm buffer) */
     bool gpu_codec;
     double wait_headroom;
     gepard_engine_stats stats;
@@ -110,19 +111,21 @@ int gp_stream_positions_needed(const gepard_stream *s);
  * GP_ENGINE_PAIR_HEADROOM frames of audio in hand (its first frames, or a
  * stream that is just keeping up): pairing there would make it run dry. */
 #define GP_ENGINE_CHUNK_FRAMES 2
-#define GP_ENGINE_MAX_CHUNK 4
+#define GP_ENGINE_MAX_CHUNK 4 /* with the codec on the CPU */
 #define GP_ENGINE_PAIR_HEADROOM 2.0
-/* With the codec on a GPU: one stream's frame costs ~1.8 ms to decode alone
- * and about as much in fours (the call is latency-bound below ~16 frames),
- * against 0.6 ms for the backbone's step, so while few streams are active
- * a stream that is ahead of its listener decodes 4 frames a call (a lone
- * stream's real-time factor 0.053 -> 0.027 on an H200). It waits for them
- * only while the listener holds 5 frames of audio (232 ms) or more; with
- * less, whatever is pending goes at once. Under load every frame goes at
- * once: streams at different chunk lengths need a codec call each, and with
- * chunks of 4 for every stream the server's throughput fell (H200, 1024
- * streams: 965 -> 447 s of audio per second). */
-#define GP_ENGINE_GPU_CHUNK_FRAMES 4
+/* With the codec on a GPU: a call costs about the same for 1 frame as for
+ * 16 of one stream (1.8 against ~2 ms on an H200: latency-bound until the
+ * batch fills the device), against 0.6 ms for the backbone's step, so while
+ * few streams are active a stream that is ahead of its listener decodes 16
+ * frames a call (a lone stream's real-time factor: every frame at once
+ * 0.053, chunks of 4 0.026 — docs/NOTES.md). It waits for them only while
+ * the listener holds 5 frames of audio (232 ms) or more; with less, whatever
+ * is pending goes at once (at most 16 frames take ~10 ms to sample). Under
+ * load every frame goes at once: streams at different chunk lengths need a
+ * codec call each, and with chunks of 4 for every stream the server's
+ * throughput fell (H200, 1024 streams: 965 -> 447 s of audio per second). */
+#define GP_ENGINE_GPU_CHUNK_FRAMES 16
+#define GP_ENGINE_GPU_MAX_CHUNK 16
 #define GP_ENGINE_GPU_CHUNK_STREAMS 4
 #define GP_ENGINE_GPU_HEADROOM 5.0
 

@@ -63,7 +63,7 @@ static int stream_open_decoder(gepard_engine *e, gepard_stream *s, gp_error *err
     if (!e->codec || s->codec_stream) return GEPARD_OK;
     if (gepard_codec_stream_create(e->codec, &s->codec_stream) != GEPARD_OK)
         return gp_fail(err, GEPARD_ERR_NOMEM, "%s", gepard_last_error());
-    s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * GP_ENGINE_MAX_CHUNK *
+    s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)e->max_chunk *
                     sizeof(float));
     if (!s->pcm) return gp_fail_oom(err, "audio buffer", 0);
     return GEPARD_OK;
@@ -141,7 +141,8 @@ int gp_stream_frames_to_decode(const gepard_stream *s) {
     if (pending <= 0) return 0;
     if (s->frames_delivered == 0 && s->result.samples == 0) return 1; /* first audio: at once */
     bool ending = s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested);
-    const int now = pending < GP_ENGINE_MAX_CHUNK ? pending : GP_ENGINE_MAX_CHUNK;
+    const int most = s->engine->max_chunk;
+    const int now = pending < most ? pending : most;
     if (pending >= s->engine->chunk_frames || ending) return now;
     /* Frames short of a chunk go now when their listener is keeping up but
      * holds less than the engine's wait_headroom frames of audio (the first

@@ -224,6 +224,18 @@ TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
     CHECK_MSG(equal, "the two FP16 convolution kernels differ (max %g)", d);
 }
 
+/* The residual blocks of a stage on CUDA streams of their own (cuda_codec.cu,
+ * codec_run) run the same kernels on the same values and sum into the
+ * stage's output in block order: the samples equal the blocks run one after
+ * another (GEPARD_CUDA_CODEC_BRANCHES=0) bit for bit. */
+TEST(cuda_codec_concurrent_blocks_equal_serial) {
+    require_cuda();
+    double d;
+    bool equal;
+    fp16_compare_without("GEPARD_CUDA_CODEC_BRANCHES", &d, &equal);
+    CHECK_MSG(equal, "the residual blocks on their own streams differ from serial (max %g)", d);
+}
+
 /* Largest difference between streamed and one-shot samples. */
 static double chunked_vs_oneshot(const gp_codec *c, const int32_t *codes, size_t T, size_t chunk,
                                  const float *oneshot) {

@@ -213,6 +213,17 @@ static void codec_release(gp_dev_codec *c) {
     cudaFree(c->partial);
     cudaFree(c->tickets);
     cudaFree(c->dummy);
+    for (int b = 1; b < CODEC_MAX_BRANCHES; b++) {
+        codec_branch *br = &c->br[b];
+        if (br->stream) cudaStreamSynchronize(br->stream);
+        float *owned[] = {br->run, br->tmp, br->win, br->partial};
+        for (float *p : owned) cudaFree(p);
+        cudaFree(br->tickets);
+        if (br->stream) cudaStreamDestroy(br->stream);
+    }
+    for (codec_branch &br : c->br)
+        if (br.done) cudaEventDestroy(br.done);
+    if (c->fork) cudaEventDestroy(c->fork);
     for (int i = 0; i < CODEC_GRAPHS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cudaFreeHost(c->h_in);
@@ -348,6 +359,25 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     if (e == cudaSuccess) e = cudaMemset(c->dummy, 0, 2 * c->state_floats * sizeof(float));
     const char *g = getenv("GEPARD_CUDA_CODEC_GRAPHS");
     c->use_graphs = !(g && !strcmp(g, "0"));
+    /* GEPARD_CUDA_CODEC_BRANCHES=0: the residual blocks one after another (for measurements) */
+    const char *nb = getenv("GEPARD_CUDA_CODEC_BRANCHES");
+    c->n_br = nb && !strcmp(nb, "0") ? 1 : c->nk <= CODEC_MAX_BRANCHES ? c->nk : 1;
+    c->br[0] = (codec_branch){c->stream, c->run, c->tmp, c->win, c->partial, c->tickets, NULL};
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming);
+    for (int b = 0; b < c->n_br && e == cudaSuccess; b++) {
+        codec_branch *br = &c->br[b];
+        e = cudaEventCreateWithFlags(&br->done, cudaEventDisableTiming);
+        if (b == 0) continue;
+        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&br->stream, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaMalloc(&br->run, c->x_floats * sizeof(float));
+        if (e == cudaSuccess) e = cudaMalloc(&br->tmp, c->x_floats * sizeof(float));
+        if (e == cudaSuccess) e = cudaMalloc(&br->win, c->win_floats * sizeof(float));
+        if (e == cudaSuccess) e = cudaMalloc(&br->partial, c->partial_floats * sizeof(float));
+        if (e == cudaSuccess) e = cudaMalloc(&br->tickets, c->n_tickets * sizeof(unsigned));
+        if (e == cudaSuccess) e = cudaMemset(br->tickets, 0, c->n_tickets * sizeof(unsigned));
+        c->bytes += (2 * c->x_floats + c->win_floats + c->partial_floats + c->n_tickets) *
+                    sizeof(float);
+    }
     if (e != cudaSuccess) {
         rc = gp_cuda_check(e, "codec buffers", st);
         codec_release(c);
@@ -448,36 +478,52 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     gp_cuda_codec_run_window(c->lat, n, T, c->input_dim, c->pre.c_pad, c->pre.hist, &ident, in,
                              outp, c->pre.st_off, c->win, half, s);
     gp_cuda_codec_run_conv(&c->pre, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
-    float *sig = c->sig, *acc = c->acc, *run = c->run, *tmp = c->tmp;
+    /* sig: the stage's input, acc: its output (the blocks' average); branch
+     * 0's running signal rotates with them, the other branches own theirs */
+    float *sig = c->sig, *acc = c->acc, *run0 = c->run;
+    const bool forked = c->n_br > 1;
     for (int i = 0; i < c->n_stages; i++) {
         codec_stage *stg = &c->stages[i];
-        gp_cuda_codec_run_convt(sig, n, T, &stg->up, &stg->act, in, outp, stg->up.st_off, run, s);
+        gp_cuda_codec_run_convt(sig, n, T, &stg->up, &stg->act, in, outp, stg->up.st_off, run0,
+                                s);
         T *= stg->rate;
         float *t = sig;
-        sig = run;
-        run = t;
+        sig = run0;
+        run0 = t;
         const int C = stg->c_out;
+        if (forked) {
+            cudaEventRecord(c->fork, s);
+            for (int b = 1; b < c->n_br; b++) cudaStreamWaitEvent(c->br[b].stream, c->fork, 0);
+        }
         for (int j = 0; j < c->nk; j++) {
+            const codec_branch *B = &c->br[forked ? j : 0];
+            cudaStream_t bs = B->stream;
+            float *run = j == 0 || !forked ? run0 : B->run;
             for (int m = 0; m < c->nd; m++) {
                 codec_block *b = &stg->blocks[j * c->nd + m];
                 const float *res = m == 0 ? sig : run;
                 gp_cuda_codec_run_window(res, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
-                                         &b->in_act, in, outp, b->in_conv.st_off, c->win, half, s);
-                ep = {GP_CODEC_EP_STORE, tmp, NULL, 0, 0.0f};
-                gp_cuda_codec_run_conv(&b->in_conv, c->win, n, T, &ep, tc, c->partial, c->tickets,
-                                       s);
-                gp_cuda_codec_run_window(tmp, n, T, C, b->skip_conv.c_pad, b->skip_conv.hist,
-                                         &b->skip_act, in, outp, b->skip_conv.st_off, c->win, half,
-                                         s);
-                if (m < c->nd - 1)
+                                         &b->in_act, in, outp, b->in_conv.st_off, B->win, half, bs);
+                ep = {GP_CODEC_EP_STORE, B->tmp, NULL, 0, 0.0f};
+                gp_cuda_codec_run_conv(&b->in_conv, B->win, n, T, &ep, tc, B->partial, B->tickets,
+                                       bs);
+                gp_cuda_codec_run_window(B->tmp, n, T, C, b->skip_conv.c_pad, b->skip_conv.hist,
+                                         &b->skip_act, in, outp, b->skip_conv.st_off, B->win, half,
+                                         bs);
+                if (m < c->nd - 1) {
                     ep = {GP_CODEC_EP_RESIDUAL, run, res, 0, 0.0f};
-                else
+                } else {
+                    /* the sum into acc in block order */
+                    if (forked && j > 0) cudaStreamWaitEvent(bs, c->br[j - 1].done, 0);
                     ep = {GP_CODEC_EP_BRANCH, acc, res, j == 0,
                           j == c->nk - 1 ? (float)c->nk : 0.0f};
-                gp_cuda_codec_run_conv(&b->skip_conv, c->win, n, T, &ep, tc, c->partial, c->tickets,
-                                       s);
+                }
+                gp_cuda_codec_run_conv(&b->skip_conv, B->win, n, T, &ep, tc, B->partial,
+                                       B->tickets, bs);
             }
+            if (forked) cudaEventRecord(B->done, bs);
         }
+        if (forked) cudaStreamWaitEvent(s, c->br[c->nk - 1].done, 0);
         t = sig;
         sig = acc;
         acc = t;

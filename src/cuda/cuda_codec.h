@@ -258,6 +258,19 @@ void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_c
 #define CODEC_MAX_COLS GP_CUDA_CODEC_MAX_COLS
 #define CODEC_GRAPHS 10 /* one per power-of-two batch 1 .. CODEC_MAX_COLS */
 
+/* The residual blocks of a stage (one per kernel size) are independent up
+ * to their sum, so each runs on a CUDA stream of its own with its own work
+ * buffers (branch 0 on the codec's stream, with its buffers); the sums into
+ * the stage's output stay in block order (each block's last convolution
+ * waits for the previous block's: `done`). */
+#define CODEC_MAX_BRANCHES 4
+typedef struct codec_branch {
+    cudaStream_t stream;
+    float *run, *tmp, *win, *partial;
+    unsigned *tickets;
+    cudaEvent_t done;
+} codec_branch;
+
 typedef struct codec_block {
     gp_cuda_codec_act in_act, skip_act;
     gp_cuda_codec_conv in_conv, skip_conv;
@@ -312,6 +325,9 @@ struct gp_dev_codec {
     unsigned *tickets; /* per output tile, zero between convolutions */
     size_t partial_floats, n_tickets;
     float *dummy; /* state of the padding streams of a graph's batch (2 copies) */
+    codec_branch br[CODEC_MAX_BRANCHES]; /* [1 .. n_br − 1] owned; 1: the blocks in turn */
+    int n_br;
+    cudaEvent_t fork; /* a stage's up-sampled input is ready for every branch */
     bool use_graphs;
     cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for 2^i streams */
     char *h_in;                           /* pinned: pointers then latent */

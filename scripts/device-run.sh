@@ -30,9 +30,6 @@
 #        precision is GEPARD_CUDA_CODEC_PRECISION's when set. serve12-chunk1:
 #        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once),
 #        serve12-chunk4 with 4 (light-load chunks before 16).
-#        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once);
-#        serve12-sync with GEPARD_GPU_QUEUE_DECODE=0 (the batched decode not
-#        queued during the step).
 # codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
 #        the AMX unit), then codec_bench 16 2 1 MIX for each CODEC_CPU_MIXES ("ttttt
 #        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
@@ -249,8 +246,6 @@ if want serve12; then
 fi
 if want serve12-chunk4; then # light-load GPU chunks of 4 (the two sessions before this one)
     GEPARD_GPU_CHUNK_FRAMES=4 serve12 serve12-chunk4
-if want serve12-sync; then # the batched decode waited for before the delivery (before 2026-12-02)
-    GEPARD_GPU_QUEUE_DECODE=0 serve12 serve12-sync
 fi
 if want serve12-chunk1; then # the GPU chunk of one frame (before 2026-12-02), for A/B
     GEPARD_GPU_CHUNK_FRAMES=1 serve12 serve12-chunk1

@@ -49,11 +49,6 @@ typedef struct gp_codec_accel {
      * pcm[i] gets frames · samples_per_frame samples. */
     int (*decode)(void *impl, int n, const int *slots, size_t frames, const float *latent,
                   float *const *pcm, gp_error *err);
-    /* The same, returning once it is queued: pcm[i] must stay valid until
-     * decode_end (or the next decode call, which finishes it first). */
-    int (*decode_begin)(void *impl, int n, const int *slots, size_t frames, const float *latent,
-                        float *const *pcm, gp_error *err);
-    int (*decode_end)(void *impl, gp_error *err);
     /* The encoder there too (NULL: it runs on the CPU): n samples, a multiple of
      * samples_per_frame, into latent [C][n / samples_per_frame]. */
     int (*encode)(void *impl, const float *audio, size_t n, float *latent, gp_error *err);
@@ -115,14 +110,6 @@ int gp_codec_code_stream_push_latent(gp_codec_code_stream *s, const float *laten
 int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *const *streams,
                                  const int32_t *const *codes, int n, size_t frames,
                                  float *const *pcm, gp_error *err);
-/* The same, started: on an accelerator that can queue it, it returns once
- * the call is queued and the samples land in pcm[i] (which must stay valid)
- * by gp_codec_decode_end — the caller works meanwhile; elsewhere it decodes
- * at once and gp_codec_decode_end has nothing to do. */
-int gp_codec_decode_frames_multi_begin(const gp_codec *codec, gp_codec_code_stream *const *streams,
-                                       const int32_t *const *codes, int n, size_t frames,
-                                       float *const *pcm, gp_error *err);
-int gp_codec_decode_end(const gp_codec *codec, gp_error *err);
 
 /* One-shot decode: a fresh stream fed all frames. pcm holds frames * samples_per_frame. */
 int gp_codec_decode(const gp_codec *codec, const int32_t *codes, size_t frames, float *pcm,

@@ -226,12 +226,8 @@ static void codec_release(gp_dev_codec *c) {
     if (c->fork) cudaEventDestroy(c->fork);
     for (int i = 0; i < CODEC_GRAPHS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
-    for (codec_piece_buf &b : c->bufs) {
-        cudaFreeHost(b.h_in);
-        cudaFreeHost(b.h_pcm);
-        if (b.done) cudaEventDestroy(b.done);
-    }
-    free(c->pend_dst);
+    cudaFreeHost(c->h_in);
+    cudaFreeHost(c->h_pcm);
     if (c->t0) cudaEventDestroy(c->t0);
     if (c->t1) cudaEventDestroy(c->t1);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -353,12 +349,9 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     if (e == cudaSuccess) e = cudaMalloc(&c->pcm, M * c->spf * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&c->lat, M * c->input_dim * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&c->ptrs, 2 * M * sizeof(float *));
-    for (codec_piece_buf &b : c->bufs) {
-        if (e == cudaSuccess)
-            e = cudaMallocHost(&b.h_in, 2 * M * sizeof(float *) + M * c->input_dim * sizeof(float));
-        if (e == cudaSuccess) e = cudaMallocHost(&b.h_pcm, M * c->spf * sizeof(float));
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming);
-    }
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&c->h_in, 2 * M * sizeof(float *) + M * c->input_dim * sizeof(float));
+    if (e == cudaSuccess) e = cudaMallocHost(&c->h_pcm, M * c->spf * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&c->partial, c->partial_floats * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&c->tickets, c->n_tickets * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(c->tickets, 0, c->n_tickets * sizeof(unsigned));
@@ -562,23 +555,18 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
     return 0;
 }
 
-/* One piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of each,
- * queued on the codec's stream with its own pinned buffers (c->bufs[buf]);
- * the samples are copied out by piece_finish. One frame per stream runs as
- * a captured graph for the next power-of-two batch (the padding streams
- * decode zeros into a scratch state). The streams' state parity flips here,
- * at queueing: a later piece of the same streams, queued behind this one on
- * the same CUDA stream, reads the state this one writes. */
-static int piece_enqueue(gp_dev_codec *c, int buf, int n, const int *slots, int frames, int f0,
-                         int T, const float *latent, gp_dev_status *st) {
+/* One piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of each. One
+ * frame per stream runs as a captured graph for the next power-of-two batch
+ * (the padding streams decode zeros into a scratch state). */
+static int codec_piece(gp_dev_codec *c, int n, const int *slots, int frames, int f0, int T,
+                       const float *latent, float *const *pcm, gp_dev_status *st) {
     const size_t D = (size_t)c->input_dim, M = CODEC_MAX_COLS;
     const bool graph = c->use_graphs && T == 1;
     int nb = n;
     if (graph)
         for (nb = 1; nb < n;) nb <<= 1;
-    codec_piece_buf *pb = &c->bufs[buf];
-    float **h_ptrs = (float **)pb->h_in;
-    float *h_lat = (float *)(pb->h_in + 2 * M * sizeof(float *));
+    float **h_ptrs = (float **)c->h_in;
+    float *h_lat = (float *)(c->h_in + 2 * M * sizeof(float *));
     for (int i = 0; i < n; i++) {
         float *base = c->slot_state[slots[i]];
         const int p = c->parity[slots[i]];
@@ -598,7 +586,7 @@ static int piece_enqueue(gp_dev_codec *c, int buf, int n, const int *slots, int 
         int rc = codec_graph(c, nb, &exec, st);
         if (rc) return rc;
     }
-    if (c->n_pend == 0) GP_CUDA_TRY(cudaEventRecord(c->t0, s), "codec timing");
+    GP_CUDA_TRY(cudaEventRecord(c->t0, s), "codec timing");
     GP_CUDA_TRY(
         cudaMemcpyAsync(c->ptrs, h_ptrs, 2 * M * sizeof(float *), cudaMemcpyHostToDevice, s),
         "codec upload");
@@ -611,80 +599,19 @@ static int piece_enqueue(gp_dev_codec *c, int buf, int n, const int *slots, int 
         codec_run(c, n, T);
     GP_CUDA_TRY(cudaGetLastError(), "codec kernels");
     const size_t samples = (size_t)T * c->spf;
-    GP_CUDA_TRY(cudaMemcpyAsync(pb->h_pcm, c->pcm, (size_t)n * samples * sizeof(float),
+    GP_CUDA_TRY(cudaMemcpyAsync(c->h_pcm, c->pcm, (size_t)n * samples * sizeof(float),
                                 cudaMemcpyDeviceToHost, s),
                 "codec download");
-    GP_CUDA_TRY(cudaEventRecord(pb->done, s), "codec decode");
     GP_CUDA_TRY(cudaEventRecord(c->t1, s), "codec timing");
-    for (int i = 0; i < n; i++) c->parity[slots[i]] ^= 1;
-    return 0;
-}
-
-/* Wait for the oldest queued piece and copy its samples to the caller's
- * buffers (the pointers saved when it was queued). */
-static int piece_finish(gp_dev_codec *c, gp_dev_status *st) {
-    const codec_pending *p = &c->pend[c->pend_head];
-    c->pend_head = (c->pend_head + 1) % CODEC_PIECE_BUFS;
-    c->n_pend--;
-    const codec_piece_buf *pb = &c->bufs[p->buf];
-    GP_CUDA_TRY(cudaEventSynchronize(pb->done), "codec decode");
-    const size_t samples = (size_t)p->T * c->spf;
-    for (int i = 0; i < p->n; i++)
-        memcpy(c->pend_dst[p->g + i] + (size_t)p->f0 * c->spf, pb->h_pcm + (size_t)i * samples,
-               samples * sizeof(float));
-    return 0;
-}
-
-/* Finish every queued piece, oldest first; the GPU time of the call. Lock held. */
-static int drain_locked(gp_dev_codec *c, gp_dev_status *st) {
-    const bool any = c->n_pend > 0;
-    int rc = 0;
-    while (c->n_pend > 0) {
-        const int r = piece_finish(c, st);
-        if (r && !rc) rc = r;
-    }
+    GP_CUDA_TRY(cudaStreamSynchronize(s), "codec decode");
     float ms = 0.0f;
-    if (any && rc == 0 && cudaEventElapsedTime(&ms, c->t0, c->t1) == cudaSuccess) c->last_ms = ms;
-    return rc;
-}
-
-/* Queue a decode call (after finishing any call still queued): pieces of at
- * most CODEC_MAX_COLS frame columns, by streams then frames, in order; when
- * every piece buffer is in use the oldest piece is finished first. Lock held. */
-static int begin_locked(gp_dev_codec *c, int n, const int *slots, int frames, const float *latent,
-                        float *const *pcm, gp_dev_status *st) {
-    int rc = drain_locked(c, st);
-    for (int i = 0; i < n && rc == 0; i++)
-        if (slots[i] < 0 || slots[i] >= c->cap_slots || !c->used[slots[i]])
-            rc = gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT, "no codec state slot %d", slots[i]);
-    if (rc) return rc;
-    if (n > c->pend_cap) {
-        float **d = (float **)realloc(c->pend_dst, (size_t)n * sizeof *d);
-        if (!d) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory for a decode call");
-        c->pend_dst = d;
-        c->pend_cap = n;
+    if (cudaEventElapsedTime(&ms, c->t0, c->t1) == cudaSuccess) c->last_ms += ms;
+    for (int i = 0; i < n; i++) {
+        memcpy(pcm[i] + (size_t)f0 * c->spf, c->h_pcm + (size_t)i * samples,
+               samples * sizeof(float));
+        c->parity[slots[i]] ^= 1;
     }
-    memcpy(c->pend_dst, pcm, (size_t)n * sizeof *pcm); /* the caller may reuse its array */
-    c->last_ms = 0.0;
-    const int group = n < CODEC_MAX_COLS ? n : CODEC_MAX_COLS;
-    for (int g = 0; g < n && rc == 0; g += group) {
-        const int gn = n - g < group ? n - g : group;
-        const int step = CODEC_MAX_COLS / gn;
-        for (int f = 0; f < frames && rc == 0; f += step) {
-            const int T = frames - f < step ? frames - f : step;
-            if (c->n_pend == CODEC_PIECE_BUFS) rc = piece_finish(c, st);
-            const int buf = (c->pend_head + c->n_pend) % CODEC_PIECE_BUFS;
-            if (rc == 0)
-                rc = piece_enqueue(c, buf, gn, slots + g, frames, f, T,
-                                   latent + (size_t)g * frames * c->input_dim, st);
-            if (rc == 0) {
-                c->pend[buf] = (codec_pending){buf, g, gn, f, T};
-                c->n_pend++;
-            }
-        }
-    }
-    if (rc) drain_locked(c, st); /* what was queued still lands; the call failed */
-    return rc;
+    return 0;
 }
 
 extern "C" int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, int frames,
@@ -692,27 +619,21 @@ extern "C" int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, in
     if (n <= 0 || frames <= 0) return 0;
     GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
     pthread_mutex_lock(&c->lock);
-    int rc = begin_locked(c, n, slots, frames, latent, pcm, st);
-    if (rc == 0) rc = drain_locked(c, st);
-    pthread_mutex_unlock(&c->lock);
-    return rc;
-}
-
-extern "C" int gp_cuda_codec_decode_begin(gp_dev_codec *c, int n, const int *slots, int frames,
-                                          const float *latent, float *const *pcm,
-                                          gp_dev_status *st) {
-    if (n <= 0 || frames <= 0) return 0;
-    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
-    pthread_mutex_lock(&c->lock);
-    const int rc = begin_locked(c, n, slots, frames, latent, pcm, st);
-    pthread_mutex_unlock(&c->lock);
-    return rc;
-}
-
-extern "C" int gp_cuda_codec_decode_end(gp_dev_codec *c, gp_dev_status *st) {
-    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
-    pthread_mutex_lock(&c->lock);
-    const int rc = drain_locked(c, st);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (slots[i] < 0 || slots[i] >= c->cap_slots || !c->used[slots[i]])
+            rc = gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT, "no codec state slot %d", slots[i]);
+    c->last_ms = 0.0;
+    const int group = n < CODEC_MAX_COLS ? n : CODEC_MAX_COLS;
+    for (int g = 0; g < n && rc == 0; g += group) {
+        const int gn = n - g < group ? n - g : group;
+        const int step = CODEC_MAX_COLS / gn;
+        for (int f = 0; f < frames && rc == 0; f += step) {
+            const int T = frames - f < step ? frames - f : step;
+            rc = codec_piece(c, gn, slots + g, frames, f, T,
+                             latent + (size_t)g * frames * c->input_dim, pcm + g, st);
+        }
+    }
     pthread_mutex_unlock(&c->lock);
     return rc;
 }

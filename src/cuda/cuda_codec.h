@@ -270,18 +270,6 @@ typedef struct codec_branch {
     unsigned *tickets;
     cudaEvent_t done;
 } codec_branch;
-/* Host side of one queued decode piece: pinned upload (state pointers,
- * then the latent) and download buffers, and the event after its download. */
-#define CODEC_PIECE_BUFS 4
-typedef struct codec_piece_buf {
-    char *h_in;
-    float *h_pcm;
-    cudaEvent_t done;
-} codec_piece_buf;
-/* A queued piece: its buffer, streams g .. g + n − 1 of the call, frames f0 .. f0 + T − 1. */
-typedef struct codec_pending {
-    int buf, g, n, f0, T;
-} codec_pending;
 
 typedef struct codec_block {
     gp_cuda_codec_act in_act, skip_act;
@@ -342,13 +330,8 @@ struct gp_dev_codec {
     cudaEvent_t fork; /* a stage's up-sampled input is ready for every branch */
     bool use_graphs;
     cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for 2^i streams */
-    /* pieces queued and not yet copied out (a ring; gp_cuda_codec_decode_begin
-     * returns with them in flight, _end or the next call finishes them) */
-    codec_piece_buf bufs[CODEC_PIECE_BUFS];
-    codec_pending pend[CODEC_PIECE_BUFS];
-    int pend_head, n_pend;
-    float **pend_dst; /* the call's output pointers, copied */
-    int pend_cap;
+    char *h_in;                           /* pinned: pointers then latent */
+    float *h_pcm;                         /* pinned */
     size_t x_floats, win_floats;
     double last_ms;
 };

@@ -486,9 +486,6 @@ int gp_cuda_codec_slot_reset(gp_dev_codec *c, int slot, gp_dev_status *st);
 void gp_cuda_codec_slot_close(gp_dev_codec *c, int slot);
 int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, int frames, const float *latent,
                          float *const *pcm, gp_dev_status *st);
-int gp_cuda_codec_decode_begin(gp_dev_codec *c, int n, const int *slots, int frames,
-                               const float *latent, float *const *pcm, gp_dev_status *st);
-int gp_cuda_codec_decode_end(gp_dev_codec *c, gp_dev_status *st);
 double gp_cuda_codec_gpu_ms(gp_dev_codec *c);
 int gp_cuda_codec_encode(gp_dev_codec *c, const float *audio, size_t n, float *latent,
                          gp_dev_status *st);
@@ -524,8 +521,6 @@ static const gp_dev_plugin plugin = {
     gp_cuda_codec_slot_reset,
     gp_cuda_codec_slot_close,
     gp_cuda_codec_decode,
-    gp_cuda_codec_decode_begin,
-    gp_cuda_codec_decode_end,
     gp_cuda_codec_gpu_ms,
     gp_cuda_codec_encode,
     gp_cuda_codec_measure,

@@ -148,97 +148,12 @@ static void decode_new_frames_together(gepard_engine *e, bool only_ending) {
     }
 }
 
-/* Whether a stream's new frames may join the decode queued during a step:
- * it keeps generating, so the delivery during the step hands over whatever
- * waits in its pcm before the queued decode lands in pcm_next. */
-static bool may_queue_decode(const gepard_stream *s) {
-    return s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending && !s->pcm_inflight &&
-           !atomic_load(&s->cancel_requested);
-}
-
-/* With the codec on a GPU: queue the decode of the new frames of the
- * largest group of streams with the same number of them to decode, and
- * return at once — the codec runs on the GPU beside the backbone's step
- * while this thread delivers the audio decoded before and samples the
- * step (end_frames_together collects it). Without this, the GPU idled
- * while the host delivered and sampled. Other groups decode as before. */
-static void begin_frames_together(gepard_engine *e) {
-    e->inflight_n = 0;
-    if (!e->gpu_codec || !e->queue_decode) return;
-    const int C = e->model->model->cfg.num_channels;
-    int count[GP_ENGINE_GPU_MAX_CHUNK + 1] = {0};
-    for (gepard_stream *s = e->active; s; s = s->next)
-        if (may_queue_decode(s)) count[gp_stream_frames_to_decode(s)]++;
-    int k = 1;
-    for (int j = 2; j <= e->max_chunk; j++)
-        if (count[j] > count[k]) k = j;
-    if (count[k] < 2) return; /* a lone stream decodes at delivery */
-    int n = 0;
-    for (gepard_stream *s = e->active; s; s = s->next) {
-        if (!may_queue_decode(s) || gp_stream_frames_to_decode(s) != k) continue;
-        e->inflight_owners[n] = s;
-        e->decode_streams[n] = s->codec_stream->stream;
-        e->decode_codes[n] = s->gen->frames + (size_t)(s->frames_delivered + s->pcm_ready) * C;
-        e->decode_pcm[n] = s->pcm_next;
-        n++;
-    }
-    gp_error err;
-    const uint64_t t0 = gp_now_ns();
-    const int rc = gp_codec_decode_frames_multi_begin(e->codec->codec, e->decode_streams,
-                                                      e->decode_codes, n, (size_t)k, e->decode_pcm,
-                                                      &err);
-    e->inflight_seconds = (double)(gp_now_ns() - t0) * 1e-9;
-    if (rc != GEPARD_OK) {
-        GP_WARN("queued codec decode failed (%s); decoding stream by stream", err.message);
-        return;
-    }
-    for (int i = 0; i < n; i++) e->inflight_owners[i]->pcm_inflight = k;
-    e->inflight_n = n;
-}
-
-/* Collect the decode begin_frames_together queued: each stream's samples
- * become its pcm (whatever was there went out during the step). */
-static void end_frames_together(gepard_engine *e) {
-    if (!e->inflight_n) return;
-    gp_error err;
-    gp_error_clear(&err);
-    const uint64_t t0 = gp_now_ns();
-    const int rc = gp_codec_decode_end(e->codec->codec, &err);
-    const double seconds = e->inflight_seconds + (double)(gp_now_ns() - t0) * 1e-9;
-    pthread_mutex_lock(&e->lock);
-    e->stats.codec_seconds += seconds;
-    e->stats.codec_batches++;
-    pthread_mutex_unlock(&e->lock);
-    if (rc != GEPARD_OK) GP_ERROR("queued codec decode failed: %s", err.message);
-    for (int i = 0; i < e->inflight_n; i++) {
-        gepard_stream *s = e->inflight_owners[i];
-        const int k = s->pcm_inflight;
-        s->pcm_inflight = 0;
-        if (s->stop_pending) continue; /* finishing: its audio is not wanted */
-        if (rc != GEPARD_OK || s->pcm_ready) {
-            /* the decoder's state moved past these frames: the stream cannot go on */
-            gp_stream_fail(s, GEPARD_ERR_INTERNAL,
-                           rc != GEPARD_OK ? err.message
-                                           : "internal error: decoded audio overran the stream's "
-                                             "buffer");
-            s->stop_pending = true;
-            continue;
-        }
-        float *t = s->pcm;
-        s->pcm = s->pcm_next;
-        s->pcm_next = t;
-        s->pcm_ready = k;
-    }
-    e->inflight_n = 0;
-}
-
 /* While a device step is in flight: decode and deliver the audio of frames
  * sampled by earlier steps for every stream that is still generating (the
  * codec overlaps the GPU). Nothing is freed or finished here — the step
  * still refers to these streams; a stream whose callback asked to stop is
  * marked and finished after the step. */
 static void deliver_during_step(gepard_engine *e) {
-    begin_frames_together(e);
     decode_new_frames_together(e, false);
     for (gepard_stream *s = e->active; s; s = s->next) {
         if (!s->gen || s->gen->phase == GP_GEN_DONE || s->stop_pending) continue;
@@ -401,10 +316,6 @@ static void *engine_thread_main(void *arg) {
                 deliver_during_step(e);
                 overlapped = (double)(gp_now_ns() - d0) * 1e-9;
                 worked = gp_gen_step_end(e->step_streams, n, e->kv, &e->work, e->pool, &err);
-                /* the queued decode's samples (waiting counts as delivery) */
-                const uint64_t d1 = gp_now_ns();
-                end_frames_together(e);
-                overlapped += (double)(gp_now_ns() - d1) * 1e-9;
             }
         } else {
             worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
@@ -480,10 +391,6 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     e->light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
     e->max_chunk = e->gpu_codec ? GP_ENGINE_GPU_MAX_CHUNK : GP_ENGINE_MAX_CHUNK;
     e->wait_headroom = e->gpu_codec ? GP_ENGINE_GPU_HEADROOM : GP_ENGINE_PAIR_HEADROOM;
-    /* GEPARD_GPU_QUEUE_DECODE=0: the batched decode waits for its samples
-     * before the delivery (for measurements) */
-    const char *queue = getenv("GEPARD_GPU_QUEUE_DECODE");
-    e->queue_decode = !(queue && !strcmp(queue, "0"));
     /* GEPARD_GPU_CHUNK_FRAMES=1..16 sets the light-load GPU chunk (for
      * measurements; 1 decodes every frame at once, as before the second
      * session of 2026-12-02, 4 the chunks of the next two sessions) */
@@ -520,9 +427,8 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
         e->decode_streams = calloc(n, sizeof *e->decode_streams);
         e->decode_codes = calloc(n, sizeof *e->decode_codes);
         e->decode_pcm = calloc(n, sizeof *e->decode_pcm);
-        e->inflight_owners = calloc(n, sizeof *e->inflight_owners);
         if (!e->step_streams || !e->decode_owners || !e->decode_streams || !e->decode_codes ||
-            !e->decode_pcm || !e->inflight_owners)
+            !e->decode_pcm)
             rc = gp_fail_oom(&err, "engine", 0);
     }
     if (!rc) {
@@ -562,7 +468,6 @@ void gepard_engine_free(gepard_engine *e) {
     if (e->own_pool) gp_pool_free(e->pool);
     free(e->step_streams);
     free(e->decode_owners);
-    free(e->inflight_owners);
     free(e->decode_streams);
     free(e->decode_codes);
     free(e->decode_pcm);

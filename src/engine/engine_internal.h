@@ -41,11 +41,6 @@ struct gepard_stream {
     gepard_codec_stream *codec_stream;
     float *pcm;        /* samples of up to engine->max_chunk frames */
     int pcm_ready;     /* frames already decoded into pcm by the batched decode (0 = none) */
-    /* With the codec on a GPU: frames after those in pcm queued in the
-     * engine's batched decode, landing in pcm_next (swapped with pcm when
-     * the decode is collected); 0 = none. */
-    float *pcm_next;
-    int pcm_inflight;
     bool stop_pending; /* delivery asked to stop while a device step was in flight */
     /* shared state (engine->lock) */
     stream_state state;
@@ -73,12 +68,6 @@ struct gepard_engine {
     gp_codec_code_stream **decode_streams;
     const int32_t **decode_codes;
     float **decode_pcm;
-    /* [max_streams] the streams of the batched decode queued on the GPU during
-     * the current step (inflight_n of them; engine.c begin/end_frames_together) */
-    gepard_stream **inflight_owners;
-    int inflight_n;
-    bool queue_decode;
-    double inflight_seconds; /* spent queueing it */
     bool own_pool; /* false when the engine shares the codec's threads */
     pthread_t thread;
     bool thread_started;
@@ -113,8 +102,6 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more_se
  * decode + callbacks). Returns non-zero when the stream must stop (the
  * callback asked to cancel, or decoding failed; s->status says which). */
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
-/* Mark the stream failed (it is finished with this status after the step). */
-void gp_stream_fail(gepard_stream *s, gepard_status status, const char *message);
 /* KV positions the stream's current (or next) segment reserves. */
 int gp_stream_positions_needed(const gepard_stream *s);
 /* Audio goes out in chunks of this many frames after the first frame (which

@@ -63,14 +63,9 @@ static int stream_open_decoder(gepard_engine *e, gepard_stream *s, gp_error *err
     if (!e->codec || s->codec_stream) return GEPARD_OK;
     if (gepard_codec_stream_create(e->codec, &s->codec_stream) != GEPARD_OK)
         return gp_fail(err, GEPARD_ERR_NOMEM, "%s", gepard_last_error());
-    const size_t bytes =
-        (size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)e->max_chunk * sizeof(float);
-    s->pcm = malloc(bytes);
-    if (!s->pcm) return gp_fail_oom(err, "audio buffer", bytes);
-    if (e->gpu_codec) { /* the batched GPU decode lands in a second buffer */
-        s->pcm_next = malloc(bytes);
-        if (!s->pcm_next) return gp_fail_oom(err, "audio buffer", bytes);
-    }
+    s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)e->max_chunk *
+                    sizeof(float));
+    if (!s->pcm) return gp_fail_oom(err, "audio buffer", 0);
     return GEPARD_OK;
 }
 
@@ -81,8 +76,6 @@ void gp_stream_release_resources(gepard_engine *e, gepard_stream *s) {
     s->codec_stream = NULL;
     free(s->pcm);
     s->pcm = NULL;
-    free(s->pcm_next);
-    s->pcm_next = NULL;
     free(s->text);
     s->text = NULL;
     free(s->prefix);
@@ -137,18 +130,16 @@ int gp_stream_positions_needed(const gepard_stream *s) {
            (gp_gen_params_use_cfg(&s->gen_params) ? 2 : 1);
 }
 
-void gp_stream_fail(gepard_stream *s, gepard_status status, const char *message) {
+static void stream_fail(gepard_stream *s, gepard_status status, const char *message) {
     s->status = status;
     snprintf(s->message, sizeof s->message, "%s", message);
 }
 
 int gp_stream_frames_to_decode(const gepard_stream *s) {
-    if (!s->gen || s->pcm_inflight) return 0; /* the queued decode comes first */
-    /* after the frames decoded and waiting in pcm */
-    int pending = s->gen->n_frames - s->frames_delivered - s->pcm_ready;
+    if (!s->gen) return 0;
+    int pending = s->gen->n_frames - s->frames_delivered;
     if (pending <= 0) return 0;
-    if (s->frames_delivered + s->pcm_ready == 0 && s->result.samples == 0)
-        return 1; /* first audio: at once */
+    if (s->frames_delivered == 0 && s->result.samples == 0) return 1; /* first audio: at once */
     bool ending = s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested);
     const int most = s->engine->max_chunk;
     const int now = pending < most ? pending : most;
@@ -177,7 +168,7 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
         s->result.frames++;
         if (!s->first_audio_time && !e->codec) s->first_audio_time = gp_now_s();
         if (s->callbacks.on_frame && s->callbacks.on_frame(codes, C, s->callbacks.user)) {
-            gp_stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the frame callback");
+            stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the frame callback");
             return 1;
         }
     }
@@ -194,7 +185,7 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
             s->pcm_ready = 0; /* decoded together with other streams */
         } else if (gepard_codec_stream_push(s->codec_stream, codes, (size_t)k, s->pcm) !=
                    GEPARD_OK) {
-            gp_stream_fail(s, GEPARD_ERR_INTERNAL, gepard_last_error());
+            stream_fail(s, GEPARD_ERR_INTERNAL, gepard_last_error());
             return 1;
         }
         s->frames_delivered += k;
@@ -202,7 +193,7 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
         if (!s->first_audio_time) s->first_audio_time = gp_now_s();
         s->result.samples += n;
         if (s->callbacks.on_audio && s->callbacks.on_audio(s->pcm, n, s->callbacks.user)) {
-            gp_stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the audio callback");
+            stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the audio callback");
             return 1;
         }
     }

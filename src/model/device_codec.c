@@ -155,24 +155,6 @@ static int dc_decode(void *impl, int n, const int *slots, size_t frames, const f
                : GEPARD_OK;
 }
 
-static int dc_decode_begin(void *impl, int n, const int *slots, size_t frames,
-                           const float *latent, float *const *pcm, gp_error *err) {
-    device_codec *d = impl;
-    if (frames > (size_t)1 << 24)
-        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "%zu frames is too many to decode",
-                       frames);
-    gp_dev_status st = {0, ""};
-    return d->plugin->codec_decode_begin(d->dc, n, slots, (int)frames, latent, pcm, &st)
-               ? gp_device_error(&st, err)
-               : GEPARD_OK;
-}
-
-static int dc_decode_end(void *impl, gp_error *err) {
-    device_codec *d = impl;
-    gp_dev_status st = {0, ""};
-    return d->plugin->codec_decode_end(d->dc, &st) ? gp_device_error(&st, err) : GEPARD_OK;
-}
-
 static int dc_encode(void *impl, const float *audio, size_t n, float *latent, gp_error *err) {
     device_codec *d = impl;
     gp_dev_status st = {0, ""};
@@ -230,8 +212,6 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
     accel->slot_reset = dc_slot_reset;
     accel->slot_close = dc_slot_close;
     accel->decode = dc_decode;
-    accel->decode_begin = dc_decode_begin;
-    accel->decode_end = dc_decode_end;
     accel->encode = d.enc.present ? dc_encode : NULL;
     accel->release = dc_release;
     gp_codec_set_accel(codec, accel);

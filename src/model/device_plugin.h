@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define GP_DEVICE_PLUGIN_ABI 4
+#define GP_DEVICE_PLUGIN_ABI 3
 #define GP_DEVICE_PLUGIN_SYMBOL "gp_device_plugin_v1"
 
 typedef struct gp_dev_status {
@@ -276,12 +276,6 @@ typedef struct gp_dev_plugin {
      * calls from several threads are serialised. */
     int (*codec_decode)(gp_dev_codec *c, int n, const int *slots, int frames, const float *latent,
                         float *const *pcm, gp_dev_status *st);
-    /* The same call queued on the GPU, returning at once: the samples land
-     * in pcm[i] (which must stay valid) by codec_decode_end, or by the next
-     * decode call of any thread, whichever comes first. */
-    int (*codec_decode_begin)(gp_dev_codec *c, int n, const int *slots, int frames,
-                              const float *latent, float *const *pcm, gp_dev_status *st);
-    int (*codec_decode_end)(gp_dev_codec *c, gp_dev_status *st);
     /* GPU time of the last decode call (all its pieces), ms. */
     double (*codec_gpu_ms)(gp_dev_codec *c);
     /* Encode n samples (a positive multiple of samples_per_frame) into latent

@@ -390,7 +390,7 @@ static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bo
     }
     if (!rc && !gpu && with_codec)
         rc = bench_prefill_levels(gm->model, bn.prefill_rows, p->threads, into, err);
-    if (!rc && gpu) rc = gp_bench_gpu_aggregate(gm, p, into, err);
+    if (!rc && gpu) rc = gp_bench_gpu_aggregate(gm, with_codec ? codec : NULL, p, into, err);
     cJSON_AddNumberToObject(into, "peak_rss_mb", (double)gp_peak_rss_bytes() / 1e6);
     gepard_model_free(gm);
     return rc;

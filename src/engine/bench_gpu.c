@@ -115,15 +115,32 @@ static int run_aggregate(gepard_model *gm, const char *text, int n, int frames,
     return rc;
 }
 
-/* N code-only streams through the engine, started together. */
-static int run_engine(gepard_model *gm, const char *text, int n, int frames, double *frames_per_s,
-                      double *ttfa_ms, gp_error *err) {
+/* What the engine did in one run. */
+typedef struct engine_numbers {
+    double frames_per_s, ttfa_ms;
+    gepard_engine_stats stats;
+} engine_numbers;
+
+static int count_audio(const float *pcm, size_t n, void *user) {
+    (void)pcm;
+    *(size_t *)user += n;
+    return 0;
+}
+
+/* N streams through the engine, started together: codes only (codec NULL),
+ * or with the audio decoded and handed to a callback that counts it, as a
+ * server's would (without the HTTP side). */
+static int run_engine(gepard_model *gm, const gepard_codec *codec, const char *text, int n,
+                      int frames, engine_numbers *out, gp_error *err) {
+    memset(out, 0, sizeof *out);
     gepard_engine_params ep = gepard_engine_default_params();
     ep.max_streams = n;
     ep.max_queue = n;
     gepard_engine *e;
-    if (gepard_engine_create(gm, NULL, &ep, &e) != GEPARD_OK)
+    if (gepard_engine_create(gm, codec, &ep, &e) != GEPARD_OK)
         return gp_fail(err, GEPARD_ERR_INTERNAL, "%s", gepard_last_error());
+    size_t samples = 0;
+    const gepard_stream_callbacks cb = {.on_audio = count_audio, .user = &samples};
     gepard_stream **st = calloc((size_t)n, sizeof *st);
     gepard_synth_params sp = gepard_synth_default_params();
     sp.random_seed = 0;
@@ -134,7 +151,7 @@ static int run_engine(gepard_model *gm, const char *text, int n, int frames, dou
     uint64_t t0 = gp_now_ns();
     for (int i = 0; !rc && i < n; i++) {
         sp.seed = (uint64_t)i + 1;
-        if (gepard_stream_start(e, text, &sp, NULL, &st[i]) != GEPARD_OK)
+        if (gepard_stream_start(e, text, &sp, codec ? &cb : NULL, &st[i]) != GEPARD_OK)
             rc = gp_fail(err, GEPARD_ERR_INTERNAL, "%s", gepard_last_error());
     }
     size_t total = 0;
@@ -148,15 +165,19 @@ static int run_engine(gepard_model *gm, const char *text, int n, int frames, dou
         gepard_stream_free(st[i]);
     }
     double t = (double)(gp_now_ns() - t0) * 1e-9;
-    *frames_per_s = (double)total / t;
-    *ttfa_ms = n ? ttfa / n : 0;
+    out->frames_per_s = (double)total / t;
+    out->ttfa_ms = n ? ttfa / n : 0;
+    gepard_engine_get_stats(e, &out->stats);
     free(st);
     gepard_engine_free(e);
+    if (!rc && codec && samples != total * (size_t)gepard_codec_samples_per_frame(codec))
+        rc = gp_fail(err, GEPARD_ERR_INTERNAL, "the engine delivered %zu samples for %zu frames",
+                     samples, total);
     return rc;
 }
 
-int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_bench_params *p, cJSON *root,
-                           gp_error *err) {
+int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_codec *codec,
+                           const gepard_bench_params *p, cJSON *root, gp_error *err) {
     const gp_model *m = gm->model;
     const cJSON *gpu = cJSON_GetObjectItem(root, "gpu");
     const double bw = gpu ? cJSON_GetObjectItem(gpu, "mem_bandwidth_gbs")->valuedouble : 0;
@@ -179,8 +200,10 @@ int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_bench_params *p, cJSON
         aggregate_numbers a;
         memset(&a, 0, sizeof a);
         int rc = run_aggregate(gm, p->text, n, p->frames, &a, err);
-        double engine_fps = 0, engine_ttfa = 0;
-        if (!rc) rc = run_engine(gm, p->text, n, p->frames, &engine_fps, &engine_ttfa, err);
+        engine_numbers codes, audio;
+        memset(&audio, 0, sizeof audio);
+        if (!rc) rc = run_engine(gm, NULL, p->text, n, p->frames, &codes, err);
+        if (!rc && codec) rc = run_engine(gm, codec, p->text, n, p->frames, &audio, err);
         if (rc) return rc;
         const double kv_bytes = (double)n * a.positions * bb->num_layers * 2.0 * bb->num_kv_heads *
                                 bb->head_dim * kv_elem;
@@ -208,9 +231,21 @@ int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_bench_params *p, cJSON
                                 bw > 0 && gpu_s > 0 ? bytes / (bw * 1e9) / gpu_s : 0);
         cJSON_AddNumberToObject(o, "gpu_fraction_of_gemm_rate",
                                 tflops > 0 && gpu_s > 0 ? flop / (tflops * 1e12) / gpu_s : 0);
-        cJSON_AddNumberToObject(o, "engine_frames_per_s", engine_fps);
-        cJSON_AddNumberToObject(o, "engine_realtime_x", engine_fps / FRAME_RATE);
-        cJSON_AddNumberToObject(o, "engine_mean_ttfa_ms", engine_ttfa);
+        cJSON_AddNumberToObject(o, "engine_frames_per_s", codes.frames_per_s);
+        cJSON_AddNumberToObject(o, "engine_realtime_x", codes.frames_per_s / FRAME_RATE);
+        cJSON_AddNumberToObject(o, "engine_mean_ttfa_ms", codes.ttfa_ms);
+        if (codec) { /* with the audio: where an engine's time goes (no HTTP) */
+            cJSON *ea = cJSON_AddObjectToObject(o, "engine_audio");
+            cJSON_AddStringToObject(ea, "codec", gepard_codec_kernels(codec));
+            cJSON_AddNumberToObject(ea, "frames_per_s", audio.frames_per_s);
+            cJSON_AddNumberToObject(ea, "realtime_x", audio.frames_per_s / FRAME_RATE);
+            cJSON_AddNumberToObject(ea, "mean_ttfa_ms", audio.ttfa_ms);
+            cJSON_AddNumberToObject(ea, "step_seconds", audio.stats.step_seconds);
+            cJSON_AddNumberToObject(ea, "deliver_seconds", audio.stats.deliver_seconds);
+            cJSON_AddNumberToObject(ea, "codec_seconds", audio.stats.codec_seconds);
+            cJSON_AddNumberToObject(ea, "codec_batches", (double)audio.stats.codec_batches);
+            cJSON_AddNumberToObject(ea, "steps", (double)audio.stats.steps);
+        }
         cJSON_AddItemToArray(arr, o);
     }
     return GEPARD_OK;

@@ -16,10 +16,12 @@ int gp_bench_gpu_section(const gepard_bench_params *p, cJSON *root, double *band
 
 /* For a model on a GPU: aggregate[] — for each batch size, frames per
  * second of the batched generation step (backbone + heads + sampling) and
- * through the engine, with the fractions of the GPU's bounds. Reads the
+ * through the engine — codes only, and with `codec` (non-NULL) also with the
+ * audio decoded and counted by a callback (engine_audio: the engine without
+ * a server's HTTP side) — with the fractions of the GPU's bounds. Reads the
  * ceilings from root.gpu. */
-int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_bench_params *p, cJSON *root,
-                           gp_error *err);
+int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_codec *codec,
+                           const gepard_bench_params *p, cJSON *root, gp_error *err);
 
 /* When the benchmark's device resolves to a GPU: root.gpu_codec — the
  * measured TF32 and f32 GEMM rates and, per decoder precision (tf32, f32),

@@ -311,11 +311,16 @@ static void *engine_thread_main(void *arg) {
             /* Queue the step on the GPU, decode earlier frames' audio on the
              * CPU meanwhile, then collect the step. */
             worked = gp_gen_step_begin(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
-            if (worked > 0) {
+            if (worked > 0 && e->overlap_codec) {
                 uint64_t d0 = gp_now_ns();
                 deliver_during_step(e);
                 overlapped = (double)(gp_now_ns() - d0) * 1e-9;
                 worked = gp_gen_step_end(e->step_streams, n, e->kv, &e->work, e->pool, &err);
+            } else if (worked > 0) { /* the step, then the audio */
+                worked = gp_gen_step_end(e->step_streams, n, e->kv, &e->work, e->pool, &err);
+                uint64_t d0 = gp_now_ns();
+                if (worked >= 0) deliver_during_step(e);
+                overlapped = (double)(gp_now_ns() - d0) * 1e-9;
             }
         } else {
             worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
@@ -394,6 +399,10 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     /* GEPARD_GPU_CHUNK_FRAMES=1..16 sets the light-load GPU chunk (for
      * measurements; 1 decodes every frame at once, as before the second
      * session of 2026-12-02, 4 the chunks of the next two sessions) */
+    /* GEPARD_GPU_OVERLAP_CODEC=0: the audio after the backbone's step instead
+     * of during it (for measurements) */
+    const char *overlap = getenv("GEPARD_GPU_OVERLAP_CODEC");
+    e->overlap_codec = !(overlap && !strcmp(overlap, "0"));
     const char *gpu_chunk = getenv("GEPARD_GPU_CHUNK_FRAMES");
     if (gpu_chunk && atoi(gpu_chunk) >= 1 && atoi(gpu_chunk) <= GP_ENGINE_GPU_MAX_CHUNK)
         e->light_chunk_frames = atoi(gpu_chunk);

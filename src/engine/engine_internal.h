@@ -87,6 +87,7 @@ struct gepard_engine {
     int chunk_frames;
     int light_chunk_frames; /* GPU codec: the chunk of a lightly loaded engine */
     int max_chunk;          /* most frames one stream decodes in a call (its pcm buffer) */
+    bool overlap_codec;     /* GPU backbone: deliver audio while its step runs */
     bool gpu_codec;
     double wait_headroom;
     gepard_engine_stats stats;

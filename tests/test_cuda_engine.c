@@ -38,8 +38,8 @@ static void batched_equal_single(void) {
     lp.device = "cuda";
     lp.gpu_precision = "f32";
     gepard_model *model = NULL;
-    REQUIRE_MSG(gepard_model_load(test_fixture("model-tiny/model"), &lp, &model) == GEPARD_OK,
-                "%s", gepard_last_error());
+    REQUIRE_MSG(gepard_model_load(test_fixture("model-tiny/model"), &lp, &model) == GEPARD_OK, "%s",
+                gepard_last_error());
     gepard_codec_params cp = gepard_codec_default_params();
     cp.device = "cuda";
     cp.gpu_precision = "f32";
@@ -53,9 +53,12 @@ static void batched_equal_single(void) {
     gepard_engine *engine = NULL;
     REQUIRE_MSG(gepard_engine_create(model, codec, &ep, &engine) == GEPARD_OK, "%s",
                 gepard_last_error());
-    static const char *texts[STREAMS] = {
-        "Hello world!", "The quick brown fox jumps over the lazy dog.", "Hi",
-        "Another sentence, with a comma.", "Six streams share every step.", "And the last one."};
+    static const char *texts[STREAMS] = {"Hello world!",
+                                         "The quick brown fox jumps over the lazy dog.",
+                                         "Hi",
+                                         "Another sentence, with a comma.",
+                                         "Six streams share every step.",
+                                         "And the last one."};
     heard alone[STREAMS], together[STREAMS];
     memset(alone, 0, sizeof alone);
     memset(together, 0, sizeof together);
@@ -83,9 +86,9 @@ static void batched_equal_single(void) {
         gepard_synth_result r;
         CHECK(gepard_stream_wait(streams[i], &r) == GEPARD_OK);
         gepard_stream_free(streams[i]);
-        const bool same = alone[i].n == together[i].n && alone[i].n > 0 &&
-                          memcmp(alone[i].samples, together[i].samples,
-                                 alone[i].n * sizeof(float)) == 0;
+        const bool same =
+            alone[i].n == together[i].n && alone[i].n > 0 &&
+            memcmp(alone[i].samples, together[i].samples, alone[i].n * sizeof(float)) == 0;
         differ += !same;
         CHECK_MSG(same, "stream %d: %zu samples batched, %zu alone, or different values", i,
                   together[i].n, alone[i].n);

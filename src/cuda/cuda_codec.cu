@@ -375,8 +375,8 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
         if (e == cudaSuccess) e = cudaMalloc(&br->partial, c->partial_floats * sizeof(float));
         if (e == cudaSuccess) e = cudaMalloc(&br->tickets, c->n_tickets * sizeof(unsigned));
         if (e == cudaSuccess) e = cudaMemset(br->tickets, 0, c->n_tickets * sizeof(unsigned));
-        c->bytes += (2 * c->x_floats + c->win_floats + c->partial_floats + c->n_tickets) *
-                    sizeof(float);
+        c->bytes +=
+            (2 * c->x_floats + c->win_floats + c->partial_floats + c->n_tickets) * sizeof(float);
     }
     if (e != cudaSuccess) {
         rc = gp_cuda_check(e, "codec buffers", st);
@@ -484,8 +484,7 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     const bool forked = c->n_br > 1;
     for (int i = 0; i < c->n_stages; i++) {
         codec_stage *stg = &c->stages[i];
-        gp_cuda_codec_run_convt(sig, n, T, &stg->up, &stg->act, in, outp, stg->up.st_off, run0,
-                                s);
+        gp_cuda_codec_run_convt(sig, n, T, &stg->up, &stg->act, in, outp, stg->up.st_off, run0, s);
         T *= stg->rate;
         float *t = sig;
         sig = run0;
@@ -518,8 +517,8 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
                     ep = {GP_CODEC_EP_BRANCH, acc, res, j == 0,
                           j == c->nk - 1 ? (float)c->nk : 0.0f};
                 }
-                gp_cuda_codec_run_conv(&b->skip_conv, B->win, n, T, &ep, tc, B->partial,
-                                       B->tickets, bs);
+                gp_cuda_codec_run_conv(&b->skip_conv, B->win, n, T, &ep, tc, B->partial, B->tickets,
+                                       bs);
             }
             if (forked) cudaEventRecord(B->done, bs);
         }

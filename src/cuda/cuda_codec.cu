@@ -8,7 +8,9 @@
  * parity flips, so streams at different positions share every kernel.
  * A call with more frame columns (streams × frames) than the work buffers
  * hold is cut into pieces — by streams, then by frames, in order — which
- * gives the same samples because the state carries across pieces.
+ * gives the same samples because the state carries across pieces. Within
+ * a stage the residual blocks run side by side on CUDA streams of their own
+ * (codec_branch), their sums into the stage output kept in block order.
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -56,6 +56,14 @@ extern const gp_kernel_table gp_kernels_avx2;
 extern const gp_kernel_table gp_kernels_avx512;
 
 const gp_kernel_table *gp_kernel_table_active(void);
+/* How far ahead (bytes) the row-by-row (decode) matmuls prefetch their weight
+ * stream into L1: GP_DECODE_PREFETCH_DEFAULT, or GEPARD_DECODE_PREFETCH in the
+ * environment (0: the hardware prefetchers alone), read once. On the H200
+ * host's Xeon at 2 cores the bf16 decode step went from 40-44 to 28-29 ms per
+ * frame (0.52-0.56 → 0.73-0.75 of the measured bandwidth bound, alternating
+ * in one call); on the Zen 5 development VM it is within that machine's noise. */
+#define GP_DECODE_PREFETCH_DEFAULT 2048
+size_t gp_decode_prefetch_bytes(void);
 /* The table of one level, or NULL when this CPU cannot run it. */
 const gp_kernel_table *gp_kernel_table_for(gp_kernel_level level);
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -345,6 +346,19 @@ gp_kernel_level gp_kernels_set(gp_kernel_level level) {
     while (l > 0 && (!level_tables[l] || !cpu_supports((gp_kernel_level)l))) l--;
     active_level = l;
     return (gp_kernel_level)l;
+}
+
+size_t gp_decode_prefetch_bytes(void) {
+    static atomic_long bytes = -1;
+    long b = atomic_load_explicit(&bytes, memory_order_relaxed);
+    if (b < 0) {
+        const char *env = getenv("GEPARD_DECODE_PREFETCH");
+        b = env ? atol(env) : GP_DECODE_PREFETCH_DEFAULT;
+        if (b < 0 || b > (1l << 20)) b = 0;
+        b &= ~63l; /* whole cache lines */
+        atomic_store_explicit(&bytes, b, memory_order_relaxed);
+    }
+    return (size_t)b;
 }
 
 gp_kernel_level gp_kernels_active(void) {

@@ -419,9 +419,12 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
     cJSON *kernels = cJSON_AddObjectToObject(root, "kernels");
     cJSON_AddStringToObject(kernels, "matrix", gp_kernel_level_name(gp_kernels_active()));
     cJSON_AddStringToObject(kernels, "matrix_why", gp_kernels_reason());
-    cJSON_AddStringToObject(kernels, "decode",
-                            "row by row: one 4-row weight tile streamed once per step, every "
-                            "row of the batch in registers");
+    char decode[160];
+    snprintf(decode, sizeof decode,
+             "row by row: one 4-row weight tile streamed once per step, every row of the batch "
+             "in registers, the stream prefetched %zu bytes ahead",
+             gp_decode_prefetch_bytes());
+    cJSON_AddStringToObject(kernels, "decode", decode);
     cJSON_AddStringToObject(kernels, "prefill", gp_kernel_table_active()->prefill);
     cJSON_AddNumberToObject(root, "threads", threads);
     if (p->codec_only) {

@@ -80,7 +80,7 @@ INLINE __m256 load_x(const float *x, size_t c, size_t cols) {
 }
 
 INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
-                       float *y, int ldy, int r0, int r1) {
+                       float *y, int ldy, int r0, int r1, size_t pf) {
     const size_t cols = (size_t)w->cols, esz = elem_size(kind);
     const unsigned char *p =
         (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
@@ -92,6 +92,9 @@ INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, i
     /* a chunk is 16 columns: two 8-wide halves per row */
     for (size_t c = 0; c < cols; c += 8) {
         const unsigned char *q = p + (c / 16) * GP_TILE_ROWS * 16 * esz + (c % 16) * esz;
+        if (pf && c % 16 == 0) /* the weight stream `pf` bytes ahead (tiles are contiguous) */
+            for (size_t b = 0; b < GP_TILE_ROWS * 16 * esz; b += 64)
+                _mm_prefetch((const char *)q + pf + b, _MM_HINT_T0);
         __m256 xv[TILE_X];
 #pragma GCC unroll 2
         for (int j = 0; j < nb; j++) xv[j] = load_x(x + (size_t)j * ldx, c, cols);
@@ -115,6 +118,7 @@ INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                        int ldy, int r0, int r1) {
     int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
     if (chunk < TILE_X) chunk = TILE_X;
+    const size_t pf = gp_decode_prefetch_bytes();
     const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
                  t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     for (int j0 = 0; j0 < n; j0 += chunk) {
@@ -124,9 +128,9 @@ INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                 const float *xj = x + (size_t)j * ldx;
                 float *yj = y + (size_t)j * ldy;
                 if (j1 - j == 1)
-                    dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1);
+                    dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1, pf);
                 else
-                    dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1);
+                    dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1, pf);
             }
     }
 }

@@ -96,7 +96,7 @@ INLINE void dense_chunk(int kind, const unsigned char *p, const float *x, int ld
 
 /* Tile t against input rows x[0 .. nb): y[j][4t + i] for rows in [r0, r1). */
 INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
-                       float *y, int ldy, int r0, int r1) {
+                       float *y, int ldy, int r0, int r1, size_t pf) {
     const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
     const unsigned char *p =
         (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
@@ -106,7 +106,11 @@ INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, i
 #pragma GCC unroll 4
         for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
     size_t c = 0;
-    for (; c + 16 <= cols; c += 16, p += step) dense_chunk(kind, p, x, ldx, nb, c, 0, 0, acc);
+    for (; c + 16 <= cols; c += 16, p += step) {
+        if (pf) /* the weight stream `pf` bytes ahead (across tiles: they are contiguous) */
+            for (size_t b = 0; b < step; b += 64) _mm_prefetch((const char *)p + pf + b, _MM_HINT_T0);
+        dense_chunk(kind, p, x, ldx, nb, c, 0, 0, acc);
+    }
     if (c < cols) dense_chunk(kind, p, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);
     const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
 #pragma GCC unroll 4
@@ -121,6 +125,7 @@ INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                        int ldy, int r0, int r1) {
     int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
     if (chunk < TILE_X) chunk = TILE_X;
+    const size_t pf = gp_decode_prefetch_bytes();
     const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
                  t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
     for (int j0 = 0; j0 < n; j0 += chunk) {
@@ -130,10 +135,10 @@ INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int 
                 const float *xj = x + (size_t)j * ldx;
                 float *yj = y + (size_t)j * ldy;
                 switch (j1 - j) {
-                case 1: dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1); break;
-                case 2: dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1); break;
-                case 3: dense_tile(kind, w, t, xj, ldx, 3, yj, ldy, r0, r1); break;
-                default: dense_tile(kind, w, t, xj, ldx, 4, yj, ldy, r0, r1); break;
+                case 1: dense_tile(kind, w, t, xj, ldx, 1, yj, ldy, r0, r1, pf); break;
+                case 2: dense_tile(kind, w, t, xj, ldx, 2, yj, ldy, r0, r1, pf); break;
+                case 3: dense_tile(kind, w, t, xj, ldx, 3, yj, ldy, r0, r1, pf); break;
+                default: dense_tile(kind, w, t, xj, ldx, 4, yj, ldy, r0, r1, pf); break;
                 }
             }
     }

@@ -108,7 +108,8 @@ INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, i
     size_t c = 0;
     for (; c + 16 <= cols; c += 16, p += step) {
         if (pf) /* the weight stream `pf` bytes ahead (across tiles: they are contiguous) */
-            for (size_t b = 0; b < step; b += 64) _mm_prefetch((const char *)p + pf + b, _MM_HINT_T0);
+            for (size_t b = 0; b < step; b += 64)
+                _mm_prefetch((const char *)p + pf + b, _MM_HINT_T0);
         dense_chunk(kind, p, x, ldx, nb, c, 0, 0, acc);
     }
     if (c < cols) dense_chunk(kind, p, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);

@@ -161,6 +161,13 @@ static void deliver_during_step(gepard_engine *e) {
     }
 }
 
+/* deliver_during_step, and the seconds it took. */
+static double deliver_timed(gepard_engine *e) {
+    const uint64_t t0 = gp_now_ns();
+    deliver_during_step(e);
+    return (double)(gp_now_ns() - t0) * 1e-9;
+}
+
 /* After a step: deliver audio, hand finished segments over to the next one,
  * finish streams. Runs without the lock except for finishing. With
  * `defer_running`, streams still generating keep their new frames for
@@ -311,16 +318,11 @@ static void *engine_thread_main(void *arg) {
             /* Queue the step on the GPU, decode earlier frames' audio on the
              * CPU meanwhile, then collect the step. */
             worked = gp_gen_step_begin(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
-            if (worked > 0 && e->overlap_codec) {
-                uint64_t d0 = gp_now_ns();
-                deliver_during_step(e);
-                overlapped = (double)(gp_now_ns() - d0) * 1e-9;
+            if (worked > 0) {
+                /* the audio during the step, or after it (GEPARD_GPU_OVERLAP_CODEC=0) */
+                if (e->overlap_codec) overlapped = deliver_timed(e);
                 worked = gp_gen_step_end(e->step_streams, n, e->kv, &e->work, e->pool, &err);
-            } else if (worked > 0) { /* the step, then the audio */
-                worked = gp_gen_step_end(e->step_streams, n, e->kv, &e->work, e->pool, &err);
-                uint64_t d0 = gp_now_ns();
-                if (worked >= 0) deliver_during_step(e);
-                overlapped = (double)(gp_now_ns() - d0) * 1e-9;
+                if (!e->overlap_codec && worked >= 0) overlapped = deliver_timed(e);
             }
         } else {
             worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);

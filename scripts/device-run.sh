@@ -30,6 +30,11 @@
 #        precision is GEPARD_CUDA_CODEC_PRECISION's when set. serve12-chunk1:
 #        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once),
 #        serve12-chunk4 with 4 (light-load chunks before 16).
+# engine: `gepard bench --device cuda --frames 64 --streams 16,256,1024` (the
+#        engine with the codec on the GPU: engine_audio), this build under
+#        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0") and as built,
+#        alternating, twice (engine-*.json; ENGINE_STREAMS, ENGINE_FRAMES).
+#        serve12-noprio: serve12 with every CUDA stream at the same priority.
 # codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
 #        the AMX unit), then codec_bench 16 2 1 MIX for each CODEC_CPU_MIXES ("ttttt
 #        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
@@ -116,6 +121,25 @@ print("1 stream %.3f ms/frame (median %.3f), ttfa %.2f ms;" % (d["backbone_ms_pe
       d["backbone_median_ms_per_frame"], d["ttfa_ms"]),
       " ".join("%d: step %.3f ms gpu %.3f, %.0f f/s" % (a["streams"], a["step_ms"], a["gpu_step_ms"],
                a["frames_per_s"]) for a in d["aggregate"]))' "$out/lm-${v%%:*}-$rep.json" 2>&1)"
+        done
+    done
+fi
+if want engine; then # the engine with the codec on the GPU (bench's engine_audio), alternating
+    for rep in 1 2; do
+        for v in ${ENGINE_ENV_VARIANTS:-noprio:GEPARD_CUDA_PRIORITIES=0} default:GEPARD_ENGINE_DEFAULT=1; do
+            env "${v#*:}" "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
+                --frames ${ENGINE_FRAMES:-64} --streams ${ENGINE_STREAMS:-16,256,1024} \
+                > "$out/engine-${v%%:*}-$rep.json" 2> /dev/null
+            echo "engine ${v%%:*}-$rep: $(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+for a in d["aggregate"]:
+    e = a.get("engine_audio") or {}
+    st = max(e.get("steps", 0), 1)
+    print("%d: lm %.0f f/s, engine codes %.0f f/s, with audio %.0f f/s (%.0f x rt), per step: step %.2f ms, deliver %.2f ms, codec %.2f ms in %d calls;" % (
+        a["streams"], a["frames_per_s"], a.get("engine_frames_per_s", 0), e.get("frames_per_s", 0),
+        e.get("realtime_x", 0), 1e3 * e.get("step_seconds", 0) / st, 1e3 * e.get("deliver_seconds", 0) / st,
+        1e3 * e.get("codec_seconds", 0) / st, e.get("codec_batches", 0)), end=" ")' "$out/engine-${v%%:*}-$rep.json" 2>&1)"
         done
     done
 fi
@@ -243,6 +267,9 @@ PY
 }
 if want serve12; then
     serve12 serve12
+fi
+if want serve12-noprio; then # every CUDA stream at the default priority (before 2026-12-02, fourth part)
+    GEPARD_CUDA_PRIORITIES=0 serve12 serve12-noprio
 fi
 if want serve12-chunk4; then # light-load GPU chunks of 4 (the two sessions before this one)
     GEPARD_GPU_CHUNK_FRAMES=4 serve12 serve12-chunk4

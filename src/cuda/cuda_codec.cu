@@ -341,7 +341,7 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     c->bytes = bytes;
     codec_layout(c);
     const size_t M = CODEC_MAX_COLS;
-    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = gp_cuda_stream_create(&c->stream, GP_CUDA_STREAM_BULK);
     if (e == cudaSuccess) e = cudaEventCreate(&c->t0);
     if (e == cudaSuccess) e = cudaEventCreate(&c->t1);
     float **bufs[] = {&c->sig, &c->acc, &c->run, &c->tmp};
@@ -370,7 +370,7 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
         codec_branch *br = &c->br[b];
         e = cudaEventCreateWithFlags(&br->done, cudaEventDisableTiming);
         if (b == 0) continue;
-        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&br->stream, cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = gp_cuda_stream_create(&br->stream, GP_CUDA_STREAM_BULK);
         if (e == cudaSuccess) e = cudaMalloc(&br->run, c->x_floats * sizeof(float));
         if (e == cudaSuccess) e = cudaMalloc(&br->tmp, c->x_floats * sizeof(float));
         if (e == cudaSuccess) e = cudaMalloc(&br->win, c->win_floats * sizeof(float));

@@ -21,6 +21,17 @@ int gp_cuda_fail(gp_dev_status *st, int code, const char *fmt, ...)
 int gp_cuda_check(cudaError_t e, const char *what, gp_dev_status *st);
 int gp_cuda_blas_check(cublasStatus_t s, const char *what, gp_dev_status *st);
 
+/* Which work a CUDA stream carries, for its scheduling priority: the
+ * backbone's step is a chain of short, latency-bound kernels whose end the
+ * step thread waits for; the codec's kernels are many wide ones that fill
+ * the GPU. With the step's stream at the device's greatest priority, the
+ * block scheduler dispatches its blocks first as multiprocessors free up,
+ * so a step queued beside a codec call is not held back by it.
+ * GEPARD_CUDA_PRIORITIES=0 gives every stream the default priority (for
+ * measurements). */
+typedef enum { GP_CUDA_STREAM_STEP, GP_CUDA_STREAM_BULK } gp_cuda_stream_kind;
+cudaError_t gp_cuda_stream_create(cudaStream_t *s, gp_cuda_stream_kind kind);
+
 #define GP_CUDA_TRY(call, what)                                                                    \
     do {                                                                                           \
         int rc_ = gp_cuda_check((call), (what), st);                                               \

@@ -40,6 +40,18 @@ int gp_cuda_blas_check(cublasStatus_t s, const char *what, gp_dev_status *st) {
                         cublasGetStatusString(s));
 }
 
+cudaError_t gp_cuda_stream_create(cudaStream_t *s, gp_cuda_stream_kind kind) {
+    const char *env = getenv("GEPARD_CUDA_PRIORITIES");
+    int least = 0, greatest = 0;
+    if ((env && !strcmp(env, "0")) ||
+        cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess) {
+        cudaGetLastError();
+        least = greatest = 0;
+    }
+    return cudaStreamCreateWithPriority(s, cudaStreamNonBlocking,
+                                        kind == GP_CUDA_STREAM_STEP ? greatest : least);
+}
+
 /* ---------------- devices ---------------- */
 
 static int device_count(gp_dev_status *st) {

@@ -89,7 +89,7 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     /* GEPARD_CUDA_FUSED_ATTENTION=0: decode steps use the general attention. */
     const char *fused = getenv("GEPARD_CUDA_FUSED_ATTENTION");
     r->no_fused = fused && strcmp(fused, "0") == 0;
-    int rc = gp_cuda_check(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking),
+    int rc = gp_cuda_check(gp_cuda_stream_create(&r->stream, GP_CUDA_STREAM_STEP),
                            "cudaStreamCreate", st);
     if (!rc)
         rc = gp_cuda_check(cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming),

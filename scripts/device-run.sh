@@ -34,7 +34,8 @@
 #        engine with the codec on the GPU: engine_audio), this build under
 #        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0") and as built,
 #        alternating, twice (engine-*.json; ENGINE_STREAMS, ENGINE_FRAMES).
-#        serve12-noprio: serve12 with every CUDA stream at the same priority.
+#        serve12-noprio: serve12 with every CUDA stream at the same priority;
+#        serve12-pow2 with the codec's graphs for power-of-two batches only.
 # codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
 #        the AMX unit), then codec_bench 16 2 1 MIX for each CODEC_CPU_MIXES ("ttttt
 #        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
@@ -270,6 +271,9 @@ if want serve12; then
 fi
 if want serve12-noprio; then # every CUDA stream at the default priority (before 2026-12-02, fourth part)
     GEPARD_CUDA_PRIORITIES=0 serve12 serve12-noprio
+fi
+if want serve12-pow2; then # codec graphs for power-of-two batches only (before 2026-12-02, fourth part)
+    GEPARD_CUDA_CODEC_GRAPH_POW2=1 serve12 serve12-pow2
 fi
 if want serve12-chunk4; then # light-load GPU chunks of 4 (the two sessions before this one)
     GEPARD_GPU_CHUNK_FRAMES=4 serve12 serve12-chunk4

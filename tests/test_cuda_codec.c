@@ -343,6 +343,91 @@ TEST(cuda_codec_streaming_equals_oneshot) {
     golden_close(&g);
 }
 
+/* n streams of the three utterances (stream i: variant i % 3), one frame of
+ * each per call from the first frame: the largest difference from one-shot
+ * decoding. */
+static double batched_streams(const gp_codec *c, const int32_t *const *codes, size_t T, int n,
+                              const float *const *oneshot) {
+    const size_t C = (size_t)c->fsq.channels;
+    gp_codec_code_stream **s = calloc((size_t)n, sizeof *s);
+    float **pcm = calloc((size_t)n, sizeof *pcm);
+    const int32_t **cp = calloc((size_t)n, sizeof *cp);
+    float **pp = calloc((size_t)n, sizeof *pp);
+    gp_error err;
+    double worst = s && pcm && cp && pp ? 0 : INFINITY;
+    for (int i = 0; i < n && worst == 0; i++) {
+        pcm[i] = malloc(T * 1024 * sizeof(float));
+        if (!pcm[i] || gp_codec_code_stream_create(c, &s[i], &err)) worst = INFINITY;
+    }
+    for (size_t t = 0; t < T && worst == 0; t++) {
+        for (int i = 0; i < n; i++) {
+            cp[i] = codes[i % 3] + t * C;
+            pp[i] = pcm[i] + t * 1024;
+        }
+        if (gp_codec_decode_frames_multi(c, s, cp, n, 1, pp, &err)) worst = INFINITY;
+    }
+    for (int i = 0; i < n && worst != INFINITY; i++) {
+        const double e = test_max_abs_diff(pcm[i], oneshot[i % 3], T * 1024);
+        if (e > worst) worst = e;
+    }
+    for (int i = 0; s && pcm && i < n; i++) {
+        free(pcm[i]);
+        if (s[i]) gp_codec_code_stream_free(s[i]);
+    }
+    free(s);
+    free(pcm);
+    free(cp);
+    free(pp);
+    return worst;
+}
+
+/* A call of n one-frame streams runs as a captured graph of the batch
+ * codec_graph_cols gives (cuda_codec.cu): 20 streams as 24 (padding that is
+ * not a power of two), 130 as 144, 300 as 320; the padding streams must not
+ * touch the real ones, and every stream equals its one-shot decode. */
+TEST(cuda_codec_padded_batches_equal_oneshot) {
+    require_cuda();
+    golden g;
+    int32_t *codes = NULL;
+    float *ref = NULL;
+    size_t T = 0;
+    const char *path = realsize_codec(&g, &codes, &T, &ref);
+    REQUIRE(path);
+    const size_t C = 32, n = T * 1024;
+    int32_t *variants[3] = {codes, malloc(C * T * sizeof(int32_t)),
+                            malloc(C * T * sizeof(int32_t))};
+    REQUIRE(variants[1] && variants[2]);
+    for (size_t t = 0; t < T; t++)
+        for (size_t k = 0; k < C; k++) {
+            variants[1][t * C + k] = codes[(T - 1 - t) * C + k];
+            variants[2][t * C + k] = codes[t * C + k] > 0 ? codes[t * C + k] - 1 : 1;
+        }
+    gp_codec *c = load_codec(path, true, GP_DEV_CODEC_F16);
+    REQUIRE(c);
+    gp_error err;
+    float *oneshot[3];
+    for (int i = 0; i < 3; i++) {
+        oneshot[i] = malloc(n * sizeof(float));
+        REQUIRE(oneshot[i]);
+        REQUIRE_OK(gp_codec_decode(c, variants[i], T, oneshot[i], &err), &err);
+    }
+    const int counts[] = {20, 130, 300};
+    for (int k = 0; k < 3; k++) {
+        const double e = batched_streams(c, (const int32_t *const *)variants, T, counts[k],
+                                         (const float *const *)oneshot);
+        test_note("GPU f16, %d streams of one frame per call: max difference from one-shot %.3g",
+                  counts[k], e);
+        CHECK(e <= 1e-6);
+    }
+    for (int i = 0; i < 3; i++) free(oneshot[i]);
+    gp_codec_free(c);
+    free(variants[1]);
+    free(variants[2]);
+    free(codes);
+    free(ref);
+    golden_close(&g);
+}
+
 TEST(cuda_codec_cli_decode) {
     require_cuda();
     /* `gepard decode --device cuda` on dec5 equals `--device cpu` within 1e-4

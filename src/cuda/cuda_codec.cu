@@ -361,6 +361,10 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     if (e == cudaSuccess) e = cudaMemset(c->dummy, 0, 2 * c->state_floats * sizeof(float));
     const char *g = getenv("GEPARD_CUDA_CODEC_GRAPHS");
     c->use_graphs = !(g && !strcmp(g, "0"));
+    /* GEPARD_CUDA_CODEC_GRAPH_POW2=1: batches padded to the next power of two
+     * (before 2026-12-02, fourth part; for measurements) */
+    const char *pow2 = getenv("GEPARD_CUDA_CODEC_GRAPH_POW2");
+    c->graph_pow2 = pow2 && !strcmp(pow2, "1");
     /* GEPARD_CUDA_CODEC_BRANCHES=0: the residual blocks one after another (for measurements) */
     const char *nb = getenv("GEPARD_CUDA_CODEC_BRANCHES");
     c->n_br = nb && !strcmp(nb, "0") ? 1 : c->nk <= CODEC_MAX_BRANCHES ? c->nk : 1;
@@ -535,10 +539,29 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     gp_cuda_codec_run_conv(&c->post, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
 }
 
-/* The captured layers for nb streams of one frame (nb a power of two). */
+/* The batch a call of n one-frame streams runs as a captured graph: powers
+ * of two to 8, then the next multiple of an eighth of the power of two below
+ * n (at least 8). A padded batch costs ~its size, so a call of 165 streams
+ * decodes 176 frames, not 256. */
+static int codec_graph_cols(const gp_dev_codec *c, int n) {
+    if (n <= 8 || c->graph_pow2) {
+        int nb = 1;
+        while (nb < n) nb <<= 1;
+        return nb;
+    }
+    int p = 8;
+    while (2 * p < n) p <<= 1; /* p < n <= 2p */
+    const int step = p >= 64 ? p / 8 : 8;
+    return (n + step - 1) / step * step;
+}
+
+/* The captured layers for nb streams of one frame (nb from codec_graph_cols). */
 static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_status *st) {
     int i = 0;
-    while ((1 << i) < nb) i++;
+    while (i < CODEC_GRAPHS && c->graphs[i] && c->graph_cols[i] != nb) i++;
+    if (i == CODEC_GRAPHS)
+        return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "codec: no room for a graph of %d streams",
+                            nb);
     if (!c->graphs[i]) {
         cudaGraph_t g = NULL;
         GP_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
@@ -551,21 +574,20 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
             c->graphs[i] = NULL;
             return gp_cuda_check(e, "capturing the codec", st);
         }
+        c->graph_cols[i] = nb;
     }
     *out = c->graphs[i];
     return 0;
 }
 
 /* One piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of each. One
- * frame per stream runs as a captured graph for the next power-of-two batch
- * (the padding streams decode zeros into a scratch state). */
+ * frame per stream runs as a captured graph for the batch codec_graph_cols
+ * gives (the padding streams decode zeros into a scratch state). */
 static int codec_piece(gp_dev_codec *c, int n, const int *slots, int frames, int f0, int T,
                        const float *latent, float *const *pcm, gp_dev_status *st) {
     const size_t D = (size_t)c->input_dim, M = CODEC_MAX_COLS;
     const bool graph = c->use_graphs && T == 1;
-    int nb = n;
-    if (graph)
-        for (nb = 1; nb < n;) nb <<= 1;
+    const int nb = graph ? codec_graph_cols(c, n) : n;
     float **h_ptrs = (float **)c->h_in;
     float *h_lat = (float *)(c->h_in + 2 * M * sizeof(float *));
     for (int i = 0; i < n; i++) {

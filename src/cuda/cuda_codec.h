@@ -256,7 +256,10 @@ void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_c
 #include <pthread.h>
 
 #define CODEC_MAX_COLS GP_CUDA_CODEC_MAX_COLS
-#define CODEC_GRAPHS 10 /* one per power-of-two batch 1 .. CODEC_MAX_COLS */
+/* Captured one-frame batches: 1, 2, 4, 8, then steps of 8 to 128, 16 to 256
+ * and 32 to 512 (35 sizes; codec_graph_cols): a call pads at most 1/8 of its
+ * streams, not up to the next power of two. */
+#define CODEC_GRAPHS 40
 
 /* The residual blocks of a stage (one per kernel size) are independent up
  * to their sum, so each runs on a CUDA stream of its own with its own work
@@ -328,10 +331,11 @@ struct gp_dev_codec {
     codec_branch br[CODEC_MAX_BRANCHES]; /* [1 .. n_br − 1] owned; 1: the blocks in turn */
     int n_br;
     cudaEvent_t fork; /* a stage's up-sampled input is ready for every branch */
-    bool use_graphs;
-    cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for 2^i streams */
-    char *h_in;                           /* pinned: pointers then latent */
-    float *h_pcm;                         /* pinned */
+    bool use_graphs, graph_pow2;
+    cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for graph_cols[i] streams */
+    int graph_cols[CODEC_GRAPHS];
+    char *h_in;   /* pinned: pointers then latent */
+    float *h_pcm; /* pinned */
     size_t x_floats, win_floats;
     double last_ms;
 };

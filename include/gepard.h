@@ -304,14 +304,16 @@ typedef struct gepard_engine_stats {
     int max_batch;     /* largest number of streams in one step so far */
     double mean_batch; /* streams per step, averaged */
     size_t kv_blocks_used, kv_blocks_total;
-    double step_seconds;    /* total time in batched backbone steps */
-    double deliver_seconds; /* total time decoding audio and running callbacks */
-    double cycle_ms;        /* smoothed time of a cycle (step + audio) at the current batch */
-    int realtime_capacity;  /* streams the engine would hold now under realtime_margin
-                               (max_streams when the margin is off) */
-    double codec_seconds;   /* of deliver_seconds: in batched codec decodes (one call
-                               decoding the new frames of many streams) */
-    uint64_t codec_batches; /* those calls */
+    double step_seconds;      /* total time in batched backbone steps */
+    double deliver_seconds;   /* total time decoding audio and running callbacks */
+    double cycle_ms;          /* smoothed time of a cycle (step + audio) at the current batch */
+    int realtime_capacity;    /* streams the engine would hold now under realtime_margin
+                                 (max_streams when the margin is off) */
+    double codec_seconds;     /* of deliver_seconds: in batched codec decodes (one call
+                                 decoding the new frames of many streams) */
+    uint64_t codec_batches;   /* those calls */
+    double step_wait_seconds; /* of step_seconds: waiting for a device (GPU) to finish
+                                 the step; the rest is the host's work (sampling) */
 } gepard_engine_stats;
 
 void gepard_engine_get_stats(gepard_engine *engine, gepard_engine_stats *stats);

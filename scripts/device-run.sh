@@ -137,9 +137,10 @@ d = json.load(open(sys.argv[1]))
 for a in d["aggregate"]:
     e = a.get("engine_audio") or {}
     st = max(e.get("steps", 0), 1)
-    print("%d: lm %.0f f/s, engine codes %.0f f/s, with audio %.0f f/s (%.0f x rt), per step: step %.2f ms, deliver %.2f ms, codec %.2f ms in %d calls;" % (
+    print("%d: lm %.0f f/s, engine codes %.0f f/s, with audio %.0f f/s (%.0f x rt), per step: step %.2f ms (waiting %.2f), deliver %.2f ms, codec %.2f ms in %d calls;" % (
         a["streams"], a["frames_per_s"], a.get("engine_frames_per_s", 0), e.get("frames_per_s", 0),
-        e.get("realtime_x", 0), 1e3 * e.get("step_seconds", 0) / st, 1e3 * e.get("deliver_seconds", 0) / st,
+        e.get("realtime_x", 0), 1e3 * e.get("step_seconds", 0) / st, 1e3 * e.get("step_wait_seconds", 0) / st,
+        1e3 * e.get("deliver_seconds", 0) / st,
         1e3 * e.get("codec_seconds", 0) / st, e.get("codec_batches", 0)), end=" ")' "$out/engine-${v%%:*}-$rep.json" 2>&1)"
         done
     done

@@ -87,6 +87,10 @@ TEST(server_16_concurrent_streams_batched_with_correct_audio) {
     CHECK(test_metric(m, "gepard_engine_cycle_seconds") > 0);
     CHECK(test_metric(m, "gepard_engine_step_seconds_total") > 0);
     CHECK(test_metric(m, "gepard_engine_deliver_seconds_total") > 0);
+    /* waiting for a GPU is part of the step time (none on a CPU) */
+    CHECK(test_metric(m, "gepard_engine_step_wait_seconds_total") >= 0);
+    CHECK(test_metric(m, "gepard_engine_step_wait_seconds_total") <=
+          test_metric(m, "gepard_engine_step_seconds_total"));
     /* batched codec time is part of the delivery time */
     CHECK(test_metric(m, "gepard_engine_codec_seconds_total") >= 0);
     CHECK(test_metric(m, "gepard_engine_codec_seconds_total") <=

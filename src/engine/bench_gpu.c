@@ -243,6 +243,7 @@ int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_codec *codec,
             cJSON_AddNumberToObject(ea, "step_seconds", audio.stats.step_seconds);
             cJSON_AddNumberToObject(ea, "deliver_seconds", audio.stats.deliver_seconds);
             cJSON_AddNumberToObject(ea, "codec_seconds", audio.stats.codec_seconds);
+            cJSON_AddNumberToObject(ea, "step_wait_seconds", audio.stats.step_wait_seconds);
             cJSON_AddNumberToObject(ea, "codec_batches", (double)audio.stats.codec_batches);
             cJSON_AddNumberToObject(ea, "steps", (double)audio.stats.steps);
         }

@@ -340,6 +340,7 @@ static void *engine_thread_main(void *arg) {
             const double cycle_ms = gp_admission_projected(&e->admission, n) * 1e3;
             pthread_mutex_lock(&e->lock);
             e->stats.step_seconds += (double)(t1 - t0) * 1e-9 - overlapped;
+            e->stats.step_wait_seconds = e->work.wait_seconds;
             e->stats.deliver_seconds += (double)(t2 - t1) * 1e-9 + overlapped;
             e->stats.cycle_ms = cycle_ms;
             pthread_mutex_unlock(&e->lock);

@@ -153,6 +153,7 @@ typedef struct gp_gen_workspace {
     uint64_t step_id;
     int pending_slots; /* 0 = none */
     bool pending_on_device;
+    double wait_seconds; /* total time gp_gen_step_end waited for a device's step */
 } gp_gen_workspace;
 
 void gp_gen_workspace_init(gp_gen_workspace *w);

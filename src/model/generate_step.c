@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/timing.h"
 #include "model/generate.h"
 #include "model/overlay.h"
 
@@ -344,8 +345,10 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
     const float *hidden = w->hidden, *dev_logits = NULL;
     if (w->pending_on_device) {
         gp_dev_status st = {0, ""};
-        if (w->plugin->step_wait(w->runner, &hidden, &dev_logits, &st))
-            return -gp_device_error(&st, err);
+        const uint64_t t0 = gp_now_ns();
+        const int rc = w->plugin->step_wait(w->runner, &hidden, &dev_logits, &st);
+        w->wait_seconds += (double)(gp_now_ns() - t0) * 1e-9;
+        if (rc) return -gp_device_error(&st, err);
     }
     for (int i = 0; i < n_slots; i++) {
         gp_gen_slot *slot = &w->slots[i];

@@ -258,6 +258,10 @@ int gp_metrics_render(gp_metrics *m, gepard_engine *engine, int max_streams, int
                        "Time in batched backbone steps (where the codec overlaps a GPU step, "
                        "without the overlap).",
                        st.step_seconds);
+    rc |= render_gauge(out, "gepard_engine_step_wait_seconds_total", "counter",
+                       "Of the step time: waiting for the GPU to finish a step (the rest is "
+                       "the host's sampling and bookkeeping).",
+                       st.step_wait_seconds);
     rc |=
         render_gauge(out, "gepard_engine_deliver_seconds_total", "counter",
                      "Time decoding audio and handing it to the connections.", st.deliver_seconds);

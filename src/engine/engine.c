@@ -318,14 +318,19 @@ static void *engine_thread_main(void *arg) {
             /* Queue the step on the GPU, decode earlier frames' audio on the
              * CPU meanwhile, then collect the step. */
             worked = gp_gen_step_begin(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
+            e->prof_begin += (double)(gp_now_ns() - t0) * 1e-9;
             if (worked > 0) {
                 /* the audio during the step, or after it (GEPARD_GPU_OVERLAP_CODEC=0) */
                 if (e->overlap_codec) overlapped = deliver_timed(e);
+                const uint64_t te = gp_now_ns();
                 worked = gp_gen_step_end(e->step_streams, n, e->kv, &e->work, e->pool, &err);
+                e->prof_end += (double)(gp_now_ns() - te) * 1e-9;
                 if (!e->overlap_codec && worked >= 0) overlapped = deliver_timed(e);
+                e->prof_deliver += overlapped;
             }
         } else {
             worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
+            e->prof_end += (double)(gp_now_ns() - t0) * 1e-9; /* the whole step, on the CPU */
         }
         uint64_t t1 = gp_now_ns();
         if (worked < 0) {
@@ -335,6 +340,7 @@ static void *engine_thread_main(void *arg) {
             count_step(e, n);
             advance_streams(e, on_device);
             uint64_t t2 = gp_now_ns();
+            e->prof_advance += (double)(t2 - t1) * 1e-9;
             /* the admission state is the step thread's own: no lock for it */
             gp_admission_record(&e->admission, n, (double)(t2 - t0) * 1e-9);
             const double cycle_ms = gp_admission_projected(&e->admission, n) * 1e3;
@@ -406,6 +412,10 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
      * of during it (for measurements) */
     const char *overlap = getenv("GEPARD_GPU_OVERLAP_CODEC");
     e->overlap_codec = !(overlap && !strcmp(overlap, "0"));
+    /* GEPARD_ENGINE_PROFILE=1: where the step thread's time went, on stderr
+     * when the engine is freed */
+    const char *profile = getenv("GEPARD_ENGINE_PROFILE");
+    e->profile = profile && !strcmp(profile, "1");
     const char *gpu_chunk = getenv("GEPARD_GPU_CHUNK_FRAMES");
     if (gpu_chunk && atoi(gpu_chunk) >= 1 && atoi(gpu_chunk) <= GP_ENGINE_GPU_MAX_CHUNK)
         e->light_chunk_frames = atoi(gpu_chunk);
@@ -460,6 +470,16 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
 
 void gepard_engine_free(gepard_engine *e) {
     if (!e) return;
+    if (e->profile && e->stats.steps) {
+        const double k = 1e3 / (double)e->stats.steps;
+        fprintf(stderr,
+                "engine profile: %llu steps, mean batch %.1f; per step, ms of the step thread: "
+                "queueing the step %.3f, audio during it %.3f (batched codec calls %.3f in all), "
+                "collecting it %.3f (waiting for the device %.3f), after it %.3f\n",
+                (unsigned long long)e->stats.steps, e->batch_sum / (double)e->stats.steps,
+                e->prof_begin * k, e->prof_deliver * k, e->stats.codec_seconds * k, e->prof_end * k,
+                e->work.wait_seconds * k, e->prof_advance * k);
+    }
     if (e->stats.steps)
         GP_DEBUG("engine: %llu steps, %.1f ms per step in the backbone, %.1f ms delivering audio",
                  (unsigned long long)e->stats.steps,

@@ -88,6 +88,12 @@ struct gepard_engine {
     int light_chunk_frames; /* GPU codec: the chunk of a lightly loaded engine */
     int max_chunk;          /* most frames one stream decodes in a call (its pcm buffer) */
     bool overlap_codec;     /* GPU backbone: deliver audio while its step runs */
+    /* the step thread's own time per part of its cycle (seconds, summed; printed
+     * when the engine is freed with GEPARD_ENGINE_PROFILE=1): queueing the step,
+     * the audio during it, collecting it (waiting and sampling; on a CPU the
+     * whole step), after it */
+    double prof_begin, prof_deliver, prof_end, prof_advance;
+    bool profile;
     bool gpu_codec;
     double wait_headroom;
     gepard_engine_stats stats;

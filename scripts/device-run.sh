@@ -32,7 +32,8 @@
 #        serve12-chunk4 with 4 (light-load chunks before 16).
 # engine: `gepard bench --device cuda --frames 64 --streams 16,256,1024` (the
 #        engine with the codec on the GPU: engine_audio), this build under
-#        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0") and as built,
+#        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0"; NAME:A=1+B=2 sets
+#        two) and as built,
 #        alternating, twice (engine-*.json; ENGINE_STREAMS, ENGINE_FRAMES).
 #        serve12-noprio: serve12 with every CUDA stream at the same priority;
 #        serve12-pow2 with the codec's graphs for power-of-two batches only.
@@ -128,7 +129,7 @@ fi
 if want engine; then # the engine with the codec on the GPU (bench's engine_audio), alternating
     for rep in 1 2; do
         for v in ${ENGINE_ENV_VARIANTS:-noprio:GEPARD_CUDA_PRIORITIES=0} default:GEPARD_ENGINE_DEFAULT=1; do
-            env "${v#*:}" "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
+            env $(echo "${v#*:}" | tr '+' ' ') "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
                 --frames ${ENGINE_FRAMES:-64} --streams ${ENGINE_STREAMS:-16,256,1024} \
                 > "$out/engine-${v%%:*}-$rep.json" 2> /dev/null
             echo "engine ${v%%:*}-$rep: $(python3 -c '

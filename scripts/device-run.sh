@@ -30,6 +30,10 @@
 #        precision is GEPARD_CUDA_CODEC_PRECISION's when set. serve12-chunk1:
 #        the same with GEPARD_GPU_CHUNK_FRAMES=1 (every frame decoded at once),
 #        serve12-chunk4 with 4 (light-load chunks before 16).
+# lm-ncu: Nsight Compute's time of every kernel of two batched decode steps of
+#        LM_NCU_ROWS (256) rows, inside `gepard bench --device cuda --streams ROWS`
+#        (GEPARD_CUDA_PROFILE_STEPS=ROWS:2 brackets them with cudaProfilerStart/Stop):
+#        ncu-lm-ROWS.csv and a per-kernel summary.
 # engine: `gepard bench --device cuda --frames 64 --streams 16,256,1024` (the
 #        engine with the codec on the GPU: engine_audio), this build under
 #        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0"; NAME:A=1+B=2 sets
@@ -124,6 +128,16 @@ print("1 stream %.3f ms/frame (median %.3f), ttfa %.2f ms;" % (d["backbone_ms_pe
       " ".join("%d: step %.3f ms gpu %.3f, %.0f f/s" % (a["streams"], a["step_ms"], a["gpu_step_ms"],
                a["frames_per_s"]) for a in d["aggregate"]))' "$out/lm-${v%%:*}-$rep.json" 2>&1)"
         done
+    done
+fi
+if want lm-ncu; then # ncu's time of every kernel of two batched steps of LM_NCU_ROWS rows
+    for rows in ${LM_NCU_ROWS:-256}; do
+        GEPARD_CUDA_PROFILE_STEPS=$rows:2 /usr/local/cuda/bin/ncu --profile-from-start off \
+            --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+            "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
+            --frames 8 --streams $rows > "$out/ncu-lm-$rows.csv" 2> "$out/ncu-lm-$rows.err"
+        echo "lm-ncu $rows rows (two steps):"
+        python3 scripts/ncu-summary.py "$out/ncu-lm-$rows.csv" 2
     done
 fi
 if want engine; then # the engine with the codec on the GPU (bench's engine_audio), alternating

@@ -23,21 +23,7 @@ PY
 /usr/local/cuda/bin/ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
     --csv "${NCU_GEPARD:-$b/gepard}" decode --codec /tmp/rs/codec --codes /tmp/codes.json --device cuda \
     --gpu-precision "${2:-tf32}" -o /tmp/o.f32 > "$out/ncu${NCU_TAG:+-$NCU_TAG}.csv" 2> "$out/ncu.err"
-python3 - "$out/ncu${NCU_TAG:+-$NCU_TAG}.csv" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-head = rows[0]; rows = rows[1:]
-ki = head.index("Kernel Name"); gi = head.index("Grid Size"); vi = head.index("Metric Value")
-by = collections.defaultdict(lambda: [0, 0.0])
-total = 0.0
-for r in rows:
-    v = float(r[vi].replace(",", "")) / 1e3  # ns -> us
-    k = (r[ki].split("(")[0][:40], r[gi])
-    by[k][0] += 1; by[k][1] += v; total += v
-print("kernels %d, total %.1f us" % (len(rows), total))
-for k, (n, us) in sorted(by.items(), key=lambda x: -x[1][1])[:25]:
-    print("%8.1f us %4d x  %-40s grid %s" % (us, n, k[0], k[1]))
-PY
+python3 scripts/ncu-summary.py "$out/ncu${NCU_TAG:+-$NCU_TAG}.csv"
 if [ -n "${NCU_DETAIL:-}" ]; then
     /usr/local/cuda/bin/ncu --clock-control none --set full -k "regex:$NCU_DETAIL" --launch-skip 4 \
         --launch-count 1 "$b/gepard" decode --codec /tmp/rs/codec --codes /tmp/codes.json \

@@ -104,6 +104,7 @@ typedef struct gp_cuda_lora_use {
 struct gp_dev_runner {
     gp_dev_model *m;
     cudaStream_t stream;
+    bool profiling; /* this step runs inside cudaProfilerStart/Stop (cuda_runner.cu) */
     cublasHandle_t blas;
     void *blas_workspace;
     size_t blas_workspace_bytes;

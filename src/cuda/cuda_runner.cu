@@ -9,6 +9,10 @@
  * width, so a single stream's step is one graph launch instead of ~150
  * kernel launches. Padded rows write their keys into a spare KV block and
  * their outputs are ignored. */
+#include <cuda_profiler_api.h>
+#include <stdio.h>
+
+#include <atomic>
 #include <stdlib.h>
 #include <string.h>
 
@@ -446,6 +450,26 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
     return gp_cuda_check(cudaGraphLaunch(exec, r->stream), "cudaGraphLaunch", st);
 }
 
+/* GEPARD_CUDA_PROFILE_STEPS=ROWS:COUNT: the process's first COUNT steps of
+ * ROWS rows run between cudaProfilerStart and Stop, so a profiler started
+ * with --profile-from-start off (ncu) sees only them (scripts/device-run.sh
+ * lm-ncu). */
+static bool profile_this_step(int rows) {
+    static std::atomic<int> left{-1}, want_rows{0};
+    if (left.load() < 0) {
+        int r = 0, n = 0;
+        const char *env = getenv("GEPARD_CUDA_PROFILE_STEPS");
+        if (!env || sscanf(env, "%d:%d", &r, &n) != 2 || r < 1 || n < 0) n = 0;
+        want_rows.store(r);
+        left.store(n);
+    }
+    if (rows != want_rows.load()) return false;
+    int n = left.load();
+    while (n > 0 && !left.compare_exchange_weak(n, n - 1)) {
+    }
+    return n > 0;
+}
+
 int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, gp_dev_status *st) {
     GP_CUDA_TRY(cudaSetDevice(r->m->device), "cudaSetDevice");
     if (r->launched) {
@@ -491,6 +515,10 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     if (rc) return rc;
     fill_meta(r, kv, p, rows_eff, seqs_eff, frames_eff);
     const int n_prefill = p->n_rows - p->n_decode_rows;
+    if (profile_this_step(p->n_rows)) {
+        r->profiling = true;
+        cudaProfilerStart();
+    }
     GP_CUDA_TRY(cudaEventRecord(r->t_start, r->stream), "cudaEventRecord");
     GP_CUDA_TRY(
         cudaMemcpyAsync(r->meta, r->h_meta, r->meta_ints * 4, cudaMemcpyHostToDevice, r->stream),
@@ -533,6 +561,10 @@ int gp_cuda_step_wait(gp_dev_runner *r, const float **hidden, const float **logi
     r->launched = false;
     GP_CUDA_TRY(cudaSetDevice(r->m->device), "cudaSetDevice");
     GP_CUDA_TRY(cudaEventSynchronize(r->done), "step");
+    if (r->profiling) {
+        cudaProfilerStop();
+        r->profiling = false;
+    }
     float ms = 0;
     if (cudaEventElapsedTime(&ms, r->t_start, r->t_end) == cudaSuccess) r->last_gpu_ms = ms;
     *hidden = r->h_hidden;

@@ -294,53 +294,79 @@ static double mixed_positions(const gp_codec *c, const int32_t *const *codes, si
     return worst;
 }
 
-TEST(cuda_codec_streaming_equals_oneshot) {
-    require_cuda();
+/* The real-size codec and three different utterances of T frames of 32
+ * codes: codec0's codes, reversed, and shifted by one level. */
+typedef struct utterances {
     golden g;
-    int32_t *codes = NULL;
-    float *ref = NULL;
-    size_t T = 0;
-    const char *path = realsize_codec(&g, &codes, &T, &ref);
-    REQUIRE(path);
-    const size_t C = 32, n = T * 1024;
-    /* three different utterances: codec0's codes, reversed, and shifted by one level */
-    int32_t *variants[3] = {codes, malloc(C * T * sizeof(int32_t)),
-                            malloc(C * T * sizeof(int32_t))};
+    const char *path;
+    int32_t *codes, *variants[3];
+    float *ref;
+    size_t T;
+} utterances;
+
+static bool utterances_open(utterances *u) {
+    memset(u, 0, sizeof *u);
+    u->path = realsize_codec(&u->g, &u->codes, &u->T, &u->ref);
+    if (!u->path) return false;
+    const size_t C = 32, T = u->T;
+    u->variants[0] = u->codes;
+    u->variants[1] = malloc(C * T * sizeof(int32_t));
+    u->variants[2] = malloc(C * T * sizeof(int32_t));
+    if (!u->variants[1] || !u->variants[2]) return false;
     for (size_t t = 0; t < T; t++)
         for (size_t k = 0; k < C; k++) {
-            variants[1][t * C + k] = codes[(T - 1 - t) * C + k];
-            variants[2][t * C + k] = codes[t * C + k] > 0 ? codes[t * C + k] - 1 : 1;
+            u->variants[1][t * C + k] = u->codes[(T - 1 - t) * C + k];
+            u->variants[2][t * C + k] = u->codes[t * C + k] > 0 ? u->codes[t * C + k] - 1 : 1;
         }
-    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32, GP_DEV_CODEC_F16};
+    return true;
+}
+
+/* Each utterance decoded one-shot by c into oneshot[i] (the caller frees). */
+static bool decode_oneshots(const gp_codec *c, const utterances *u, float *oneshot[3]) {
     gp_error err;
+    bool ok = true;
+    for (int i = 0; i < 3; i++) {
+        oneshot[i] = malloc(u->T * 1024 * sizeof(float));
+        ok = ok && oneshot[i] && gp_codec_decode(c, u->variants[i], u->T, oneshot[i], &err) == 0;
+    }
+    return ok;
+}
+
+static void utterances_close(utterances *u) {
+    free(u->variants[1]);
+    free(u->variants[2]);
+    free(u->codes);
+    free(u->ref);
+    golden_close(&u->g);
+}
+
+TEST(cuda_codec_streaming_equals_oneshot) {
+    require_cuda();
+    utterances u;
+    REQUIRE(utterances_open(&u));
+    const size_t T = u.T;
+    const gp_dev_codec_precision precs[] = {GP_DEV_CODEC_F32, GP_DEV_CODEC_TF32, GP_DEV_CODEC_F16};
     for (int p = 0; p < 3; p++) {
-        gp_codec *c = load_codec(path, true, precs[p]);
+        gp_codec *c = load_codec(u.path, true, precs[p]);
         REQUIRE(c);
         float *oneshot[3];
-        for (int i = 0; i < 3; i++) {
-            oneshot[i] = malloc(n * sizeof(float));
-            REQUIRE_OK(gp_codec_decode(c, variants[i], T, oneshot[i], &err), &err);
-        }
+        REQUIRE(decode_oneshots(c, &u, oneshot));
         const size_t chunks[] = {1, 2, 3, T};
         for (int k = 0; k < 4; k++) {
-            const double e = chunked_vs_oneshot(c, codes, T, chunks[k], oneshot[0]);
+            const double e = chunked_vs_oneshot(c, u.codes, T, chunks[k], oneshot[0]);
             test_note("GPU %s, chunks of %zu frames: max difference %.3g", prec_name(precs[p]),
                       chunks[k], e);
             CHECK(e <= 1e-6);
         }
-        const double e =
-            mixed_positions(c, (const int32_t *const *)variants, T, (const float *const *)oneshot);
+        const double e = mixed_positions(c, (const int32_t *const *)u.variants, T,
+                                         (const float *const *)oneshot);
         test_note("GPU %s, 3 streams at positions 5/0/2 batched: max difference %.3g",
                   prec_name(precs[p]), e);
         CHECK(e <= 1e-6);
         for (int i = 0; i < 3; i++) free(oneshot[i]);
         gp_codec_free(c);
     }
-    free(variants[1]);
-    free(variants[2]);
-    free(codes);
-    free(ref);
-    golden_close(&g);
+    utterances_close(&u);
 }
 
 /* n streams of the three utterances (stream i: variant i % 3), one frame of
@@ -387,33 +413,15 @@ static double batched_streams(const gp_codec *c, const int32_t *const *codes, si
  * touch the real ones, and every stream equals its one-shot decode. */
 TEST(cuda_codec_padded_batches_equal_oneshot) {
     require_cuda();
-    golden g;
-    int32_t *codes = NULL;
-    float *ref = NULL;
-    size_t T = 0;
-    const char *path = realsize_codec(&g, &codes, &T, &ref);
-    REQUIRE(path);
-    const size_t C = 32, n = T * 1024;
-    int32_t *variants[3] = {codes, malloc(C * T * sizeof(int32_t)),
-                            malloc(C * T * sizeof(int32_t))};
-    REQUIRE(variants[1] && variants[2]);
-    for (size_t t = 0; t < T; t++)
-        for (size_t k = 0; k < C; k++) {
-            variants[1][t * C + k] = codes[(T - 1 - t) * C + k];
-            variants[2][t * C + k] = codes[t * C + k] > 0 ? codes[t * C + k] - 1 : 1;
-        }
-    gp_codec *c = load_codec(path, true, GP_DEV_CODEC_F16);
+    utterances u;
+    REQUIRE(utterances_open(&u));
+    gp_codec *c = load_codec(u.path, true, GP_DEV_CODEC_F16);
     REQUIRE(c);
-    gp_error err;
     float *oneshot[3];
-    for (int i = 0; i < 3; i++) {
-        oneshot[i] = malloc(n * sizeof(float));
-        REQUIRE(oneshot[i]);
-        REQUIRE_OK(gp_codec_decode(c, variants[i], T, oneshot[i], &err), &err);
-    }
+    REQUIRE(decode_oneshots(c, &u, oneshot));
     const int counts[] = {20, 130, 300};
     for (int k = 0; k < 3; k++) {
-        const double e = batched_streams(c, (const int32_t *const *)variants, T, counts[k],
+        const double e = batched_streams(c, (const int32_t *const *)u.variants, u.T, counts[k],
                                          (const float *const *)oneshot);
         test_note("GPU f16, %d streams of one frame per call: max difference from one-shot %.3g",
                   counts[k], e);
@@ -421,11 +429,7 @@ TEST(cuda_codec_padded_batches_equal_oneshot) {
     }
     for (int i = 0; i < 3; i++) free(oneshot[i]);
     gp_codec_free(c);
-    free(variants[1]);
-    free(variants[2]);
-    free(codes);
-    free(ref);
-    golden_close(&g);
+    utterances_close(&u);
 }
 
 TEST(cuda_codec_cli_decode) {

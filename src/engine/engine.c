@@ -470,16 +470,6 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
 
 void gepard_engine_free(gepard_engine *e) {
     if (!e) return;
-    if (e->profile && e->stats.steps) {
-        const double k = 1e3 / (double)e->stats.steps;
-        fprintf(stderr,
-                "engine profile: %llu steps, mean batch %.1f; per step, ms of the step thread: "
-                "queueing the step %.3f, audio during it %.3f (batched codec calls %.3f in all), "
-                "collecting it %.3f (waiting for the device %.3f), after it %.3f\n",
-                (unsigned long long)e->stats.steps, e->batch_sum / (double)e->stats.steps,
-                e->prof_begin * k, e->prof_deliver * k, e->stats.codec_seconds * k, e->prof_end * k,
-                e->work.wait_seconds * k, e->prof_advance * k);
-    }
     if (e->stats.steps)
         GP_DEBUG("engine: %llu steps, %.1f ms per step in the backbone, %.1f ms delivering audio",
                  (unsigned long long)e->stats.steps,
@@ -494,6 +484,16 @@ void gepard_engine_free(gepard_engine *e) {
         pthread_cond_broadcast(&e->wake);
         pthread_mutex_unlock(&e->lock);
         pthread_join(e->thread, NULL);
+    }
+    if (e->profile && e->stats.steps) { /* the step thread has stopped */
+        const double k = 1e3 / (double)e->stats.steps;
+        fprintf(stderr,
+                "engine profile: %llu steps, mean batch %.1f; per step, ms of the step thread: "
+                "queueing the step %.3f, audio during it %.3f (batched codec calls %.3f in all), "
+                "collecting it %.3f (waiting for the device %.3f), after it %.3f\n",
+                (unsigned long long)e->stats.steps, e->batch_sum / (double)e->stats.steps,
+                e->prof_begin * k, e->prof_deliver * k, e->stats.codec_seconds * k, e->prof_end * k,
+                e->work.wait_seconds * k, e->prof_advance * k);
     }
     gp_gen_workspace_free(&e->work);
     gp_kv_pool_free(e->kv);

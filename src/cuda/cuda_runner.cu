@@ -11,10 +11,10 @@
  * their outputs are ignored. */
 #include <cuda_profiler_api.h>
 #include <stdio.h>
-
-#include <atomic>
 #include <stdlib.h>
 #include <string.h>
+
+#include <atomic>
 
 #include "cuda/cuda_internal.h"
 

@@ -542,14 +542,17 @@ static void realsize_forced_bf16(golden *g, const char *model_dir, const char *k
         gp_model_free(m);
 }
 
-/* The single-row step as one persistent kernel (cuda_decode1.cu) against
- * the same step launched kernel by kernel (GEPARD_CUDA_DECODE1=0), bf16 at
- * real size, teacher-forced. The projections do the same arithmetic in the
- * same order, but the attention merge and the heads add in other orders, so
- * values cross bf16 rounding boundaries differently: the two paths are held
- * to the bf16 budget's scale against each other (mean KL of the heads'
- * distributions <= 1e-4 nats, stop probabilities within 1e-4), and each to
- * the reference by cuda_real_size_against_reference. */
+/* The single-row step as one persistent kernel against the same step
+ * launched kernel by kernel (GEPARD_CUDA_DECODE1=0), bf16 at real size,
+ * teacher-forced, for both forms of the kernel: the cluster kernel
+ * (cuda_decode1c.cu, the default where clusters fit) and the phase-per-layer
+ * kernel (cuda_decode1.cu, GEPARD_CUDA_DECODE1=phase). The projections do
+ * the same arithmetic, but the attention merge, the o projection (per head
+ * in the cluster kernel) and the heads add in other orders, so values cross
+ * bf16 rounding boundaries differently: the paths are held to the bf16
+ * budget's scale against each other (mean KL of the heads' distributions
+ * <= 1e-4 nats, stop probabilities within 1e-4), and each to the reference
+ * by cuda_real_size_against_reference. */
 TEST(cuda_single_row_kernel_equals_kernels) {
     require_cuda();
     golden g;
@@ -557,28 +560,42 @@ TEST(cuda_single_row_kernel_equals_kernels) {
     const char *model_dir = gen_realsize_model_dir(&g);
     REQUIRE(model_dir);
     const char *keys[] = {"real0", "real2"};
+    /* the form, and the environment variable that selects it */
+    const struct {
+        const char *name, *var, *value;
+    } forms[] = {{"default: clusters where they fit", NULL, NULL},
+                 {"clusters, gate/up and down apart", "GEPARD_CUDA_DECODE1_FUSED_MLP", "0"},
+                 {"phase per layer", "GEPARD_CUDA_DECODE1", "phase"}};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        float *la, *sa, *lb, *sb;
-        int T, total, T2, total2;
+        float *la, *sa;
+        int T, total;
         gp_model *m_for_dims = NULL;
         setenv("GEPARD_CUDA_DECODE1", "0", 1);
         realsize_forced_bf16(&g, model_dir, keys[k], &la, &sa, &T, &total, &m_for_dims);
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+            float *lb, *sb;
+            int T2, total2;
+            unsetenv("GEPARD_CUDA_DECODE1");
+            if (forms[f].var) setenv(forms[f].var, forms[f].value, 1);
+            realsize_forced_bf16(&g, model_dir, keys[k], &lb, &sb, &T2, &total2, NULL);
+            if (forms[f].var) unsetenv(forms[f].var);
+            REQUIRE(T == T2 && total == total2);
+            double kl = 0, max_diff = 0, stop_diff = 0;
+            tf_compare_logits(m_for_dims, la, lb, T, &kl, &max_diff);
+            for (int t = 0; t < T; t++) stop_diff = fmax(stop_diff, fabs((double)sa[t] - sb[t]));
+            const char *form = forms[f].name;
+            test_note("%s bf16: one kernel (%s) vs kernel by kernel: mean KL %.3g nats, logits "
+                      "max difference %.3g, stop %.3g",
+                      keys[k], form, kl, max_diff, stop_diff);
+            CHECK_MSG(kl <= 1e-4, "%s, %s: mean KL %g > 1e-4", keys[k], form, kl);
+            CHECK_MSG(stop_diff <= 1e-4, "%s, %s: stop probabilities differ by %g > 1e-4", keys[k],
+                      form, stop_diff);
+            free(lb);
+            free(sb);
+        }
         unsetenv("GEPARD_CUDA_DECODE1");
-        realsize_forced_bf16(&g, model_dir, keys[k], &lb, &sb, &T2, &total2, NULL);
-        REQUIRE(T == T2 && total == total2);
-        double kl = 0, max_diff = 0, stop_diff = 0;
-        tf_compare_logits(m_for_dims, la, lb, T, &kl, &max_diff);
-        for (int t = 0; t < T; t++) stop_diff = fmax(stop_diff, fabs((double)sa[t] - sb[t]));
-        test_note("%s bf16: one kernel vs kernel by kernel: mean KL %.3g nats, logits max "
-                  "difference %.3g, stop %.3g",
-                  keys[k], kl, max_diff, stop_diff);
-        CHECK_MSG(kl <= 1e-4, "%s: mean KL %g > 1e-4", keys[k], kl);
-        CHECK_MSG(stop_diff <= 1e-4, "%s: stop probabilities differ by %g > 1e-4", keys[k],
-                  stop_diff);
         free(la);
         free(sa);
-        free(lb);
-        free(sb);
         gp_model_free(m_for_dims);
     }
     golden_close(&g);

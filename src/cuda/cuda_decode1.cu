@@ -23,25 +23,18 @@
  *
  * Only for bf16 weights, one row (one stream, decode), head_dim 256, no
  * biases and no run-time LoRA; anything else takes the multi-kernel path.
- * GEPARD_CUDA_DECODE1=0 turns it off (for comparisons). */
+ * GEPARD_CUDA_DECODE1=0 turns it off (for comparisons). Where Hopper's
+ * thread-block clusters fit, the cluster form of this kernel
+ * (cuda_decode1c.cu: four grid barriers per layer instead of six) runs
+ * instead; GEPARD_CUDA_DECODE1=phase keeps this one. */
 #include <stdlib.h>
 #include <string.h>
 
 #include <vector>
 
-#include "cuda/cuda_attention.cuh"
-#include "cuda/cuda_internal.h"
-
-#define D1_THREADS 256
-#define D1_WARPS (D1_THREADS / 32)
-#define D1_MAX_BLOCK_TABLE 1024 /* block-table entries staged in shared memory */
+#include "cuda/cuda_decode1.cuh"
 
 namespace {
-
-struct d1_layer {
-    const __nv_bfloat16 *qkv, *o, *gu, *down;
-    const float *norms; /* input, post, q, k gains */
-};
 
 struct d1_args {
     const d1_layer *layers;
@@ -59,274 +52,6 @@ struct d1_args {
     int pieces;               /* each o and gate/up copy in 1-3 pieces over the phases */
     bool regs;                /* K = 1024 projections keep their inputs in registers */
 };
-
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-/* The weight slices arrive by bulk copies (the tensor memory accelerator),
- * issued by one thread and counted on an mbarrier per buffer: the other
- * threads' loads do not queue behind them. */
-__device__ __forceinline__ void mbar_init(unsigned long long *bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity) {
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "D1_WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra D1_WAIT_%=;\n"
-                 "}" ::"r"(smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-#define D1_BULK_CHUNK 32768u
-/* One thread: copy `bytes` (a multiple of 16) from src to dst, counted on
- * the barrier's current phase. The last piece of a buffer's copy (`last`)
- * also arrives, so the phase completes when every piece has landed. */
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes,
-                                          unsigned long long *bar, bool last) {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* after the generic reads */
-    if (last)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                     "r"(bytes)
-                     : "memory");
-    else
-        asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)),
-                     "r"(bytes)
-                     : "memory");
-    for (unsigned off = 0; off < bytes; off += D1_BULK_CHUNK) {
-        const unsigned n = bytes - off < D1_BULK_CHUNK ? bytes - off : D1_BULK_CHUNK;
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-            "%2, [%3];" ::"r"(smem_addr((char *)dst + off)),
-            "l"((const char *)src + off), "r"(n), "r"(smem_addr(bar))
-            : "memory");
-    }
-}
-
-/* Every block waits here until all have arrived; what any block wrote
- * before is visible to all after: the arrival is a release-acquire
- * increment, the last block resets the count and releases the generation
- * the others acquire (self-resetting, no full fences). */
-__device__ __forceinline__ void grid_barrier(unsigned *bar) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned gen, arrived;
-        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(bar + 1) : "memory");
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(arrived)
-                     : "l"(bar)
-                     : "memory");
-        if (arrived == gridDim.x - 1) {
-            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(bar) : "memory");
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(bar + 1), "r"(gen + 1)
-                         : "memory");
-        } else {
-            unsigned now;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                             : "=r"(now)
-                             : "l"(bar + 1)
-                             : "memory");
-            } while (now == gen);
-        }
-    }
-    __syncthreads();
-}
-
-/* Phase timing (GEPARD_CUDA_DECODE1_PROFILE=1): block 0 adds each phase's
- * nanoseconds, barrier included, to prof[phase] (0-5 per layer: q/k/v,
- * attention, merge, o, gate/up, down), the time its threads waited for the
- * weights to prof[7 + i] (q/k/v, o, gate/up, down), the time it spent in
- * each phase's grid barrier (waiting for the slowest block, and the
- * barrier's own latency) to prof[12 + phase], and counts the steps. */
-#define D1_PROF_STEPS 11
-#define D1_PROF_SLOTS 18 /* + 12..17: the time block 0 spent in each phase's barrier */
-#define D1_PROF_BARRIER 12
-__device__ __forceinline__ unsigned long long d1_now() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ void d1_mark(unsigned long long *prof, int phase,
-                                        unsigned long long &t0) {
-    if (!prof || blockIdx.x != 0 || threadIdx.x != 0) return;
-    const unsigned long long t = d1_now();
-    prof[phase] += t - t0;
-    t0 = t;
-}
-template <typename F>
-__device__ __forceinline__ void d1_wait(unsigned long long *prof, int slot, F wait) {
-    const unsigned long long t = prof ? d1_now() : 0;
-    wait();
-    if (prof && blockIdx.x == 0 && threadIdx.x == 0) prof[slot] += d1_now() - t;
-}
-
-/* This block's rows [r0, r1) of a matrix of N rows. */
-__device__ __forceinline__ void block_rows(int N, int &r0, int &r1) {
-    r0 = (int)((long long)N * blockIdx.x / gridDim.x);
-    r1 = (int)((long long)N * (blockIdx.x + 1) / gridDim.x);
-}
-
-/* A weight buffer: its mbarrier and the parity of its next completion. */
-struct d1_buf {
-    __nv_bfloat16 *data;
-    unsigned long long *bar;
-    unsigned parity;
-};
-
-/* The thread that issues the bulk copies: not thread 0, whose release at
- * the grid barrier must not wait for copies still in flight. */
-#define D1_COPY_THREAD 32
-
-/* One thread starts copying piece `piece` of `pieces` of this block's rows
- * of W [N][K] into the buffer (pieces of whole 16-byte units). */
-__device__ __forceinline__ void prefetch_rows(const d1_buf &b, const __nv_bfloat16 *W, int N, int K,
-                                              int piece = 0, int pieces = 1) {
-    if (threadIdx.x != D1_COPY_THREAD) return;
-    int r0, r1;
-    block_rows(N, r0, r1);
-    const size_t units = (size_t)(r1 - r0) * K / 8; /* 16-byte units */
-    const size_t u0 = units * piece / pieces, u1 = units * (piece + 1) / pieces;
-    bulk_load((char *)b.data + 16 * u0, (const char *)(W + (size_t)r0 * K) + 16 * u0,
-              (unsigned)(16 * (u1 - u0)), b.bar, piece == pieces - 1);
-}
-
-/* Every thread waits for the buffer's copy. */
-__device__ __forceinline__ void wait_rows(d1_buf &b) {
-    mbar_wait(b.bar, b.parity);
-    b.parity ^= 1u;
-}
-
-__device__ __forceinline__ float bf16_round(float v) {
-    return __bfloat162float(__float2bfloat16_rn(v));
-}
-
-/* in = RMSNorm(x) · gain over K <= 4096 (rounded to bf16 when `round`), as
- * k_gemv and k_rmsnorm stage it: a thread's float4s i = tid + j·blockDim;
- * the gains load together with x (one memory latency, not two). */
-__device__ void stage_norm(float *in, const float *x, const float *gain, int K, float eps,
-                           bool round, double *scratch) {
-    float4 v[4], g[4];
-    double sum = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int i = threadIdx.x + j * D1_THREADS;
-        if (i < K / 4) {
-            v[j] = __ldcg((const float4 *)x + i);
-            g[j] = __ldg((const float4 *)gain + i);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int i = threadIdx.x + j * D1_THREADS;
-        if (i < K / 4)
-            sum += (double)v[j].x * v[j].x + (double)v[j].y * v[j].y + (double)v[j].z * v[j].z +
-                   (double)v[j].w * v[j].w;
-    }
-    sum = block_sum(sum, scratch);
-    const float inv = 1.0f / sqrtf((float)(sum / K) + eps);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int i = threadIdx.x + j * D1_THREADS;
-        if (i >= K / 4) continue;
-        float4 y = make_float4((v[j].x * inv) * g[j].x, (v[j].y * inv) * g[j].y,
-                               (v[j].z * inv) * g[j].z, (v[j].w * inv) * g[j].w);
-        if (round)
-            y = make_float4(bf16_round(y.x), bf16_round(y.y), bf16_round(y.z), bf16_round(y.w));
-        ((float4 *)in)[i] = y;
-    }
-    __syncthreads();
-}
-
-/* in = silu(gate) · up, rounded to bf16 (gu: [2K] gate then up). */
-__device__ void stage_silu(float *in, const float *gu, int K) {
-    for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
-        const float4 g = __ldcg((const float4 *)gu + i), u = __ldcg((const float4 *)(gu + K) + i);
-        ((float4 *)in)[i] = make_float4(bf16_round(g.x / (1.0f + expf(-g.x)) * u.x),
-                                        bf16_round(g.y / (1.0f + expf(-g.y)) * u.y),
-                                        bf16_round(g.z / (1.0f + expf(-g.z)) * u.z),
-                                        bf16_round(g.w / (1.0f + expf(-g.w)) * u.w));
-    }
-    __syncthreads();
-}
-
-/* in = a (bf16, K a multiple of 8). */
-__device__ void stage_plain(float *in, const __nv_bfloat16 *a, int K) {
-    for (int i = threadIdx.x; i < K / 8; i += blockDim.x) {
-        const uint4 raw = __ldcg((const uint4 *)a + i);
-        const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float2 f = __bfloat1622float2(h[j]);
-            in[8 * i + 2 * j] = f.x;
-            in[8 * i + 2 * j + 1] = f.y;
-        }
-    }
-    __syncthreads();
-}
-
-/* One row's sum: the lane's chunks ch = lane + 32c, each an 8-term dot in
- * k_gemv's order. */
-__device__ __forceinline__ float row_chunk(const __nv_bfloat16 *wr, int ch, const float4 &a,
-                                           const float4 &b, float acc) {
-    const uint4 raw = *(const uint4 *)(wr + ch * 8);
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
-    float w[8];
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        const float2 f = __bfloat1622float2(h[q]);
-        w[2 * q] = f.x;
-        w[2 * q + 1] = f.y;
-    }
-    return acc + (w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y +
-                  w[6] * b.z + w[7] * b.w);
-}
-
-/* out[n] (+)= Σ_k in[k] · W[n][k] for this block's rows, the weights in
- * shared memory (wbuf: the block's rows, contiguous); k_gemv's order. With
- * CPL > 0 (K = 256·CPL) each lane keeps its CPL input chunks in registers
- * for all its rows instead of re-reading them per row (the same values). */
-template <int CPL>
-__device__ void gemv_rows(const __nv_bfloat16 *wbuf, int N, int K, const float *in, float *out,
-                          bool add) {
-    int r0, r1;
-    block_rows(N, r0, r1);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = K / 8;
-    float4 ia[CPL > 0 ? CPL : 1], ib[CPL > 0 ? CPL : 1];
-    if constexpr (CPL > 0) {
-#pragma unroll
-        for (int c = 0; c < CPL; c++) {
-            ia[c] = *(const float4 *)(in + (lane + 32 * c) * 8);
-            ib[c] = *(const float4 *)(in + (lane + 32 * c) * 8 + 4);
-        }
-    }
-    for (int n = r0 + warp; n < r1; n += D1_WARPS) {
-        const __nv_bfloat16 *wr = wbuf + (size_t)(n - r0) * K;
-        float acc = 0;
-        if constexpr (CPL > 0) {
-#pragma unroll
-            for (int c = 0; c < CPL; c++) acc = row_chunk(wr, lane + 32 * c, ia[c], ib[c], acc);
-        } else {
-            for (int ch = lane; ch < chunks; ch += 32)
-                acc = row_chunk(wr, ch, *(const float4 *)(in + ch * 8),
-                                *(const float4 *)(in + ch * 8 + 4), acc);
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) out[n] = add ? __ldcg(out + n) + acc : acc;
-    }
-}
-
-/* The projection of this block's rows, input chunks in registers where K
- * is 1024 (q/k/v, gate/up) and p.regs allows. */
-__device__ __forceinline__ void gemv_any(bool regs, const __nv_bfloat16 *wbuf, int N, int K,
-                                         const float *in, float *out, bool add) {
-    if (regs && K == 1024)
-        gemv_rows<4>(wbuf, N, K, in, out, add);
-    else
-        gemv_rows<0>(wbuf, N, K, in, out, add);
-}
 
 /* The attention output of query head h, dims c0 .. c0 + 31: the units'
  * partials (max, sum, weighted values) merged with exp(m_u - M) / L, then
@@ -495,6 +220,41 @@ template <int G> cudaError_t allow_smem(size_t bytes) {
 
 } // namespace
 
+/* Whether the phase-per-layer kernel's buffers fit and every block can be
+ * resident at once (the grid barrier waits for all): 0 and r->d1_smem,
+ * d1_a_elems set when they do, -1 when they do not. */
+static int phase_kernel_fits(gp_dev_runner *r, int G) {
+    const gp_dev_model *m = r->m;
+    const int blocks = m->multiprocessors;
+    const d1_plan plan = plan_for(m, blocks);
+    const size_t bytes = (plan.a_elems + plan.b_elems) * sizeof(__nv_bfloat16);
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, m->device) !=
+        cudaSuccess)
+        return -1;
+    /* the static arrays (input vector, block table, scratch) take ~22 KB beside */
+    if (bytes + 24 * 1024 > (size_t)optin) return -1;
+    cudaError_t e = G == 1   ? allow_smem<1>(bytes)
+                    : G == 2 ? allow_smem<2>(bytes)
+                    : G == 4 ? allow_smem<4>(bytes)
+                             : allow_smem<8>(bytes);
+    if (e != cudaSuccess) return -1;
+    /* every block must be resident at once (the grid barrier waits for all) */
+    int per_sm = 0;
+    e = G == 1   ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<1>, D1_THREADS,
+                                                                 bytes)
+        : G == 2 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<2>, D1_THREADS,
+                                                                 bytes)
+        : G == 4 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<4>, D1_THREADS,
+                                                                 bytes)
+                 : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<8>, D1_THREADS,
+                                                                 bytes);
+    if (e != cudaSuccess || per_sm < 1) return -1;
+    r->d1_smem = bytes;
+    r->d1_a_elems = plan.a_elems;
+    return 0;
+}
+
 /* Whether this model can take the single-row kernel, and if so its layer
  * table and barrier on the device (runner-owned). */
 int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st) {
@@ -509,31 +269,10 @@ int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st) {
         m->layers[0].o_bias || d.hidden % 8 || NHD % 8 || d.intermediate % 8 || d.hidden > 4096 ||
         NHD > 4096 || d.intermediate > 4096 || !(G == 1 || G == 2 || G == 4 || G == 8))
         return 0;
-    const int blocks = m->multiprocessors;
-    const d1_plan plan = plan_for(m, blocks);
-    const size_t bytes = (plan.a_elems + plan.b_elems) * sizeof(__nv_bfloat16);
-    int optin = 0;
-    GP_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, m->device),
-                "cudaDeviceGetAttribute");
-    /* the static arrays (input vector, block table, scratch) take ~22 KB beside */
-    if (bytes + 24 * 1024 > (size_t)optin) return 0;
-    cudaError_t e = G == 1   ? allow_smem<1>(bytes)
-                    : G == 2 ? allow_smem<2>(bytes)
-                    : G == 4 ? allow_smem<4>(bytes)
-                             : allow_smem<8>(bytes);
-    GP_CUDA_TRY(e, "single-row kernel shared memory");
-    /* every block must be resident at once (the grid barrier waits for all) */
-    int per_sm = 0;
-    e = G == 1   ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<1>, D1_THREADS,
-                                                                 bytes)
-        : G == 2 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<2>, D1_THREADS,
-                                                                 bytes)
-        : G == 4 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<4>, D1_THREADS,
-                                                                 bytes)
-                 : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_decode1<8>, D1_THREADS,
-                                                                 bytes);
-    GP_CUDA_TRY(e, "single-row kernel occupancy");
-    if (per_sm < 1) return 0;
+    /* the cluster kernel (cuda_decode1c.cu) where it fits, unless
+     * GEPARD_CUDA_DECODE1=phase asks for this file's kernel */
+    const bool cluster = !(env && !strcmp(env, "phase")) && gp_cuda_decode1c_plan(r);
+    if (!cluster && phase_kernel_fits(r, G) != 0) return 0;
     std::vector<d1_layer> layers((size_t)d.layers);
     for (int l = 0; l < d.layers; l++) {
         const gp_cuda_layer &L = m->layers[l];
@@ -567,8 +306,6 @@ int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st) {
     if (r->d1_pieces < 1 || r->d1_pieces > 3) r->d1_pieces = 1;
     const char *regs = getenv("GEPARD_CUDA_DECODE1_REGS");
     r->d1_regs = !(regs && !strcmp(regs, "0"));
-    r->d1_smem = bytes;
-    r->d1_a_elems = plan.a_elems;
     r->d1_ok = true;
     return 0;
 }
@@ -578,14 +315,18 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
     if (r->d1_prof && cudaMemcpy(t, r->d1_prof, sizeof t, cudaMemcpyDeviceToHost) == cudaSuccess &&
         t[D1_PROF_STEPS] > 0) {
         const double k = 1e-3 / (double)t[D1_PROF_STEPS];
+        char kind[64] = "phase per layer";
+        if (r->d1c_size)
+            snprintf(kind, sizeof kind, "%d clusters of %d; attention = attention + merge + o",
+                     r->d1c_clusters, r->d1c_size);
         fprintf(stderr,
-                "single-row kernel, %llu steps, us per step (block 0; in parentheses the "
+                "single-row kernel (%s), %llu steps, us per step (block 0; in parentheses the "
                 "time in the barrier, then waiting for weights): q/k/v %.1f (%.1f, %.1f), "
                 "attention %.1f (%.1f), merge %.1f (%.1f), o %.1f (%.1f, %.1f), gate/up %.1f "
                 "(%.1f, %.1f), down %.1f (%.1f, %.1f), heads %.1f\n",
-                t[D1_PROF_STEPS], t[0] * k, t[12] * k, t[7] * k, t[1] * k, t[13] * k, t[2] * k,
-                t[14] * k, t[3] * k, t[15] * k, t[8] * k, t[4] * k, t[16] * k, t[9] * k, t[5] * k,
-                t[17] * k, t[10] * k, t[6] * k);
+                kind, t[D1_PROF_STEPS], t[0] * k, t[12] * k, t[7] * k, t[1] * k, t[13] * k,
+                t[2] * k, t[14] * k, t[3] * k, t[15] * k, t[8] * k, t[4] * k, t[16] * k, t[9] * k,
+                t[5] * k, t[17] * k, t[10] * k, t[6] * k);
     }
     cudaFree(r->d1_prof);
     r->d1_prof = NULL;
@@ -594,11 +335,13 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
     r->d1_layers = NULL;
     r->d1_barrier = NULL;
     r->d1_ok = false;
+    r->d1c_size = 0;
 }
 
 bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda_attn_args *args,
                             cudaStream_t s) {
     if (!r->d1_ok || r->bt_stride > D1_MAX_BLOCK_TABLE) return false;
+    if (r->d1c_size) return gp_cuda_decode1c_launch(r, kv, s);
     const gp_dev_model *m = r->m;
     const gp_dev_model_desc &md = m->d;
     gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);

@@ -154,6 +154,9 @@ struct gp_dev_runner {
     int d1_pieces; /* weight copies in 1-3 pieces (GEPARD_CUDA_DECODE1_PIECES) */
     bool d1_regs;  /* inputs in registers for K = 1024 (GEPARD_CUDA_DECODE1_REGS=0: off) */
     unsigned long long *d1_prof; /* phase times (GEPARD_CUDA_DECODE1_PROFILE=1) or NULL */
+    int d1c_size;     /* the cluster kernel's blocks per cluster (cuda_decode1c.cu), 0: not used */
+    int d1c_clusters; /* its clusters */
+    bool d1c_fused;   /* gate/up and down in one phase */
 };
 
 /* Offsets of the metadata arrays inside runner->meta (ints). */
@@ -233,5 +236,9 @@ int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st);
 void gp_cuda_decode1_release(gp_dev_runner *r);
 bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda_attn_args *args,
                             cudaStream_t s); /* false: not for this step (take the kernels) */
+/* The cluster form of that kernel (cuda_decode1c.cu): plan (sets d1c_size,
+ * d1c_clusters, d1_smem, d1_a_elems; false when it does not fit) and launch. */
+bool gp_cuda_decode1c_plan(gp_dev_runner *r);
+bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_dev_kv *kv, cudaStream_t s);
 
 #endif

@@ -1,0 +1,620 @@
+/* cuda_decode1c.cu — a single stream's decode step as one persistent kernel
+ * of thread-block clusters: four grid-wide barriers per layer instead of six.
+ *
+ * The phase-per-layer kernel (cuda_decode1.cu) spends about half of each
+ * layer in its six grid barriers and in the three short phases between q/k/v
+ * and gate/up (attention units, their merge, o): each waits for the slowest
+ * of 132 blocks and for a round trip through L2. Hopper's clusters give a
+ * group of blocks a hardware barrier and each other's shared memory, so here
+ * one cluster (4 or 8 blocks) owns one query head from attention to o:
+ *
+ *   q/k/v (rows over all blocks) | attention of the cluster's head over the
+ *   context, merged inside each block and then across the cluster through
+ *   distributed shared memory, gated, and the o projection of that head's
+ *   256 columns for the cluster's share of the rows (a partial per head) |
+ *   x += the heads' partials (every block, in head order), gate/up (rows over
+ *   all blocks) | down (+ residual)
+ *
+ * When there are more clusters than heads, the clusters of one head each
+ * compute its attention (the redundant key/value reads hit L2) and split
+ * the o rows between them; only the first cluster of each kv head's first
+ * query head writes the new key and value into the cache. The q/k/v,
+ * gate/up and down phases, the weight prefetch and the heads are the other
+ * kernel's (cuda_decode1.cuh). Additions happen in a fixed order, so the
+ * step is deterministic; it differs from the other kernels only by rounding
+ * (the o projection adds per head, the attention merges per block first).
+ *
+ * Chosen by gp_cuda_decode1_prepare when enough clusters of 4 or 8 blocks
+ * can be resident at once (at least one per query head);
+ * GEPARD_CUDA_DECODE1=phase keeps the phase-per-layer kernel and
+ * GEPARD_CUDA_DECODE1_CLUSTER=4|8 forces a cluster size. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cooperative_groups.h>
+
+#include "cuda/cuda_decode1.cuh"
+
+namespace cg = cooperative_groups;
+
+#define D1C_MAX_H 1024    /* the residual stream's copy in shared memory */
+#define D1C_MAX_I 3584    /* the down projection's input in shared memory */
+#define D1C_D 256         /* head_dim: one thread per dim in the merges */
+#define D1C_MAX_HEADS 8   /* query heads: their o partials are added in registers */
+#define D1C_MAX_SLICE 512 /* a cluster's slice of the MLP's intermediate vector (fused MLP) */
+
+namespace {
+
+struct d1c_args {
+    const d1_layer *layers;
+    int n_layers, H, I, NH, qkv_rows, total_logits, rotary, clusters;
+    float eps;
+    attn_dims d; /* d.layer is set per layer */
+    const int *row_seq, *row_pos, *block_table;
+    __nv_bfloat16 *kv;
+    const float *rope, *final_norm, *heads, *heads_b;
+    float *x, *qkv, *opart, *dpart, *gu, *hidden, *logits;
+    unsigned *barrier;
+    int buf_a_elems;
+    unsigned long long *prof;
+};
+
+/* Cluster c's query head and this block's rows [r0, r1) of that head's o
+ * partial: clusters c, c + NH, c + 2·NH, ... share head c % NH and split the
+ * H rows between them, then between their blocks. */
+__device__ __forceinline__ void cluster_o_rows(int c, int clusters, int NH, int H, int rank, int CS,
+                                               int &h, int &r0, int &r1) {
+    h = c % NH;
+    const int part = c / NH, parts = (clusters - h + NH - 1) / NH;
+    const int c0 = H * part / parts, c1 = H * (part + 1) / parts;
+    r0 = c0 + (c1 - c0) * rank / CS;
+    r1 = c0 + (c1 - c0) * (rank + 1) / CS;
+}
+
+/* The copy warp starts copying columns [col0, col0 + cols) of rows [r0, r1)
+ * of W [.][K] into the buffer, one bulk copy per row (cols·2 a multiple of
+ * 16 bytes), all counted on the buffer's mbarrier. */
+__device__ __forceinline__ void prefetch_cols(const d1_buf &b, const __nv_bfloat16 *W, int K,
+                                              int col0, int cols, int r0, int r1) {
+    if (threadIdx.x / 32 != D1_COPY_THREAD / 32) return;
+    const int lane = threadIdx.x % 32;
+    const unsigned row_bytes = (unsigned)cols * 2;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    if (lane == 0)
+        asm volatile(
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b.bar)),
+            "r"(row_bytes * (unsigned)(r1 - r0))
+            : "memory");
+    __syncwarp();
+    for (int n = r0 + lane; n < r1; n += 32)
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+            "%2, [%3];" ::"r"(smem_addr(b.data + (size_t)(n - r0) * cols)),
+            "l"(W + (size_t)n * K + col0), "r"(row_bytes), "r"(smem_addr(b.bar))
+            : "memory");
+}
+
+/* One warp's share [begin, end) of positions 0..pos of query head h's
+ * attention (kv head g), head_dim 256 (8 dims per lane): the query and the
+ * newest key normed and rotated from the projection row, the newest value
+ * taken from it as the cache holds it; returns the online softmax's max,
+ * sum and weighted values. With `write_new` the unit holding the newest
+ * position also stores its key and value in the cache. */
+__device__ __forceinline__ void
+head_attention_unit(const attn_dims &d, const float *row, const float *q_norm, const float *k_norm,
+                    const float *rope, float eps, int rotary, int pos, const int *bt,
+                    __nv_bfloat16 *kv, int h, int g, int begin, int end, bool write_new, int lane,
+                    float &m, float &l, float (&acc)[8]) {
+    const bool owns_new = begin <= pos && pos < end;
+    const int last = owns_new ? end - 1 : end; /* cached positions [begin, last) */
+    float kk[8], vv[8];
+    int p = begin;
+    if (p < last) load_kv<__nv_bfloat16, 8>(d, kv, bt, p, g, lane, kk, vv);
+    float knew[8], vnew[8], kgain[8];
+    if (owns_new) {
+        const float *ks = row + (size_t)2 * d.NH * d.D + (size_t)g * d.D + lane * 8;
+        const float *vs = ks + (size_t)d.NKV * d.D;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            knew[j] = __ldcg(ks + j);
+            vnew[j] = __ldcg(vs + j);
+            kgain[j] = k_norm[lane * 8 + j];
+        }
+    }
+    float qv[1][8], a1[1][8], m1[1] = {-INFINITY}, l1[1] = {0.0f};
+    float cs[8], sn[8], qgain[8];
+    lane_rope<8>(rope, d.half, rotary, lane, cs, sn);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        qgain[j] = q_norm[lane * 8 + j];
+        qv[0][j] = __ldcg(row + (size_t)h * 2 * d.D + lane * 8 + j);
+        a1[0][j] = 0.0f;
+    }
+    warp_norm_rope<8>(qv[0], qgain, cs, sn, d.half, rotary, eps, lane);
+    if (owns_new) {
+        warp_norm_rope<8>(knew, kgain, cs, sn, d.half, rotary, eps, lane);
+        const int block = bt[pos / d.bs];
+        __nv_bfloat16 *kd = kv + kv_index(d, block, 0, g, pos % d.bs) + lane * 8;
+        __nv_bfloat16 *vd = kv + kv_index(d, block, 1, g, pos % d.bs) + lane * 8;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (write_new) {
+                store(&kd[j], knew[j]);
+                store(&vd[j], vnew[j]);
+            }
+            knew[j] = as_stored(kd, knew[j]);
+            vnew[j] = as_stored(vd, vnew[j]);
+        }
+    }
+    const float scale = 1.0f / sqrtf((float)d.D);
+    for (; p < end; p++) {
+        float kn[8], vn[8];
+        if (p + 1 < last) load_kv<__nv_bfloat16, 8>(d, kv, bt, p + 1, g, lane, kn, vn);
+        if (p == pos) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                kk[j] = knew[j];
+                vv[j] = vnew[j];
+            }
+        }
+        attend_position<1, 8>(qv, kk, vv, scale, m1, l1, a1);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            kk[j] = kn[j];
+            vv[j] = vn[j];
+        }
+    }
+    m = m1[0];
+    l = l1[0];
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[j] = a1[0][j];
+}
+
+/* Cluster c's share of the MLP's intermediate vector when gate/up and
+ * down run in one phase: [i0, i0 + n) in whole 8-element units, and this
+ * block's part of it, [b0, b1). */
+__device__ __forceinline__ void cluster_mlp_slice(int c, int clusters, int I, int rank, int CS,
+                                                  int &i0, int &n, int &b0, int &b1) {
+    const int units = I / 8;
+    const int u0 = units * c / clusters, u1 = units * (c + 1) / clusters;
+    i0 = 8 * u0;
+    n = 8 * (u1 - u0);
+    b0 = i0 + n * rank / CS;
+    b1 = i0 + n * (rank + 1) / CS;
+}
+
+/* xs += Σ_c dpart[c] (the clusters' down partials, in cluster order): block
+ * `rank` adds its share of the dims and hands them to every block of its
+ * cluster. */
+template <int CS>
+__device__ __forceinline__ void add_down_partials(cg::cluster_group &cluster, float *xs,
+                                                  const float *dpart, int clusters, int H,
+                                                  int rank) {
+    const int d0 = H * rank / CS, d1 = H * (rank + 1) / CS;
+    for (int i = d0 + (int)threadIdx.x; i < d1; i += blockDim.x) {
+        float s = 0;
+        for (int c = 0; c < clusters; c++) s += __ldcg(dpart + (size_t)c * H + i);
+        const float v = xs[i] + s;
+#pragma unroll
+        for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&xs[i], b) = v;
+    }
+    cluster.sync();
+}
+
+/* FUSED_MLP: gate/up and down in one phase (the cluster owns a slice of the
+ * intermediate vector and writes a partial of down's output; three grid
+ * barriers per layer), the residual stream kept in every block's shared
+ * memory. Otherwise gate/up and down are phases of their own, as in the
+ * phase-per-layer kernel (four barriers). */
+template <int CS, bool FUSED_MLP>
+__global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const d1c_args p) {
+    extern __shared__ __align__(128) unsigned char d1_smem[];
+    /* `in` holds the phase's input vector, and the warps' attention partials
+     * ([warp][256]) in the attention phase */
+    __shared__ __align__(16) float in[D1C_MAX_I > D1_WARPS * D1C_D ? D1C_MAX_I : D1_WARPS * D1C_D];
+    __shared__ __align__(16) float xs[D1C_MAX_H];
+    __shared__ __align__(16) float bacc[D1C_D], a_full[D1C_D];
+    __shared__ __align__(16) float islice[FUSED_MLP ? D1C_MAX_SLICE : 1];
+    __shared__ double scratch[32];
+    __shared__ float wm[D1_WARPS], wl[D1_WARPS], bm, bl;
+    __shared__ unsigned long long bars[2];
+    __shared__ int s_bt[D1_MAX_BLOCK_TABLE];
+    cg::cluster_group cluster = cg::this_cluster();
+    const int H = p.H, I = p.I, D = D1C_D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int rank = (int)cluster.block_rank(), c = blockIdx.x / CS;
+    attn_dims d = p.d;
+    d1_buf buf_a = {(__nv_bfloat16 *)d1_smem, &bars[0], 0};
+    d1_buf buf_b = {(__nv_bfloat16 *)d1_smem + p.buf_a_elems, &bars[1], 0};
+    if (threadIdx.x == 0) {
+        mbar_init(&bars[0]);
+        mbar_init(&bars[1]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    const int pos = p.row_pos[0];
+    const int *bt_src = p.block_table + (size_t)p.row_seq[0] * d.bt_stride;
+    for (int i = threadIdx.x; i < d.bt_stride; i += blockDim.x) s_bt[i] = bt_src[i];
+    if constexpr (FUSED_MLP)
+        for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = __ldcg(p.x + i);
+    int h, o0, o1;
+    cluster_o_rows(c, p.clusters, p.NH, H, rank, CS, h, o0, o1);
+    const int g = h / d.G;
+    const bool write_new = c < p.NH && h % d.G == 0;
+    /* this warp's positions of 0..pos: the cluster's 8·CS units in order */
+    const int units = CS * D1_WARPS, unit = rank * D1_WARPS + warp;
+    const int per = (pos + 1 + units - 1) / units;
+    const int begin = unit * per, end = min(pos + 1, begin + per);
+    int x0, x1; /* this block's rows of the residual stream */
+    block_rows(H, x0, x1);
+    int i0 = 0, ni = 0, b0 = 0, b1 = 0; /* the fused MLP's slices */
+    if constexpr (FUSED_MLP) cluster_mlp_slice(c, p.clusters, I, rank, CS, i0, ni, b0, b1);
+    const int n0 = H * rank / CS, n1 = H * (rank + 1) / CS; /* its down rows */
+    __syncthreads();
+    prefetch_rows(buf_a, p.layers[0].qkv, p.qkv_rows, H);
+    unsigned long long t0 = d1_now();
+    for (int l = 0; l < p.n_layers; l++) {
+        const d1_layer L = p.layers[l];
+        const float *q_norm = L.norms + 2 * H, *k_norm = q_norm + D;
+        d.layer = l;
+        /* q/gate/k/v; the head's o columns start loading into B */
+        prefetch_cols(buf_b, L.o, p.NH * D, h * D, D, o0, o1);
+        if constexpr (FUSED_MLP) {
+            if (l > 0) add_down_partials<CS>(cluster, xs, p.dpart, p.clusters, H, rank);
+            stage_norm(in, xs, L.norms, H, p.eps, true, scratch, true);
+        } else {
+            stage_norm(in, p.x, L.norms, H, p.eps, true, scratch);
+        }
+        d1_wait(p.prof, 7, [&] { wait_rows(buf_a); });
+        gemv_any(true, buf_a.data, p.qkv_rows, H, in, p.qkv, false);
+        d1_wait(p.prof, D1_PROF_BARRIER + 0, [&] { grid_barrier(p.barrier); });
+        d1_mark(p.prof, 0, t0);
+        /* attention of head h, merged, gated, and its o partial; gate/up's
+         * rows start loading into A */
+        if constexpr (FUSED_MLP) {
+            if (threadIdx.x == D1_COPY_THREAD) {
+                bulk_load(buf_a.data, L.gu + (size_t)b0 * H, (unsigned)((b1 - b0) * H * 2),
+                          buf_a.bar, false);
+                bulk_load(buf_a.data + (size_t)(b1 - b0) * H, L.gu + (size_t)(I + b0) * H,
+                          (unsigned)((b1 - b0) * H * 2), buf_a.bar, true);
+            }
+        } else {
+            prefetch_rows(buf_a, L.gu, 2 * I, H);
+        }
+        {
+            float m, lsum, acc[8];
+            head_attention_unit(d, p.qkv, q_norm, k_norm, p.rope, p.eps, p.rotary, pos, s_bt, p.kv,
+                                h, g, begin, end, write_new, lane, m, lsum, acc);
+#pragma unroll
+            for (int j = 0; j < 8; j++) in[warp * D + lane * 8 + j] = acc[j];
+            if (lane == 0) {
+                wm[warp] = m;
+                wl[warp] = lsum;
+            }
+        }
+        __syncthreads();
+        { /* the block's partial: thread i merges dim i over the warps */
+            float M = -INFINITY;
+            for (int w = 0; w < D1_WARPS; w++) M = fmaxf(M, wm[w]);
+            float A = 0, Ls = 0;
+            for (int w = 0; w < D1_WARPS; w++) {
+                const float f = wm[w] == -INFINITY ? 0.0f : expf(wm[w] - M);
+                A += f * in[w * D + threadIdx.x];
+                Ls += f * wl[w];
+            }
+            bacc[threadIdx.x] = A;
+            if (threadIdx.x == 0) {
+                bm = M;
+                bl = Ls;
+            }
+        }
+        cluster.sync();
+        /* the cluster's merge: block `rank` takes dims [rank·D/CS, ...), gates
+         * them and hands them to every block of the cluster */
+        if (threadIdx.x < D / CS) {
+            const int i = rank * (D / CS) + threadIdx.x;
+            float mb[CS], M = -INFINITY;
+#pragma unroll
+            for (int b = 0; b < CS; b++) {
+                mb[b] = *cluster.map_shared_rank(&bm, b);
+                M = fmaxf(M, mb[b]);
+            }
+            float A = 0, Ls = 0;
+#pragma unroll
+            for (int b = 0; b < CS; b++) {
+                const float f = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - M);
+                Ls += f * *cluster.map_shared_rank(&bl, b);
+                A += f * *cluster.map_shared_rank(&bacc[i], b);
+            }
+            const float gate = __ldcg(p.qkv + (size_t)h * 2 * D + D + i);
+            const float v = bf16_round((A / Ls) * (1.0f / (1.0f + expf(-gate))));
+#pragma unroll
+            for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&a_full[i], b) = v;
+        }
+        cluster.sync();
+        d1_wait(p.prof, 8, [&] { wait_rows(buf_b); });
+        gemv_span<1>(buf_b.data, o0, o1, D, a_full, p.opart + (size_t)h * H, false);
+        /* B is free: the down weights start loading (the fused MLP's columns
+         * of the cluster's slice; or this block's rows) */
+        __syncthreads();
+        if constexpr (FUSED_MLP)
+            prefetch_cols(buf_b, L.down, I, i0, ni, n0, n1);
+        else
+            prefetch_rows(buf_b, L.down, H, I);
+        d1_wait(p.prof, D1_PROF_BARRIER + 1, [&] { grid_barrier(p.barrier); });
+        d1_mark(p.prof, 1, t0);
+        /* x += the heads' o partials (every block the whole vector, in head
+         * order), then gate/up */
+        if ((int)threadIdx.x < H / 4) { /* H <= 4 · D1_THREADS: one float4 per thread */
+            const int i = threadIdx.x;
+            float4 part[D1C_MAX_HEADS];
+            const float4 xv = FUSED_MLP ? ((const float4 *)xs)[i] : __ldcg((const float4 *)p.x + i);
+#pragma unroll
+            for (int hh = 0; hh < D1C_MAX_HEADS; hh++)
+                if (hh < p.NH) part[hh] = __ldcg((const float4 *)(p.opart + (size_t)hh * H) + i);
+            float4 s = part[0];
+#pragma unroll
+            for (int hh = 1; hh < D1C_MAX_HEADS; hh++)
+                if (hh < p.NH) {
+                    s.x += part[hh].x;
+                    s.y += part[hh].y;
+                    s.z += part[hh].z;
+                    s.w += part[hh].w;
+                }
+            ((float4 *)xs)[i] = make_float4(xv.x + s.x, xv.y + s.y, xv.z + s.z, xv.w + s.w);
+        }
+        __syncthreads();
+        if constexpr (!FUSED_MLP)
+            for (int i = x0 + threadIdx.x; i < x1; i += blockDim.x) p.x[i] = xs[i];
+        stage_norm(in, xs, L.norms + H, H, p.eps, true, scratch, true);
+        d1_wait(p.prof, 9, [&] { wait_rows(buf_a); });
+        if constexpr (FUSED_MLP) {
+            /* gate and up rows of this block's part of the slice, silu·up
+             * (rounded to bf16) to every block of the cluster, then the down
+             * partial over the slice for this block's rows */
+            const int nb = b1 - b0;
+            float *gu_local = in + D1C_MAX_H; /* beyond the staged input */
+            gemv_span<4>(buf_a.data, 0, 2 * nb, H, in, gu_local, false);
+            __syncthreads();
+            for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+                const float gt = gu_local[j], up = gu_local[nb + j];
+                const float v = bf16_round(gt / (1.0f + expf(-gt)) * up);
+#pragma unroll
+                for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&islice[b0 - i0 + j], b) = v;
+            }
+            cluster.sync();
+            /* the next layer's q/k/v rows start loading into A */
+            __syncthreads();
+            if (l + 1 < p.n_layers) prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
+            d1_wait(p.prof, 10, [&] { wait_rows(buf_b); });
+            gemv_span<0>(buf_b.data, n0, n1, ni, islice, p.dpart + (size_t)c * H, false);
+            d1_wait(p.prof, D1_PROF_BARRIER + 5, [&] { grid_barrier(p.barrier); });
+            d1_mark(p.prof, 5, t0);
+        } else {
+            gemv_any(true, buf_a.data, 2 * I, H, in, p.gu, false);
+            d1_wait(p.prof, D1_PROF_BARRIER + 4, [&] { grid_barrier(p.barrier); });
+            d1_mark(p.prof, 4, t0);
+            /* down + residual (this block's rows of x, written by it above);
+             * the next layer's q/k/v slice starts loading into A */
+            if (l + 1 < p.n_layers) prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
+            stage_silu(in, p.gu, I);
+            d1_wait(p.prof, 10, [&] { wait_rows(buf_b); });
+            gemv_any(true, buf_b.data, H, I, in, p.x, true);
+            d1_wait(p.prof, D1_PROF_BARRIER + 5, [&] { grid_barrier(p.barrier); });
+            d1_mark(p.prof, 5, t0);
+        }
+    }
+    if (p.prof && blockIdx.x == 0 && threadIdx.x == 0) p.prof[D1_PROF_STEPS]++;
+    /* final norm (f32) and the heads: one warp per logit */
+    if constexpr (FUSED_MLP) {
+        add_down_partials<CS>(cluster, xs, p.dpart, p.clusters, H, rank);
+        stage_norm(in, xs, p.final_norm, H, p.eps, false, scratch, true);
+    } else {
+        stage_norm(in, p.x, p.final_norm, H, p.eps, false, scratch);
+    }
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i < H; i += blockDim.x) p.hidden[i] = in[i];
+    for (int n = warp * gridDim.x + blockIdx.x; n < p.total_logits; n += gridDim.x * D1_WARPS) {
+        const float4 *w = (const float4 *)(p.heads + (size_t)n * H);
+        float acc = 0;
+        for (int k = lane; k < H / 4; k += 32) {
+            const float4 wv = __ldg(w + k), iv = ((const float4 *)in)[k];
+            acc += wv.x * iv.x + wv.y * iv.y + wv.z * iv.z + wv.w * iv.w;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) p.logits[n] = acc + p.heads_b[n];
+    }
+    __syncthreads();
+    d1_mark(p.prof, 6, t0);
+}
+
+/* Shared-memory elements of the two weight buffers for `clusters` clusters
+ * of CS blocks: A holds q/k/v or gate/up rows, B a head's o columns or down
+ * rows (or, with the fused MLP, down's columns of the cluster's slice). */
+struct d1c_plan {
+    size_t a_elems, b_elems;
+};
+d1c_plan plan_for(const gp_dev_model *m, int CS, int clusters, bool fused) {
+    const gp_dev_model_desc &d = m->d;
+    const size_t H = d.hidden, I = d.intermediate, blocks = (size_t)CS * clusters;
+    auto most = [](size_t n, size_t k) { return (n + k - 1) / k + 1; };
+    const size_t fewest_parts = (size_t)clusters / d.heads;       /* clusters per head, at least */
+    const size_t slice = 8 * ((I / 8 + clusters - 1) / clusters); /* the fused MLP's, at most */
+    const size_t qkv = most(m->qkv_rows, blocks) * H;
+    const size_t gu = fused ? 2 * most(slice, CS) * H : most(2 * I, blocks) * H;
+    const size_t o = most(most(H, fewest_parts), CS) * D1C_D;
+    const size_t down = fused ? most(H, CS) * slice : most(H, blocks) * I;
+    d1c_plan p;
+    p.a_elems = qkv > gu ? qkv : gu;
+    p.b_elems = o > down ? o : down;
+    return p;
+}
+
+template <int CS, bool F> cudaError_t configure(size_t dyn_bytes, int clusters, int *fit) {
+    cudaError_t e = cudaFuncSetAttribute(
+        k_decode1c<CS, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn_bytes);
+    if (e != cudaSuccess) return e;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CS;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)(CS * clusters));
+    cfg.blockDim = dim3(D1_THREADS);
+    cfg.dynamicSmemBytes = dyn_bytes;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaOccupancyMaxActiveClusters(fit, k_decode1c<CS, F>, &cfg);
+}
+
+template <int CS, bool F> size_t static_smem() {
+    cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, k_decode1c<CS, F>) == cudaSuccess ? a.sharedSizeBytes
+                                                                       : (size_t)64 << 10;
+}
+
+/* The most clusters of CS blocks that can be resident at once with their
+ * weight buffers, or 0; *dyn_bytes, *a_elems: that plan's. */
+template <int CS, bool F>
+int clusters_that_fit(const gp_dev_model *m, int optin, size_t *dyn_bytes, size_t *a_elems) {
+    int clusters = m->multiprocessors / CS;
+    const size_t fixed = static_smem<CS, F>();
+    while (clusters >= m->d.heads) {
+        const d1c_plan plan = plan_for(m, CS, clusters, F);
+        const size_t bytes = (plan.a_elems + plan.b_elems) * sizeof(__nv_bfloat16);
+        int fit = 0;
+        if (bytes + fixed <= (size_t)optin &&
+            configure<CS, F>(bytes, clusters, &fit) == cudaSuccess && fit >= clusters) {
+            *dyn_bytes = bytes;
+            *a_elems = plan.a_elems;
+            return clusters;
+        }
+        cudaGetLastError(); /* a refused configuration is not an error of the step */
+        clusters = fit >= m->d.heads && fit < clusters ? fit : clusters - 1;
+    }
+    return 0;
+}
+
+} // namespace
+
+/* Whether the cluster kernel fits this model and device; sets r->d1c_size,
+ * d1c_clusters, d1c_fused, d1_smem and d1_a_elems when it does.
+ * GEPARD_CUDA_DECODE1_FUSED_MLP=0 keeps gate/up and down in phases of their
+ * own (four grid barriers per layer instead of three). */
+bool gp_cuda_decode1c_plan(gp_dev_runner *r) {
+    r->d1c_size = 0;
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc &d = m->d;
+    int cc_major = 0, optin = 0;
+    if (cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, m->device) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, m->device) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    if (cc_major < 9 || d.head_dim != D1C_D || d.hidden > D1C_MAX_H || d.hidden % 4 ||
+        d.intermediate > D1C_MAX_I || d.heads > D1C_MAX_HEADS)
+        return false;
+    const char *force = getenv("GEPARD_CUDA_DECODE1_CLUSTER");
+    const int want = force ? atoi(force) : 0;
+    const char *mlp = getenv("GEPARD_CUDA_DECODE1_FUSED_MLP");
+    const bool fused = !(mlp && !strcmp(mlp, "0"));
+    size_t bytes8 = 0, a8 = 0, bytes4 = 0, a4 = 0;
+    int n8 = 0, n4 = 0;
+    if (want == 0 || want == 8)
+        n8 = fused ? clusters_that_fit<8, true>(m, optin, &bytes8, &a8)
+                   : clusters_that_fit<8, false>(m, optin, &bytes8, &a8);
+    if (want == 0 || want == 4)
+        n4 = fused ? clusters_that_fit<4, true>(m, optin, &bytes4, &a4)
+                   : clusters_that_fit<4, false>(m, optin, &bytes4, &a4);
+    if (n8 == 0 && n4 == 0) return false;
+    /* the size that keeps the most blocks busy (8 on a tie: fewer redundant attentions) */
+    const bool eight = 8 * n8 >= 4 * n4;
+    r->d1c_size = eight ? 8 : 4;
+    r->d1c_clusters = eight ? n8 : n4;
+    r->d1c_fused = fused;
+    r->d1_smem = eight ? bytes8 : bytes4;
+    r->d1_a_elems = eight ? a8 : a4;
+    /* the chosen kernel's shared-memory attribute must be the plan's */
+    int fit = 0;
+    const size_t b = r->d1_smem;
+    const int n = r->d1c_clusters;
+    cudaError_t e =
+        eight ? (fused ? configure<8, true>(b, n, &fit) : configure<8, false>(b, n, &fit))
+              : (fused ? configure<4, true>(b, n, &fit) : configure<4, false>(b, n, &fit));
+    if (e != cudaSuccess || fit < n) {
+        cudaGetLastError();
+        r->d1c_size = 0;
+        return false;
+    }
+    return true;
+}
+
+bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_dev_kv *kv, cudaStream_t s) {
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc &md = m->d;
+    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+    d1c_args p;
+    memset(&p, 0, sizeof p);
+    p.layers = (const d1_layer *)r->d1_layers;
+    p.n_layers = md.layers;
+    p.H = md.hidden;
+    p.I = md.intermediate;
+    p.NH = md.heads;
+    p.qkv_rows = m->qkv_rows;
+    p.total_logits = md.total_logits;
+    p.rotary = md.rotary_dim;
+    p.clusters = r->d1c_clusters;
+    p.eps = md.rms_eps;
+    p.d.D = md.head_dim;
+    p.d.NH = md.heads;
+    p.d.NKV = md.kv_heads;
+    p.d.G = md.heads / md.kv_heads;
+    p.d.qkv_rows = m->qkv_rows;
+    p.d.half = md.rotary_dim / 2;
+    p.d.bs = kv->block_size;
+    p.d.layer = 0;
+    p.d.bt_stride = r->bt_stride;
+    p.d.block_elems = kv->block_elems;
+    p.row_seq = r->meta + L.row_seq;
+    p.row_pos = r->meta + L.row_pos;
+    p.block_table = r->meta + L.block_table;
+    p.kv = (__nv_bfloat16 *)kv->data;
+    p.rope = r->rope;
+    p.final_norm = m->final_norm;
+    p.heads = m->heads;
+    p.heads_b = m->heads_b;
+    p.x = r->x;
+    p.qkv = r->qkv;
+    /* [NH][H] and [clusters][H]: far smaller than the attention partials
+     * the buffer holds otherwise */
+    p.opart = r->part;
+    p.dpart = r->part + (size_t)md.heads * md.hidden;
+    p.gu = r->gu;
+    p.hidden = r->hidden;
+    p.logits = r->logits;
+    p.barrier = r->d1_barrier;
+    p.buf_a_elems = (int)r->d1_a_elems;
+    p.prof = r->d1_prof;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)r->d1c_size;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)(r->d1c_size * r->d1c_clusters));
+    cfg.blockDim = dim3(D1_THREADS);
+    cfg.dynamicSmemBytes = r->d1_smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t e;
+    if (r->d1c_size == 8)
+        e = r->d1c_fused ? cudaLaunchKernelEx(&cfg, k_decode1c<8, true>, p)
+                         : cudaLaunchKernelEx(&cfg, k_decode1c<8, false>, p);
+    else
+        e = r->d1c_fused ? cudaLaunchKernelEx(&cfg, k_decode1c<4, true>, p)
+                         : cudaLaunchKernelEx(&cfg, k_decode1c<4, false>, p);
+    return e == cudaSuccess;
+}

@@ -254,7 +254,7 @@ __device__ __forceinline__ float row_chunk(const __nv_bfloat16 *wr, int ch, cons
  * values). */
 template <int CPL>
 __device__ void gemv_span(const __nv_bfloat16 *wbuf, int r0, int r1, int K, const float *in,
-                          float *out, bool add) {
+                          float *out, bool add, const float *base = nullptr) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = K / 8;
     float4 ia[CPL > 0 ? CPL : 1], ib[CPL > 0 ? CPL : 1];
     if constexpr (CPL > 0) {
@@ -276,27 +276,29 @@ __device__ void gemv_span(const __nv_bfloat16 *wbuf, int r0, int r1, int K, cons
                                 *(const float4 *)(in + ch * 8 + 4), acc);
         }
         acc = warp_sum(acc);
-        if (lane == 0) out[n] = add ? __ldcg(out + n) + acc : acc;
+        if (lane == 0) out[n] = base ? base[n] + acc : add ? __ldcg(out + n) + acc : acc;
     }
 }
 
 /* The same for this block's rows of a matrix of N rows (block_rows). */
 template <int CPL>
 __device__ void gemv_rows(const __nv_bfloat16 *wbuf, int N, int K, const float *in, float *out,
-                          bool add) {
+                          bool add, const float *base = nullptr) {
     int r0, r1;
     block_rows(N, r0, r1);
-    gemv_span<CPL>(wbuf, r0, r1, K, in, out, add);
+    gemv_span<CPL>(wbuf, r0, r1, K, in, out, add, base);
 }
 
 /* The projection of this block's rows, input chunks in registers where K
- * is 1024 (q/k/v, gate/up) and p.regs allows. */
+ * is 1024 (q/k/v, gate/up) and p.regs allows; with `base`, out[n] =
+ * base[n] + the row's sum (the residual from elsewhere than out). */
 __device__ __forceinline__ void gemv_any(bool regs, const __nv_bfloat16 *wbuf, int N, int K,
-                                         const float *in, float *out, bool add) {
+                                         const float *in, float *out, bool add,
+                                         const float *base = nullptr) {
     if (regs && K == 1024)
-        gemv_rows<4>(wbuf, N, K, in, out, add);
+        gemv_rows<4>(wbuf, N, K, in, out, add, base);
     else
-        gemv_rows<0>(wbuf, N, K, in, out, add);
+        gemv_rows<0>(wbuf, N, K, in, out, add, base);
 }
 
 } // namespace

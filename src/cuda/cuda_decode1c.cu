@@ -244,8 +244,6 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const d1c_args p) {
     const int units = CS * D1_WARPS, unit = rank * D1_WARPS + warp;
     const int per = (pos + 1 + units - 1) / units;
     const int begin = unit * per, end = min(pos + 1, begin + per);
-    int x0, x1; /* this block's rows of the residual stream */
-    block_rows(H, x0, x1);
     int i0 = 0, ni = 0, b0 = 0, b1 = 0; /* the fused MLP's slices */
     if constexpr (FUSED_MLP) cluster_mlp_slice(c, p.clusters, I, rank, CS, i0, ni, b0, b1);
     const int n0 = H * rank / CS, n1 = H * (rank + 1) / CS; /* its down rows */
@@ -363,8 +361,6 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const d1c_args p) {
             ((float4 *)xs)[i] = make_float4(xv.x + s.x, xv.y + s.y, xv.z + s.z, xv.w + s.w);
         }
         __syncthreads();
-        if constexpr (!FUSED_MLP)
-            for (int i = x0 + threadIdx.x; i < x1; i += blockDim.x) p.x[i] = xs[i];
         stage_norm(in, xs, L.norms + H, H, p.eps, true, scratch, true);
         d1_wait(p.prof, 9, [&] { wait_rows(buf_a); });
         if constexpr (FUSED_MLP) {
@@ -393,12 +389,14 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const d1c_args p) {
             gemv_any(true, buf_a.data, 2 * I, H, in, p.gu, false);
             d1_wait(p.prof, D1_PROF_BARRIER + 4, [&] { grid_barrier(p.barrier); });
             d1_mark(p.prof, 4, t0);
-            /* down + residual (this block's rows of x, written by it above);
-             * the next layer's q/k/v slice starts loading into A */
+            /* down + residual: x = xs + the rows' sums for this block's rows
+             * (x in memory is written only here: other blocks read all of it
+             * in the gate/up phase); the next layer's q/k/v slice starts
+             * loading into A */
             if (l + 1 < p.n_layers) prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
             stage_silu(in, p.gu, I);
             d1_wait(p.prof, 10, [&] { wait_rows(buf_b); });
-            gemv_any(true, buf_b.data, H, I, in, p.x, true);
+            gemv_any(true, buf_b.data, H, I, in, p.x, false, xs);
             d1_wait(p.prof, D1_PROF_BARRIER + 5, [&] { grid_barrier(p.barrier); });
             d1_mark(p.prof, 5, t0);
         }
@@ -499,8 +497,9 @@ int clusters_that_fit(const gp_dev_model *m, int optin, size_t *dyn_bytes, size_
 
 /* Whether the cluster kernel fits this model and device; sets r->d1c_size,
  * d1c_clusters, d1c_fused, d1_smem and d1_a_elems when it does.
- * GEPARD_CUDA_DECODE1_FUSED_MLP=0 keeps gate/up and down in phases of their
- * own (four grid barriers per layer instead of three). */
+ * GEPARD_CUDA_DECODE1_FUSED_MLP=1 runs gate/up and down as one phase (three
+ * grid barriers per layer instead of four; measured slower on the H200:
+ * each block's down columns arrive by one small bulk copy per row). */
 bool gp_cuda_decode1c_plan(gp_dev_runner *r) {
     r->d1c_size = 0;
     const gp_dev_model *m = r->m;
@@ -519,7 +518,7 @@ bool gp_cuda_decode1c_plan(gp_dev_runner *r) {
     const char *force = getenv("GEPARD_CUDA_DECODE1_CLUSTER");
     const int want = force ? atoi(force) : 0;
     const char *mlp = getenv("GEPARD_CUDA_DECODE1_FUSED_MLP");
-    const bool fused = !(mlp && !strcmp(mlp, "0"));
+    const bool fused = mlp && !strcmp(mlp, "1");
     size_t bytes8 = 0, a8 = 0, bytes4 = 0, a4 = 0;
     int n8 = 0, n4 = 0;
     if (want == 0 || want == 8)

@@ -565,6 +565,7 @@ TEST(cuda_single_row_kernel_equals_kernels) {
         const char *name, *var, *value;
     } forms[] = {{"default: clusters where they fit", NULL, NULL},
                  {"clusters, gate/up and down in one phase", "GEPARD_CUDA_DECODE1_FUSED_MLP", "1"},
+                 {"clusters, o columns by one bulk copy per row", "GEPARD_CUDA_DECODE1_TMAP", "0"},
                  {"phase per layer", "GEPARD_CUDA_DECODE1", "phase"}};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         float *la, *sa;

@@ -336,6 +336,8 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
     r->d1_barrier = NULL;
     r->d1_ok = false;
     r->d1c_size = 0;
+    free(r->d1c_omaps);
+    r->d1c_omaps = NULL;
 }
 
 bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda_attn_args *args,

@@ -157,6 +157,7 @@ struct gp_dev_runner {
     int d1c_size;     /* the cluster kernel's blocks per cluster (cuda_decode1c.cu), 0: not used */
     int d1c_clusters; /* its clusters */
     bool d1c_fused;   /* gate/up and down in one phase */
+    void *d1c_omaps;  /* host array of the o projections' tensor maps, or NULL */
 };
 
 /* Offsets of the metadata arrays inside runner->meta (ints). */

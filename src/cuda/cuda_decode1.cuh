@@ -301,6 +301,44 @@ __device__ __forceinline__ void gemv_any(bool regs, const __nv_bfloat16 *wbuf, i
         gemv_rows<0>(wbuf, N, K, in, out, add, base);
 }
 
+/* After the final norm (`in`: the normed hidden vector in shared memory):
+ * block 0 writes the hidden vector, and every logit is one warp's dot
+ * product with the heads' f32 rows, plus its bias. */
+__device__ void heads_logits(const float *in, int H, const float *heads, const float *heads_b,
+                             int total, float *hidden, float *logits) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i < H; i += blockDim.x) hidden[i] = in[i];
+    for (int n = warp * gridDim.x + blockIdx.x; n < total; n += gridDim.x * D1_WARPS) {
+        const float4 *w = (const float4 *)(heads + (size_t)n * H);
+        float acc = 0;
+        for (int k = lane; k < H / 4; k += 32) {
+            const float4 wv = __ldg(w + k), iv = ((const float4 *)in)[k];
+            acc += wv.x * iv.x + wv.y * iv.y + wv.z * iv.z + wv.w * iv.w;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) logits[n] = acc + heads_b[n];
+    }
+    __syncthreads();
+}
+
+/* The attention dimensions of a single-row step (host side). */
+inline attn_dims single_row_attn_dims(const gp_dev_runner *r, const gp_dev_kv *kv) {
+    const gp_dev_model_desc &md = r->m->d;
+    attn_dims d;
+    d.D = md.head_dim;
+    d.NH = md.heads;
+    d.NKV = md.kv_heads;
+    d.G = md.heads / md.kv_heads;
+    d.qkv_rows = r->m->qkv_rows;
+    d.half = md.rotary_dim / 2;
+    d.bs = kv->block_size;
+    d.layer = 0;
+    d.bt_stride = r->bt_stride;
+    d.block_elems = kv->block_elems;
+    return d;
+}
+
 } // namespace
 
 #endif

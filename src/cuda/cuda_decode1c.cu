@@ -444,19 +444,7 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
     } else {
         stage_norm(in, p.x, p.final_norm, H, p.eps, false, scratch);
     }
-    if (blockIdx.x == 0)
-        for (int i = threadIdx.x; i < H; i += blockDim.x) p.hidden[i] = in[i];
-    for (int n = warp * gridDim.x + blockIdx.x; n < p.total_logits; n += gridDim.x * D1_WARPS) {
-        const float4 *w = (const float4 *)(p.heads + (size_t)n * H);
-        float acc = 0;
-        for (int k = lane; k < H / 4; k += 32) {
-            const float4 wv = __ldg(w + k), iv = ((const float4 *)in)[k];
-            acc += wv.x * iv.x + wv.y * iv.y + wv.z * iv.z + wv.w * iv.w;
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) p.logits[n] = acc + p.heads_b[n];
-    }
-    __syncthreads();
+    heads_logits(in, H, p.heads, p.heads_b, p.total_logits, p.hidden, p.logits);
     d1_mark(p.prof, 6, t0);
 }
 
@@ -640,16 +628,7 @@ bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_dev_kv *kv, cudaStream_t
     p.rotary = md.rotary_dim;
     p.clusters = r->d1c_clusters;
     p.eps = md.rms_eps;
-    p.d.D = md.head_dim;
-    p.d.NH = md.heads;
-    p.d.NKV = md.kv_heads;
-    p.d.G = md.heads / md.kv_heads;
-    p.d.qkv_rows = m->qkv_rows;
-    p.d.half = md.rotary_dim / 2;
-    p.d.bs = kv->block_size;
-    p.d.layer = 0;
-    p.d.bt_stride = r->bt_stride;
-    p.d.block_elems = kv->block_elems;
+    p.d = single_row_attn_dims(r, kv);
     p.row_seq = r->meta + L.row_seq;
     p.row_pos = r->meta + L.row_pos;
     p.block_table = r->meta + L.block_table;

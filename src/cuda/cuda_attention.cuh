@@ -159,27 +159,20 @@ __device__ __forceinline__ void lane_rope(const float *rope, int half, int rotar
 
 #define ATTN_MAX_SPLITS 32
 
-/* One unit (a warp) of the decode attention of row r and kv head g: the
- * unit's share of consecutive positions 0..pos, written as its own partial
- * (no merge here). The queries of the group and the new position's key and
- * value are normed and rotated from the projection output (no qkv_post
- * kernel); the unit holding the newest position uses that key and value
- * directly and writes them to the cache. Only for steps where every sequence
- * has one row. Activations come through L2 (__ldcg): in the persistent
- * kernel other blocks wrote them earlier in the same launch. Used by k_decode_attention
- * (cuda_kernels.cu) and the single-row step kernel (cuda_decode1.cu). */
+/* One warp's share [begin, end) of positions 0..pos of the attention of
+ * query heads q0 .. q0 + G - 1 (kv head g) of one projection row: the
+ * queries and the new position's key and value are normed and rotated from
+ * the projection output (no qkv_post kernel), the unit holding the newest
+ * position uses that key and value as the cache holds them and, with
+ * `write_new`, stores them in the cache. Returns the online softmax's max,
+ * sum and weighted values per head. Activations come through L2 (__ldcg): in
+ * the persistent kernels other blocks wrote them earlier in the same launch. */
 template <typename KT, int G, int DPL>
 __device__ __forceinline__ void
-decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
-                      const float *k_norm, const float *rope_tab, float eps, int rotary,
-                      const int *row_seq, const int *row_pos, const int *block_table, KT *kv,
-                      int units, float *part, int r, int g, int unit, int lane) {
-    const int pos = row_pos[r], n = pos + 1, seq = row_seq[r];
-    const int per = (n + units - 1) / units;
-    const int begin = unit * per, end = min(n, begin + per);
-    const int *bt = block_table + (size_t)seq * d.bt_stride;
-    const float *row = qkv + (size_t)r * d.qkv_rows;
-    const float *rope = rope_tab + (size_t)r * 2 * d.half;
+attention_span(const attn_dims &d, const float *row, const float *q_norm, const float *k_norm,
+               const float *rope, float eps, int rotary, int pos, const int *bt, KT *kv, int q0,
+               int g, int begin, int end, bool write_new, int lane, float (&m)[G], float (&l)[G],
+               float (&acc)[G][DPL]) {
     const bool owns_new = begin <= pos && pos < end;
     const int last = owns_new ? end - 1 : end; /* cached positions [begin, last) */
     /* Every independent load first — the unit's first cached key and value,
@@ -199,14 +192,14 @@ decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
             kgain[j] = k_norm[lane * DPL + j];
         }
     }
-    float qv[G][DPL], acc[G][DPL], m[G], l[G];
+    float qv[G][DPL];
     float cs[DPL], sn[DPL], qgain[DPL];
     lane_rope<DPL>(rope, d.half, rotary, lane, cs, sn);
 #pragma unroll
     for (int j = 0; j < DPL; j++) qgain[j] = q_norm[lane * DPL + j];
 #pragma unroll
     for (int gg = 0; gg < G; gg++) {
-        const float *src = row + (size_t)(g * G + gg) * 2 * d.D + lane * DPL;
+        const float *src = row + (size_t)(q0 + gg) * 2 * d.D + lane * DPL;
 #pragma unroll
         for (int j = 0; j < DPL; j++) qv[gg][j] = __ldcg(src + j);
     }
@@ -228,8 +221,10 @@ decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
         KT *vd = kv + kv_index(d, block, 1, g, pos % d.bs) + lane * DPL;
 #pragma unroll
         for (int j = 0; j < DPL; j++) {
-            store(&kd[j], knew[j]);
-            store(&vd[j], vnew[j]);
+            if (write_new) {
+                store(&kd[j], knew[j]);
+                store(&vd[j], vnew[j]);
+            }
             knew[j] = as_stored(kd, knew[j]);
             vnew[j] = as_stored(vd, vnew[j]);
         }
@@ -252,6 +247,27 @@ decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
             vv[j] = vn[j];
         }
     }
+}
+
+/* One unit (a warp) of the decode attention of row r and kv head g: the
+ * unit's share of consecutive positions 0..pos for the group's query heads
+ * (attention_span), written as its own partial (no merge here). Only for
+ * steps where every sequence has one row. Used by k_decode_attention
+ * (cuda_kernels.cu) and the single-row step kernel (cuda_decode1.cu). */
+template <typename KT, int G, int DPL>
+__device__ __forceinline__ void
+decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
+                      const float *k_norm, const float *rope_tab, float eps, int rotary,
+                      const int *row_seq, const int *row_pos, const int *block_table, KT *kv,
+                      int units, float *part, int r, int g, int unit, int lane) {
+    const int pos = row_pos[r], n = pos + 1, seq = row_seq[r];
+    const int per = (n + units - 1) / units;
+    const int begin = unit * per, end = min(n, begin + per);
+    float acc[G][DPL], m[G], l[G];
+    attention_span<KT, G, DPL>(d, qkv + (size_t)r * d.qkv_rows, q_norm, k_norm,
+                               rope_tab + (size_t)r * 2 * d.half, eps, rotary, pos,
+                               block_table + (size_t)seq * d.bt_stride, kv, g * G, g, begin, end,
+                               true, lane, m, l, acc);
     float *out = part + (((size_t)r * d.NKV + g) * units + unit) * (size_t)G * (d.D + 2);
 #pragma unroll
     for (int gg = 0; gg < G; gg++) {
@@ -262,6 +278,23 @@ decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
             out[G + gg] = l[gg];
         }
     }
+}
+
+/* The attention dimensions of a step (host side). */
+inline attn_dims dims_of(const gp_cuda_attn_args *a) {
+    const gp_dev_model_desc &md = a->m->d;
+    attn_dims d;
+    d.D = md.head_dim;
+    d.NH = md.heads;
+    d.NKV = md.kv_heads;
+    d.G = md.heads / md.kv_heads;
+    d.qkv_rows = a->m->qkv_rows;
+    d.half = md.rotary_dim / 2;
+    d.bs = a->kv->block_size;
+    d.layer = a->layer;
+    d.bt_stride = a->bt_stride;
+    d.block_elems = a->kv->block_elems;
+    return d;
 }
 
 /* Merge the units' partials of query head h of row r, normalise, gate and

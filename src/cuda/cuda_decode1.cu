@@ -36,21 +36,12 @@
 
 namespace {
 
-struct d1_args {
-    const d1_layer *layers;
-    int n_layers, H, I, NHD, qkv_rows, total_logits, units, rotary;
-    float eps;
-    attn_dims d; /* d.layer is set per layer */
-    const int *row_seq, *row_pos, *block_table;
-    __nv_bfloat16 *kv;
-    const float *rope, *final_norm, *heads, *heads_b;
-    float *x, *qkv, *part, *gu, *hidden, *logits;
-    __nv_bfloat16 *a;         /* the o projection's input */
-    unsigned *barrier;        /* [2]: blocks arrived, generation */
-    int buf_a_elems;          /* bf16 elements of buffer A (q/k/v and gate/up slices) */
-    unsigned long long *prof; /* phase times (GEPARD_CUDA_DECODE1_PROFILE=1) or NULL */
-    int pieces;               /* each o and gate/up copy in 1-3 pieces over the phases */
-    bool regs;                /* K = 1024 projections keep their inputs in registers */
+struct d1_args : d1_step_args {
+    int NHD, units;
+    float *part;
+    __nv_bfloat16 *a; /* the o projection's input */
+    int pieces;       /* each o and gate/up copy in 1-3 pieces over the phases */
+    bool regs;        /* K = 1024 projections keep their inputs in registers */
 };
 
 /* The attention output of query head h, dims c0 .. c0 + 31: the units'
@@ -106,13 +97,8 @@ template <int G> __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1(cons
     const int H = p.H, I = p.I, NHD = p.NHD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     attn_dims d = p.d;
-    d1_buf buf_a = {(__nv_bfloat16 *)d1_smem, &bars[0], 0};
-    d1_buf buf_b = {(__nv_bfloat16 *)d1_smem + p.buf_a_elems, &bars[1], 0};
-    if (threadIdx.x == 0) {
-        mbar_init(&bars[0]);
-        mbar_init(&bars[1]);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    d1_buf buf_a, buf_b;
+    init_weight_buffers(d1_smem, bars, p.buf_a_elems, buf_a, buf_b);
     /* the row's position and block table, once for all layers */
     if (threadIdx.x == 0) {
         s_pos = p.row_pos[0];
@@ -328,45 +314,18 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
     r->d1c_omaps = NULL;
 }
 
-bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda_attn_args *args,
-                            cudaStream_t s) {
+bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, cudaStream_t s) {
     if (!r->d1_ok || r->bt_stride > D1_MAX_BLOCK_TABLE) return false;
-    if (r->d1c_size) return gp_cuda_decode1c_launch(r, kv, s);
+    if (r->d1c_size) return gp_cuda_decode1c_launch(r, args, s);
     const gp_dev_model *m = r->m;
     const gp_dev_model_desc &md = m->d;
-    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
-    d1_args p;
-    memset(&p, 0, sizeof p);
-    p.layers = (const d1_layer *)r->d1_layers;
-    p.n_layers = md.layers;
-    p.H = md.hidden;
-    p.I = md.intermediate;
+    d1_args p{};
+    fill_step_args(p, r, args);
     p.NHD = md.heads * md.head_dim;
-    p.qkv_rows = m->qkv_rows;
-    p.total_logits = md.total_logits;
     p.units = args->splits * ATTN_WARPS;
     if (r->d1_units > 0) p.units = r->d1_units < p.units ? r->d1_units : p.units;
-    p.rotary = md.rotary_dim;
-    p.eps = md.rms_eps;
-    p.d = single_row_attn_dims(r, kv);
-    p.row_seq = r->meta + L.row_seq;
-    p.row_pos = r->meta + L.row_pos;
-    p.block_table = r->meta + L.block_table;
-    p.kv = (__nv_bfloat16 *)kv->data;
-    p.rope = r->rope;
-    p.final_norm = m->final_norm;
-    p.heads = m->heads;
-    p.heads_b = m->heads_b;
-    p.x = r->x;
-    p.qkv = r->qkv;
     p.part = r->part;
-    p.gu = r->gu;
-    p.hidden = r->hidden;
-    p.logits = r->logits;
     p.a = (__nv_bfloat16 *)r->a;
-    p.barrier = r->d1_barrier;
-    p.buf_a_elems = (int)r->d1_a_elems;
-    p.prof = r->d1_prof;
     p.pieces = r->d1_pieces;
     p.regs = r->d1_regs;
     const int blocks = m->multiprocessors;

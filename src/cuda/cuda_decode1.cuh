@@ -155,6 +155,19 @@ __device__ __forceinline__ void prefetch_rows(const d1_buf &b, const __nv_bfloat
               (unsigned)(16 * (u1 - u0)), b.bar, piece == pieces - 1);
 }
 
+/* The two weight buffers in the dynamic shared memory (A first, a_elems
+ * long; B after it), their mbarriers initialised by thread 0. */
+__device__ __forceinline__ void init_weight_buffers(unsigned char *smem, unsigned long long *bars,
+                                                    int a_elems, d1_buf &a, d1_buf &b) {
+    a = {(__nv_bfloat16 *)smem, &bars[0], 0};
+    b = {(__nv_bfloat16 *)smem + a_elems, &bars[1], 0};
+    if (threadIdx.x == 0) {
+        mbar_init(&bars[0]);
+        mbar_init(&bars[1]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+}
+
 /* Every thread waits for the buffer's copy. */
 __device__ __forceinline__ void wait_rows(d1_buf &b) {
     mbar_wait(b.bar, b.parity);
@@ -322,21 +335,52 @@ __device__ void heads_logits(const float *in, int H, const float *heads, const f
     __syncthreads();
 }
 
-/* The attention dimensions of a single-row step (host side). */
-inline attn_dims single_row_attn_dims(const gp_dev_runner *r, const gp_dev_kv *kv) {
-    const gp_dev_model_desc &md = r->m->d;
-    attn_dims d;
-    d.D = md.head_dim;
-    d.NH = md.heads;
-    d.NKV = md.kv_heads;
-    d.G = md.heads / md.kv_heads;
-    d.qkv_rows = r->m->qkv_rows;
-    d.half = md.rotary_dim / 2;
-    d.bs = kv->block_size;
-    d.layer = 0;
-    d.bt_stride = r->bt_stride;
-    d.block_elems = kv->block_elems;
-    return d;
+/* What both single-row kernels read: the layers, the row's metadata and
+ * cache, the step's buffers and the grid barrier. */
+struct d1_step_args {
+    const d1_layer *layers;
+    int n_layers, H, I, qkv_rows, total_logits, rotary;
+    float eps;
+    attn_dims d; /* d.layer is set per layer */
+    const int *row_seq, *row_pos, *block_table;
+    __nv_bfloat16 *kv;
+    const float *rope, *final_norm, *heads, *heads_b;
+    float *x, *qkv, *gu, *hidden, *logits;
+    unsigned *barrier;        /* [2]: blocks arrived, generation */
+    int buf_a_elems;          /* bf16 elements of buffer A (q/k/v and gate/up slices) */
+    unsigned long long *prof; /* phase times (GEPARD_CUDA_DECODE1_PROFILE=1) or NULL */
+};
+
+/* Those of this runner's one-row step (host side). */
+inline void fill_step_args(d1_step_args &p, const gp_dev_runner *r, const gp_cuda_attn_args *args) {
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc &md = m->d;
+    const gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+    p.layers = (const d1_layer *)r->d1_layers;
+    p.n_layers = md.layers;
+    p.H = md.hidden;
+    p.I = md.intermediate;
+    p.qkv_rows = m->qkv_rows;
+    p.total_logits = md.total_logits;
+    p.rotary = md.rotary_dim;
+    p.eps = md.rms_eps;
+    p.d = dims_of(args);
+    p.row_seq = r->meta + L.row_seq;
+    p.row_pos = r->meta + L.row_pos;
+    p.block_table = r->meta + L.block_table;
+    p.kv = (__nv_bfloat16 *)args->kv->data;
+    p.rope = r->rope;
+    p.final_norm = m->final_norm;
+    p.heads = m->heads;
+    p.heads_b = m->heads_b;
+    p.x = r->x;
+    p.qkv = r->qkv;
+    p.gu = r->gu;
+    p.hidden = r->hidden;
+    p.logits = r->logits;
+    p.barrier = r->d1_barrier;
+    p.buf_a_elems = (int)r->d1_a_elems;
+    p.prof = r->d1_prof;
 }
 
 } // namespace

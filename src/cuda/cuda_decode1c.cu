@@ -54,18 +54,9 @@ namespace cg = cooperative_groups;
 
 namespace {
 
-struct d1c_args {
-    const d1_layer *layers;
-    int n_layers, H, I, NH, qkv_rows, total_logits, rotary, clusters;
-    float eps;
-    attn_dims d; /* d.layer is set per layer */
-    const int *row_seq, *row_pos, *block_table;
-    __nv_bfloat16 *kv;
-    const float *rope, *final_norm, *heads, *heads_b;
-    float *x, *qkv, *opart, *dpart, *gu, *hidden, *logits;
-    unsigned *barrier;
-    int buf_a_elems;
-    unsigned long long *prof;
+struct d1c_args : d1_step_args {
+    int NH, clusters;
+    float *opart, *dpart; /* the heads' o partials [NH][H], the clusters' down partials */
     bool o_tmap; /* the o columns by 2-D tensor copies (o_map), else one bulk copy per row */
     CUtensorMap o_map[D1C_MAX_LAYERS];
 };
@@ -126,82 +117,6 @@ __device__ __forceinline__ void prefetch_box_rows(const d1_buf &b, const CUtenso
                      : "memory");
 }
 
-/* One warp's share [begin, end) of positions 0..pos of query head h's
- * attention (kv head g), head_dim 256 (8 dims per lane): the query and the
- * newest key normed and rotated from the projection row, the newest value
- * taken from it as the cache holds it; returns the online softmax's max,
- * sum and weighted values. With `write_new` the unit holding the newest
- * position also stores its key and value in the cache. */
-__device__ __forceinline__ void
-head_attention_unit(const attn_dims &d, const float *row, const float *q_norm, const float *k_norm,
-                    const float *rope, float eps, int rotary, int pos, const int *bt,
-                    __nv_bfloat16 *kv, int h, int g, int begin, int end, bool write_new, int lane,
-                    float &m, float &l, float (&acc)[8]) {
-    const bool owns_new = begin <= pos && pos < end;
-    const int last = owns_new ? end - 1 : end; /* cached positions [begin, last) */
-    float kk[8], vv[8];
-    int p = begin;
-    if (p < last) load_kv<__nv_bfloat16, 8>(d, kv, bt, p, g, lane, kk, vv);
-    float knew[8], vnew[8], kgain[8];
-    if (owns_new) {
-        const float *ks = row + (size_t)2 * d.NH * d.D + (size_t)g * d.D + lane * 8;
-        const float *vs = ks + (size_t)d.NKV * d.D;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            knew[j] = __ldcg(ks + j);
-            vnew[j] = __ldcg(vs + j);
-            kgain[j] = k_norm[lane * 8 + j];
-        }
-    }
-    float qv[1][8], a1[1][8], m1[1] = {-INFINITY}, l1[1] = {0.0f};
-    float cs[8], sn[8], qgain[8];
-    lane_rope<8>(rope, d.half, rotary, lane, cs, sn);
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        qgain[j] = q_norm[lane * 8 + j];
-        qv[0][j] = __ldcg(row + (size_t)h * 2 * d.D + lane * 8 + j);
-        a1[0][j] = 0.0f;
-    }
-    warp_norm_rope<8>(qv[0], qgain, cs, sn, d.half, rotary, eps, lane);
-    if (owns_new) {
-        warp_norm_rope<8>(knew, kgain, cs, sn, d.half, rotary, eps, lane);
-        const int block = bt[pos / d.bs];
-        __nv_bfloat16 *kd = kv + kv_index(d, block, 0, g, pos % d.bs) + lane * 8;
-        __nv_bfloat16 *vd = kv + kv_index(d, block, 1, g, pos % d.bs) + lane * 8;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            if (write_new) {
-                store(&kd[j], knew[j]);
-                store(&vd[j], vnew[j]);
-            }
-            knew[j] = as_stored(kd, knew[j]);
-            vnew[j] = as_stored(vd, vnew[j]);
-        }
-    }
-    const float scale = 1.0f / sqrtf((float)d.D);
-    for (; p < end; p++) {
-        float kn[8], vn[8];
-        if (p + 1 < last) load_kv<__nv_bfloat16, 8>(d, kv, bt, p + 1, g, lane, kn, vn);
-        if (p == pos) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                kk[j] = knew[j];
-                vv[j] = vnew[j];
-            }
-        }
-        attend_position<1, 8>(qv, kk, vv, scale, m1, l1, a1);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            kk[j] = kn[j];
-            vv[j] = vn[j];
-        }
-    }
-    m = m1[0];
-    l = l1[0];
-#pragma unroll
-    for (int j = 0; j < 8; j++) acc[j] = a1[0][j];
-}
-
 /* Cluster c's share of the MLP's intermediate vector when gate/up and
  * down run in one phase: [i0, i0 + n) in whole 8-element units, and this
  * block's part of it, [b0, b1). */
@@ -256,13 +171,8 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int rank = (int)cluster.block_rank(), c = blockIdx.x / CS;
     attn_dims d = p.d;
-    d1_buf buf_a = {(__nv_bfloat16 *)d1_smem, &bars[0], 0};
-    d1_buf buf_b = {(__nv_bfloat16 *)d1_smem + p.buf_a_elems, &bars[1], 0};
-    if (threadIdx.x == 0) {
-        mbar_init(&bars[0]);
-        mbar_init(&bars[1]);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    d1_buf buf_a, buf_b;
+    init_weight_buffers(d1_smem, bars, p.buf_a_elems, buf_a, buf_b);
     const int pos = p.row_pos[0];
     const int *bt_src = p.block_table + (size_t)p.row_seq[0] * d.bt_stride;
     for (int i = threadIdx.x; i < d.bt_stride; i += blockDim.x) s_bt[i] = bt_src[i];
@@ -314,14 +224,15 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
             prefetch_rows(buf_a, L.gu, 2 * I, H);
         }
         {
-            float m, lsum, acc[8];
-            head_attention_unit(d, p.qkv, q_norm, k_norm, p.rope, p.eps, p.rotary, pos, s_bt, p.kv,
-                                h, g, begin, end, write_new, lane, m, lsum, acc);
+            float m[1], lsum[1], acc[1][8];
+            attention_span<__nv_bfloat16, 1, 8>(d, p.qkv, q_norm, k_norm, p.rope, p.eps, p.rotary,
+                                                pos, s_bt, p.kv, h, g, begin, end, write_new, lane,
+                                                m, lsum, acc);
 #pragma unroll
-            for (int j = 0; j < 8; j++) in[warp * D + lane * 8 + j] = acc[j];
+            for (int j = 0; j < 8; j++) in[warp * D + lane * 8 + j] = acc[0][j];
             if (lane == 0) {
-                wm[warp] = m;
-                wl[warp] = lsum;
+                wm[warp] = m[0];
+                wl[warp] = lsum[0];
             }
         }
         __syncthreads();
@@ -471,21 +382,31 @@ d1c_plan plan_for(const gp_dev_model *m, int CS, int clusters, bool fused) {
     return p;
 }
 
+/* A launch of `clusters` clusters of CS blocks (attr: its one attribute). */
+cudaLaunchConfig_t cluster_launch(int CS, int clusters, size_t dyn_bytes, cudaStream_t s,
+                                  cudaLaunchAttribute *attr) {
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)CS;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(CS * clusters));
+    cfg.blockDim = dim3(D1_THREADS);
+    cfg.dynamicSmemBytes = dyn_bytes;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
+/* Sets the kernel's shared-memory size and asks how many of its clusters
+ * can be resident at once. */
 template <int CS, bool F> cudaError_t configure(size_t dyn_bytes, int clusters, int *fit) {
     cudaError_t e = cudaFuncSetAttribute(
         k_decode1c<CS, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn_bytes);
     if (e != cudaSuccess) return e;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)(CS * clusters));
-    cfg.blockDim = dim3(D1_THREADS);
-    cfg.dynamicSmemBytes = dyn_bytes;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cluster_launch(CS, clusters, dyn_bytes, 0, &attr);
     return cudaOccupancyMaxActiveClusters(fit, k_decode1c<CS, F>, &cfg);
 }
 
@@ -596,75 +517,27 @@ bool gp_cuda_decode1c_plan(gp_dev_runner *r) {
     r->d1c_fused = fused;
     r->d1_smem = eight ? bytes8 : bytes4;
     r->d1_a_elems = eight ? a8 : a4;
-    /* the chosen kernel's shared-memory attribute must be the plan's */
-    int fit = 0;
-    const size_t b = r->d1_smem;
-    const int n = r->d1c_clusters;
-    cudaError_t e =
-        eight ? (fused ? configure<8, true>(b, n, &fit) : configure<8, false>(b, n, &fit))
-              : (fused ? configure<4, true>(b, n, &fit) : configure<4, false>(b, n, &fit));
-    if (e != cudaSuccess || fit < n) {
-        cudaGetLastError();
-        r->d1c_size = 0;
-        return false;
-    }
     r->d1c_omaps = o_tensor_maps(m);
     return true;
 }
 
-bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_dev_kv *kv, cudaStream_t s) {
-    const gp_dev_model *m = r->m;
-    const gp_dev_model_desc &md = m->d;
-    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
-    d1c_args p;
-    memset(&p, 0, sizeof p);
-    p.layers = (const d1_layer *)r->d1_layers;
-    p.n_layers = md.layers;
-    p.H = md.hidden;
-    p.I = md.intermediate;
+bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, cudaStream_t s) {
+    const gp_dev_model_desc &md = r->m->d;
+    d1c_args p{};
+    fill_step_args(p, r, args);
     p.NH = md.heads;
-    p.qkv_rows = m->qkv_rows;
-    p.total_logits = md.total_logits;
-    p.rotary = md.rotary_dim;
     p.clusters = r->d1c_clusters;
-    p.eps = md.rms_eps;
-    p.d = single_row_attn_dims(r, kv);
-    p.row_seq = r->meta + L.row_seq;
-    p.row_pos = r->meta + L.row_pos;
-    p.block_table = r->meta + L.block_table;
-    p.kv = (__nv_bfloat16 *)kv->data;
-    p.rope = r->rope;
-    p.final_norm = m->final_norm;
-    p.heads = m->heads;
-    p.heads_b = m->heads_b;
-    p.x = r->x;
-    p.qkv = r->qkv;
     /* [NH][H] and [clusters][H]: far smaller than the attention partials
      * the buffer holds otherwise */
     p.opart = r->part;
     p.dpart = r->part + (size_t)md.heads * md.hidden;
-    p.gu = r->gu;
-    p.hidden = r->hidden;
-    p.logits = r->logits;
-    p.barrier = r->d1_barrier;
-    p.buf_a_elems = (int)r->d1_a_elems;
-    p.prof = r->d1_prof;
     if (r->d1c_omaps) {
         p.o_tmap = true;
         memcpy(p.o_map, r->d1c_omaps, (size_t)md.layers * sizeof(CUtensorMap));
     }
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)r->d1c_size;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)(r->d1c_size * r->d1c_clusters));
-    cfg.blockDim = dim3(D1_THREADS);
-    cfg.dynamicSmemBytes = r->d1_smem;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        cluster_launch(r->d1c_size, r->d1c_clusters, r->d1_smem, s, &attr);
     cudaError_t e;
     if (r->d1c_size == 8)
         e = r->d1c_fused ? cudaLaunchKernelEx(&cfg, k_decode1c<8, true>, p)

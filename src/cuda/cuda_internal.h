@@ -235,11 +235,11 @@ void gp_cuda_gemv_run(const gp_cuda_gemv *g, bool f32_weights, cudaStream_t s);
  * launch in place of the layers + heads of a one-row decode step. */
 int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st);
 void gp_cuda_decode1_release(gp_dev_runner *r);
-bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_dev_kv *kv, const gp_cuda_attn_args *args,
+bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_cuda_attn_args *args,
                             cudaStream_t s); /* false: not for this step (take the kernels) */
 /* The cluster form of that kernel (cuda_decode1c.cu): plan (sets d1c_size,
  * d1c_clusters, d1_smem, d1_a_elems; false when it does not fit) and launch. */
 bool gp_cuda_decode1c_plan(gp_dev_runner *r);
-bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_dev_kv *kv, cudaStream_t s);
+bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, cudaStream_t s);
 
 #endif

@@ -396,22 +396,6 @@ int grid_for(size_t n) {
     return (int)(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks);
 }
 
-attn_dims dims_of(const gp_cuda_attn_args *a) {
-    const gp_dev_model_desc &md = a->m->d;
-    attn_dims d;
-    d.D = md.head_dim;
-    d.NH = md.heads;
-    d.NKV = md.kv_heads;
-    d.G = md.heads / md.kv_heads;
-    d.qkv_rows = a->m->qkv_rows;
-    d.half = md.rotary_dim / 2;
-    d.bs = a->kv->block_size;
-    d.layer = a->layer;
-    d.bt_stride = a->bt_stride;
-    d.block_elems = a->kv->block_elems;
-    return d;
-}
-
 /* ---------------- decode attention (one row per sequence) ---------------- */
 
 /* Block (row, kv head, split) of 4 warps, each warp its own unit. */

@@ -328,7 +328,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
                         I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny &&
                         r->n_uses == 0;
     /* One row: the layers and heads as one persistent kernel. */
-    if (skinny && fused_attn && rows == 1 && seqs == 1 && gp_cuda_decode1_launch(r, kv, &args, s))
+    if (skinny && fused_attn && rows == 1 && seqs == 1 && gp_cuda_decode1_launch(r, &args, s))
         return gp_cuda_check(cudaGetLastError(), "single-row step kernel", st);
     for (int l = 0; l < d->layers; l++) {
         const gp_cuda_layer *Ly = &m->layers[l];

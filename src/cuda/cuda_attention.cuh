@@ -1,7 +1,8 @@
 /* cuda_attention.cuh — the device functions of the decode attention that
- * two kernels share: k_decode_attention / k_attn_merge (cuda_kernels.cu, one
- * launch each per layer) and the single-row step kernel (cuda_decode1.cu,
- * one phase each of one persistent kernel). Keys and values live in the
+ * three kernels share: k_decode_attention / k_attn_merge (cuda_kernels.cu,
+ * one launch each per layer), the single-row step kernel (cuda_decode1.cu,
+ * one phase each of one persistent kernel) and its cluster form
+ * (cuda_decode1c.cu: attention_span per query head). Keys and values live in the
  * paged cache (block tables), queries and keys are normed and rotated from
  * the fused q/gate/k/v projection, and the sigmoid gate is applied when the
  * partials are merged. Included by .cu files only; everything is internal

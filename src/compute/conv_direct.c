@@ -79,7 +79,7 @@ const char *gp_dconv_isa_name(gp_dconv_isa isa) {
 
 /* Register tiles per instruction set: accumulators + operands fit the 32 zmm / 16 ymm. */
 static const gp_dconv_geometry geometry_avx512 = {6, 4, 2, 8, 16};
-static const gp_dconv_geometry geometry_avx2 = {4, 3, 1, 8, 8};
+static const gp_dconv_geometry geometry_avx2 = {6, 2, 1, 8, 8};
 
 const gp_dconv_geometry *gp_dconv_geometry_for(gp_dconv_isa isa) {
     return isa == GP_DCONV_AVX512 ? &geometry_avx512 : isa == GP_DCONV_AVX2 ? &geometry_avx2 : NULL;

@@ -22,6 +22,10 @@
 #define TILE_W 24 /* tile buffer row length */
 #define TILE_R 8  /* tile buffer rows */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
+/* Weights stream from memory once per frame when a stream decodes frame by frame:
+ * prefetch them as conv_direct_avx512.c does (non-temporal). */
+#define PF_FLOATS 2048 /* channel layout: 8 KB ahead */
+#define PF_TIME 1024   /* time layout: 4 KB ahead */
 
 static ALWAYS_INLINE __m256i tail_mask(size_t left) {
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -126,6 +130,8 @@ static ALWAYS_INLINE void ktime(const int mr, const int nr, const bool full, con
         for (int j = 0; j < nr; j++) acc[i][j] = _mm256_set1_ps(bias[i]);
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
+        for (int l = 0; l < mr * k; l += 16)
+            _mm_prefetch((const char *)(w + PF_TIME + l), _MM_HINT_NTA);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m256 xv[NR];
 #pragma GCC unroll 3
@@ -155,6 +161,7 @@ static ALWAYS_INLINE void kchan(const int nn, const float *w, const float *bias,
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += 8) {
+            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_NTA);
             const __m256 wv = _mm256_load_ps(w);
 #pragma GCC unroll 8
             for (int j = 0; j < nn; j++)

@@ -39,6 +39,7 @@
 #include "base/dtype.h"
 #include "base/rng.h"
 #include "compute/attention.h"
+#include "compute/conv_direct.h"
 #include "compute/kernels.h"
 #include "compute/kv_cache.h"
 #include "golden.h"
@@ -754,4 +755,28 @@ TEST(kernels_pool_wakes_sleeping_workers) {
         for (int i = 0; i < n; i++) CHECK_EQ_INT(ctx.hits[i], 1);
     }
     gp_pool_free(pool);
+}
+
+/* GEPARD_KERNELS=avx2 stands for a CPU without AVX-512 (how this project measures the
+ * AVX2 machines it does not have): neither oneDNN's bf16 matmul nor the AMX tiles may
+ * serve prefill or the codec then, whatever this CPU has. */
+TEST(kernels_avx2_cap_leaves_out_the_avx512_paths) {
+    setenv("GEPARD_KERNELS", "avx2", 1);
+    unsetenv("GEPARD_PREFILL");
+    unsetenv("GEPARD_TILES");
+    if (gp_kernels_active() != GP_KERNELS_AVX2) {
+        test_note("no AVX2 on this CPU: skipped");
+        return;
+    }
+    CHECK(gp_dconv_best_isa() == GP_DCONV_AVX2);
+    CHECK(gp_dconv_tiles_mode() == NULL);
+    gp_model_load_options o = gp_model_load_default_options();
+    gp_model *m = NULL;
+    gp_error err;
+    REQUIRE_OK(gp_model_load(test_fixture("model-tiny/model"), &o, &m, &err), &err);
+    test_note("prefill: %s", m->prefill_why);
+    CHECK(!m->prefill_onednn && !m->prefill_tiles);
+    CHECK(strstr(m->prefill_why, "GEPARD_KERNELS=avx2") != NULL);
+    CHECK(strstr(m->prefill_why, "widened once per block") != NULL);
+    gp_model_free(m);
 }

@@ -53,11 +53,14 @@ static bool amx_usable(void) {
 #endif
 
 /* The hardware is probed once; GEPARD_TILES is read at every call (packing and each run),
- * so a test can compare the emulation with the unit in one process. */
+ * so a test can compare the emulation with the unit in one process. GEPARD_TILES=emulate
+ * runs the emulation whatever the CPU. */
 const char *gp_dconv_tiles_mode(void) {
     const char *env = getenv("GEPARD_TILES");
     if (env && !strcmp(env, "emulate")) return "emulated";
     if (env && !strcmp(env, "off")) return NULL;
+    /* GEPARD_KERNELS=avx2 (or scalar) stands for a CPU without AVX-512, so without AMX */
+    if (gp_dconv_best_isa() < GP_DCONV_AVX512) return NULL;
     int amx = atomic_load_explicit(&amx_state, memory_order_relaxed);
     if (amx < 0) {
         amx = 0;

@@ -39,6 +39,10 @@ bool gp_prefill_widen_choose(const gp_matrix *probe, char *why, size_t why_size)
         return env[0] == '1';
     }
     gp_prefill_widen_set(false);
+    if (gp_kernels_active() == GP_KERNELS_AVX2) {
+        snprintf(why, why_size, "bf16 widened once per block (as the AVX2 kernels always do)");
+        return false;
+    }
     if (gp_kernels_active() != GP_KERNELS_AVX512 || probe->format != GP_WEIGHTS_BF16) {
         snprintf(why, why_size, "bf16 widened per row group");
         return false;

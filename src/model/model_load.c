@@ -273,6 +273,13 @@ static int choose_onednn(gp_model *m, gp_error *err) {
         snprintf(m->prefill_why, sizeof m->prefill_why, "native: oneDNN's path needs bf16 weights");
         return GEPARD_OK;
     }
+    if (!forced && gp_kernels_active() < GP_KERNELS_AVX512) {
+        snprintf(m->prefill_why, sizeof m->prefill_why,
+                 "native: GEPARD_KERNELS=%s stands for a CPU without AVX-512 (oneDNN's bf16 "
+                 "matmul and the AMX tiles are not tried)",
+                 gp_kernel_level_name(gp_kernels_active()));
+        return GEPARD_OK;
+    }
     if (!forced && !cpu_has_bf16_matrix()) {
         snprintf(m->prefill_why, sizeof m->prefill_why,
                  "native: no bf16 matrix instructions (AVX512-BF16 or AMX-BF16) for oneDNN");

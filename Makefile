@@ -254,10 +254,13 @@ bench-kernels: $(REL_LIB)
 # The library is rebuilt with clang and -fsanitize=fuzzer-no-link,address,undefined
 # into build/fuzz/obj/ (the release and asan objects are gcc's); each harness
 # links against that archive. `make fuzz` runs every target FUZZ_SECONDS on
-# one core at low priority; `make test` runs each for FUZZ_SMOKE_SECONDS.
+# one core at low priority (FUZZ_JOBS=N: N at once); `make test` runs each for
+# FUZZ_SMOKE_SECONDS, FUZZ_SMOKE_JOBS (one per CPU) at once.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_JOBS ?= 1
+FUZZ_SMOKE_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_NAMES := $(patsubst fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 FUZZ_TARGETS ?= $(FUZZ_NAMES)
@@ -293,14 +296,14 @@ fuzz:
 	@if [ -z "$(FUZZ_HAVE_CC)" ]; then echo "fuzz: skipped ($(FUZZ_CC) not found)"; exit 1; fi
 	@$(MAKE) --no-print-directory fuzz-build
 	@sh scripts/fuzz-seeds.sh $(BUILD)/fuzz/seeds
-	@sh scripts/fuzz-run.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@FUZZ_JOBS=$(FUZZ_JOBS) sh scripts/fuzz-run.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # A short run of every harness, part of `make test`: fails the build on a
 # crash, prints "skipped" without clang.
 fuzz-smoke:
 	@if [ -z "$(FUZZ_HAVE_CC)" ]; then echo "fuzz: skipped ($(FUZZ_CC) not found; the harnesses need clang)"; \
 	else $(MAKE) --no-print-directory fuzz-build && sh scripts/fuzz-seeds.sh $(BUILD)/fuzz/seeds && \
-	  sh scripts/fuzz-run.sh $(BUILD)/fuzz $(FUZZ_SMOKE_SECONDS) $(FUZZ_NAMES); fi
+	  FUZZ_JOBS=$(FUZZ_SMOKE_JOBS) sh scripts/fuzz-run.sh $(BUILD)/fuzz $(FUZZ_SMOKE_SECONDS) $(FUZZ_NAMES); fi
 
 FORMAT_FILES = $(shell find include src tests examples bench fuzz -name '*.[ch]' 2>/dev/null)
 format:

@@ -52,7 +52,9 @@
 #        and on all cores, at the best kernel level and with GEPARD_KERNELS=avx2,
 #        each run interleaved with the previous build's programs when the bundle
 #        has them (.device/base.tar.xz: `make device-bundle DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
-#        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it.
+#        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it;
+#        CPU_ENV_VARIANTS="NAME:VAR=VALUE[+VAR=VALUE] ..." adds this build's bench
+#        under each setting to every round (e.g. "pf4k:GEPARD_DECODE_PREFETCH=4096").
 # prefill: the prefill choices on this CPU (issue 15): prefill_bench at
 #        26 and 64 rows with GEPARD_PREFILL=native (with the load-time choice
 #        of bf16 widening, and with GEPARD_PREFILL_WIDEN=1 and 0), onednn and
@@ -373,6 +375,13 @@ if want cpu; then
                             --model /tmp/rs/model --codec /tmp/rs/codec --threads $cores \
                             --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
                         echo "bench $b kernels=$kernels cores=$cores rep=$rep: $(cat "$f")"
+                    done
+                    for v in ${CPU_ENV_VARIANTS:-}; do # NAME:VAR=VALUE[+VAR=VALUE] of this build
+                        f="$out/cpu-${v%%:*}-$kernels-$cores-$rep.json"
+                        env $kenv $(echo "${v#*:}" | tr '+' ' ') taskset -c $cpus "$bin/gepard" \
+                            bench --device cpu --model /tmp/rs/model --codec /tmp/rs/codec \
+                            --threads $cores --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
+                        echo "bench ${v%%:*} kernels=$kernels cores=$cores rep=$rep: $(cat "$f")"
                     done
                 done
             done

@@ -93,17 +93,18 @@ TEST(codec_direct_chunking_is_bit_exact) {
     }
 }
 
-/* Three streams at different points of their utterances, decoded together two frames per
- * call, give each stream's own samples bit for bit. */
-static void check_multi(gp_codec_kernels kernels, int threads) {
+/* N (3 or 4) streams at different points of their utterances, decoded together two frames
+ * per call, give each stream's own samples bit for bit. (4 streams on 2 threads take the
+ * convolutions' signal groups, 3 their spans of time.) */
+static void check_multi_n(gp_codec_kernels kernels, int threads, int N) {
     gp_error err;
     gp_codec *c = load_nano(96, kernels, threads, &err);
     REQUIRE_MSG(c, "%s", err.message);
-    const size_t T = 7, spf = 1024, C = (size_t)c->fsq.channels, lead[3] = {0, 3, 5};
-    int32_t *codes[3];
-    float *alone[3], *multi[3];
-    gp_codec_code_stream *s[3];
-    for (int i = 0; i < 3; i++) {
+    const size_t T = 7, spf = 1024, C = (size_t)c->fsq.channels, lead[4] = {0, 3, 5, 1};
+    int32_t *codes[4];
+    float *alone[4], *multi[4];
+    gp_codec_code_stream *s[4];
+    for (int i = 0; i < N; i++) {
         codes[i] = random_codes(c, lead[i] + T, 30 + (uint64_t)i);
         alone[i] = malloc((lead[i] + T) * spf * 4);
         multi[i] = malloc((lead[i] + T) * spf * 4);
@@ -114,18 +115,18 @@ static void check_multi(gp_codec_kernels kernels, int threads) {
     }
     for (size_t f = 0; f < T; f += 2) {
         const size_t n = T - f < 2 ? T - f : 2;
-        const int32_t *cp[3];
-        float *pp[3];
-        for (int i = 0; i < 3; i++) {
+        const int32_t *cp[4];
+        float *pp[4];
+        for (int i = 0; i < N; i++) {
             cp[i] = codes[i] + (lead[i] + f) * C;
             pp[i] = multi[i] + (lead[i] + f) * spf;
         }
-        REQUIRE_OK(gp_codec_decode_frames_multi(c, s, cp, 3, n, pp, &err), &err);
+        REQUIRE_OK(gp_codec_decode_frames_multi(c, s, cp, N, n, pp, &err), &err);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N; i++)
         CHECK_MSG(memcmp(alone[i], multi[i], (lead[i] + T) * spf * 4) == 0,
-                  "%s: stream %d differs when decoded with others",
-                  gp_codec_kernels_name(c->dec.kernels), i);
+                  "%s, %d streams: stream %d differs when decoded with others",
+                  gp_codec_kernels_name(c->dec.kernels), N, i);
     /* a bad code in one stream: an error naming it, nothing decoded */
     int32_t bad[64];
     memcpy(bad, codes[1], C * sizeof(int32_t));
@@ -135,13 +136,18 @@ static void check_multi(gp_codec_kernels kernels, int threads) {
     memset(multi[0], 0, spf * 4);
     CHECK_ERR_CONTAINS(gp_codec_decode_frames_multi(c, s, cp, 3, 1, pp, &err), &err, "stream 1");
     CHECK(multi[0][0] == 0.0f && multi[0][spf - 1] == 0.0f);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N; i++) {
         gp_codec_code_stream_free(s[i]);
         free(codes[i]);
         free(alone[i]);
         free(multi[i]);
     }
     gp_codec_free(c);
+}
+
+static void check_multi(gp_codec_kernels kernels, int threads) {
+    check_multi_n(kernels, threads, 3);
+    if (threads > 1) check_multi_n(kernels, threads, 4);
 }
 
 TEST(codec_direct_multi_stream_equals_single) {

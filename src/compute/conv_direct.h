@@ -202,6 +202,7 @@ typedef struct gp_dconv_plan {
     size_t width;    /* samples per time tile (a multiple of the vector width) */
     long n_time;     /* time tiles per signal */
     bool time_major; /* tile numbering */
+    long group;      /* > 0: signal-group numbering, `group` signals per group */
 } gp_dconv_plan;
 
 /* Tiles [t0, t1) of a run. */
@@ -210,10 +211,17 @@ void gp_dconv_tiles_avx512(const gp_dconv *conv, const gp_dconv_signal *sig, int
 void gp_dconv_tiles_avx2(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
                          const gp_dconv_plan *plan, long t0, long t1);
 
-/* Block, signal and time tile of tile `idx` in a run of n_time time tiles. */
-static inline void gp_dconv_tile_at(long idx, bool time_major, long n_blocks, long n_sig,
-                                    long n_time, long *block, long *signal, long *time) {
-    if (time_major) {
+/* Block, signal and time tile of tile `idx` in a run planned as `plan`. */
+static inline void gp_dconv_tile_at(long idx, const gp_dconv_plan *plan, long n_blocks, long n_sig,
+                                    long *block, long *signal, long *time) {
+    const long n_time = plan->n_time;
+    if (plan->group > 0) { /* (group, block, signal in the group, time) */
+        const long per_block = plan->group * n_time, per_group = n_blocks * per_block;
+        const long rem = idx % per_group;
+        *block = rem / per_block;
+        *signal = idx / per_group * plan->group + rem % per_block / n_time;
+        *time = rem % n_time;
+    } else if (plan->time_major) {
         *time = idx / (n_blocks * n_sig);
         *block = idx % (n_blocks * n_sig) / n_sig;
         *signal = idx % n_sig;

@@ -372,7 +372,7 @@ void gp_dconv_tiles_avx512(const gp_dconv *conv, const gp_dconv_signal *sig, int
     const size_t width = plan->width;
     for (long idx = t0; idx < t1; idx++) {
         long b, si, q;
-        gp_dconv_tile_at(idx, plan->time_major, conv->n_blocks, n_sig, plan->n_time, &b, &si, &q);
+        gp_dconv_tile_at(idx, plan, conv->n_blocks, n_sig, &b, &si, &q);
         const gp_dconv_signal *s = &sig[si];
         const size_t n0 = (size_t)q * width;
         const size_t nc = n - n0 < width ? n - n0 : width;

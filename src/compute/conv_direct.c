@@ -21,7 +21,7 @@
  *                together) divide evenly between the threads: tile = ((group * n_blocks +
  *                block) * group_size + signal in the group) * n_time + time, one group per
  *                thread: whole signals per thread, full-width tiles, each block's weights
- *                reused over the group's signals (16 streams on 2 threads: 10-12 % less
+ *                reused over the group's signals (16 streams on 2 threads: 5-10 % less
  *                time per stream-frame than time-major, whose 16 spans of time did not
  *                stay in a core's cache).
  */

@@ -17,13 +17,14 @@
  *                costs more than the arithmetic on the short, narrow layers). The caller
  *                usually runs task 0 and the worker task 1, and a late worker's task is
  *                taken over like any other.
- *   signal groups  where time-major would be used and the signals (streams decoded
- *                together) divide evenly between the threads: tile = ((group * n_blocks +
- *                block) * group_size + signal in the group) * n_time + time, one group per
- *                thread: whole signals per thread, full-width tiles, each block's weights
- *                reused over the group's signals (16 streams on 2 threads: 5-10 % less
- *                time per stream-frame than time-major, whose 16 spans of time did not
- *                stay in a core's cache).
+ *   signal groups  where time-major would be used and there are at least as many
+ *                signals (streams decoded together) as threads: tile = ((group * n_blocks
+ *                + block) * group_size + signal in the group) * n_time + time, one equal
+ *                group per thread: whole signals per thread, full-width tiles, each
+ *                block's weights reused over the group's signals (16 streams on 2 threads:
+ *                5-10 % less time per stream-frame than time-major, whose 16 spans of
+ *                time did not stay in a core's cache). The signals left over (fewer than
+ *                the threads) follow time-major, each task its span after its group.
  */
 #include "compute/conv_direct.h"
 
@@ -250,6 +251,11 @@ typedef struct dconv_job {
     gp_dconv_plan plan;
     long tiles, align; /* tasks take whole multiples of `align` tiles */
     dconv_tiles_fn fn;
+    /* signal groups: the signals left over (fewer than the threads) after the groups,
+     * split time-major, each task its span of them after its group */
+    int tail_sig;
+    gp_dconv_plan tail_plan;
+    long tail_tiles, tail_align;
 } dconv_job;
 
 static void dconv_task(void *ctx, int task, int worker) {
@@ -258,6 +264,9 @@ static void dconv_task(void *ctx, int task, int worker) {
     long b, e;
     gp_split_range(j->tiles, j->n_tasks, task, j->align, &b, &e);
     if (e > b) j->fn(j->conv, j->sig, j->n_sig, j->n, &j->plan, b, e);
+    if (!j->tail_sig) return;
+    gp_split_range(j->tail_tiles, j->n_tasks, task, j->tail_align, &b, &e);
+    if (e > b) j->fn(j->conv, j->sig + j->n_sig, j->tail_sig, j->n, &j->tail_plan, b, e);
 }
 
 /* Vectors per time tile for `threads`: the time split needs a tile per thread; of the
@@ -290,7 +299,14 @@ void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, s
     }
     const gp_dconv_geometry *g = gp_dconv_geometry_for(conv->isa);
     const int threads = gp_pool_size(pool);
-    dconv_job job = {conv, sig, n_sig, 1, n, {0, 0, false, 0}, 0, 1, NULL};
+    dconv_job job;
+    memset(&job, 0, sizeof job);
+    job.conv = conv;
+    job.sig = sig;
+    job.n_sig = n_sig;
+    job.n_tasks = 1;
+    job.n = n;
+    job.align = 1;
     job.fn = conv->isa == GP_DCONV_AVX512 ? gp_dconv_tiles_avx512 : gp_dconv_tiles_avx2;
     /* Splitting time makes every thread read all the weights; splitting channels makes it
      * read the input the other threads wrote. The time split pays where the weights are
@@ -302,12 +318,30 @@ void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, s
     const bool split_time = !conv->chan && threads > 1 &&
                             gp_dconv_weight_bytes(conv) <= DCONV_TIME_SPLIT_RATIO * in_bytes;
     /* Several streams at once, as many per thread: each thread takes whole signals (full
-     * tiles, half the data of every signal's span of time in its cache, each block's
-     * weights reused over its signals) rather than a span of time of every signal. */
-    const bool groups = split_time && n_sig >= threads && n_sig % threads == 0;
-    int nr = split_time && !groups ? dconv_time_vectors(n, g->vec, g->nr_time, threads) : 0;
+     * tiles, its signals' data in its cache, each block's weights reused over them) rather
+     * than a span of time of every signal; the few left over go time-major. */
+    int nr = split_time ? dconv_time_vectors(n, g->vec, g->nr_time, threads) : 0;
+    const int tail = n_sig % threads; /* signals left over after equal groups */
+    if (split_time && n_sig >= threads && (tail == 0 || nr > 0)) {
+        job.n_sig = n_sig - tail;
+        job.plan.group = job.n_sig / threads;
+        job.plan.width = (size_t)(g->vec * g->nr_time);
+        job.plan.n_time = (long)((n + job.plan.width - 1) / job.plan.width);
+        job.tiles = (long)conv->n_blocks * job.n_sig * job.plan.n_time;
+        job.n_tasks = threads;
+        job.align = (long)conv->n_blocks * job.plan.group * job.plan.n_time;
+        if (tail) {
+            job.tail_sig = tail;
+            job.tail_plan.time_major = true;
+            job.tail_plan.width = (size_t)(g->vec * nr);
+            job.tail_plan.n_time = (long)((n + job.tail_plan.width - 1) / job.tail_plan.width);
+            job.tail_align = (long)conv->n_blocks * tail;
+            job.tail_tiles = job.tail_align * job.tail_plan.n_time;
+        }
+        gp_pool_parallel_for(pool, job.n_tasks, dconv_task, &job);
+        return;
+    }
     job.plan.time_major = nr > 0;
-    if (groups) job.plan.group = n_sig / threads;
     if (!nr) nr = g->nr_time;
     job.plan.width = conv->chan ? (size_t)g->nn_chan : (size_t)(g->vec * nr);
     job.plan.n_time = (long)((n + job.plan.width - 1) / job.plan.width);
@@ -317,10 +351,7 @@ void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, s
         job.fn(conv, sig, n_sig, n, &job.plan, 0, job.tiles);
         return;
     }
-    if (job.plan.group > 0) { /* a fixed group of signals per thread */
-        job.n_tasks = threads;
-        job.align = per_time / n_sig * job.plan.group * job.plan.n_time;
-    } else if (job.plan.time_major) { /* a fixed span of time per thread */
+    if (job.plan.time_major) { /* a fixed span of time per thread */
         job.n_tasks = threads;
         job.align = per_time;
     } else {

@@ -457,8 +457,11 @@ void gp_dconv_convt_rows(const gp_convt1d *conv, const float *x, size_t xs, size
     const bool fits = conv->groups == conv->c_out && conv->c_in == 2 * conv->c_out &&
                       conv->kernel == 2 * conv->stride && conv->stride <= 16 &&
                       16 % conv->stride == 0;
-    if (fits && gp_dconv_best_isa() == GP_DCONV_AVX512)
+    const gp_dconv_isa isa = gp_dconv_best_isa();
+    if (fits && isa == GP_DCONV_AVX512)
         gp_dconv_convt_rows_avx512(conv, x, xs, n_in, y, ys, o0, o1);
+    else if (fits && isa == GP_DCONV_AVX2 && conv->stride <= 8 && 8 % conv->stride == 0)
+        gp_dconv_convt_rows_avx2(conv, x, xs, n_in, y, ys, o0, o1);
     else
         gp_convt1d_rows(conv, x, xs, n_in, y, ys, o0, o1);
 }

@@ -239,5 +239,7 @@ void gp_dconv_sin2_avx512(const float *x, float *y, size_t n);
 void gp_dconv_convt_rows_avx512(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in,
                                 float *y, size_t ys, int o0, int o1);
 void gp_dconv_sin2_avx2(const float *x, float *y, size_t n);
+void gp_dconv_convt_rows_avx2(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in,
+                              float *y, size_t ys, int o0, int o1);
 
 #endif

@@ -256,3 +256,46 @@ void gp_dconv_sin2_avx2(const float *x, float *y, size_t n) {
         _mm256_maskstore_ps(y + q, m, sin2_v(_mm256_maskload_ps(x + q, m)));
     }
 }
+
+/* The grouped up-sampling transposed convolution (kernel 2 · stride, two input channels
+ * per output; stride dividing 8), as gp_dconv_convt_rows_avx512 does it with 16 lanes: lane
+ * l of a vector is output j + l, the input q + l / s times tap l % s plus the input before
+ * it times tap l % s + s, for each of the two inputs in order (the same FMAs, so the same
+ * values as the AVX-512 kernel). Column 0 of each input row is the history. */
+void gp_dconv_convt_rows_avx2(const gp_convt1d *conv, const float *x, size_t xs, size_t n_in,
+                              float *y, size_t ys, int o0, int o1) {
+    const int s = conv->stride;
+    int idx[8], ph[8];
+    for (int l = 0; l < 8; l++) {
+        idx[l] = l / s;
+        ph[l] = l % s;
+    }
+    const __m256i spread = _mm256_loadu_si256((const void *)idx);
+    const __m256i phase = _mm256_loadu_si256((const void *)ph);
+    const size_t n_out = n_in * (size_t)s, step = (size_t)(8 / s);
+    const __m256i taps = tail_mask((size_t)s); /* w[u], u = l % s */
+    for (int o = o0; o < o1; o++) {
+        __m256 wc[2], wp[2];
+        for (int g = 0; g < 2; g++) {
+            const float *w = conv->weight + (size_t)(2 * o + g) * (size_t)conv->kernel;
+            wc[g] = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w, taps), phase);
+            wp[g] = _mm256_permutevar8x32_ps(_mm256_maskload_ps(w + s, taps), phase);
+        }
+        const __m256 b = _mm256_set1_ps(conv->bias[o]);
+        const float *xr = x + (size_t)(2 * o) * xs + 1;
+        float *yo = y + (size_t)o * ys;
+        for (size_t q = 0, j = 0; j < n_out; q += step, j += 8) {
+            const __m256i now = tail_mask(n_in - q), before = tail_mask(n_in - q + 1);
+            __m256 acc = b;
+            for (int g = 0; g < 2; g++) {
+                const float *xg = xr + (size_t)g * xs + q;
+                const __m256 xc = _mm256_permutevar8x32_ps(_mm256_maskload_ps(xg, now), spread);
+                const __m256 xp =
+                    _mm256_permutevar8x32_ps(_mm256_maskload_ps(xg - 1, before), spread);
+                acc = _mm256_fmadd_ps(xc, wc[g], acc);
+                acc = _mm256_fmadd_ps(xp, wp[g], acc);
+            }
+            _mm256_maskstore_ps(yo + j, tail_mask(n_out - j), acc);
+        }
+    }
+}

@@ -299,15 +299,14 @@ void gp_dconv_run(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, s
     }
     const gp_dconv_geometry *g = gp_dconv_geometry_for(conv->isa);
     const int threads = gp_pool_size(pool);
-    dconv_job job;
-    memset(&job, 0, sizeof job);
-    job.conv = conv;
-    job.sig = sig;
-    job.n_sig = n_sig;
-    job.n_tasks = 1;
-    job.n = n;
-    job.align = 1;
-    job.fn = conv->isa == GP_DCONV_AVX512 ? gp_dconv_tiles_avx512 : gp_dconv_tiles_avx2;
+    dconv_job job = {.conv = conv,
+                     .sig = sig,
+                     .n_sig = n_sig,
+                     .n_tasks = 1,
+                     .n = n,
+                     .align = 1,
+                     .fn = conv->isa == GP_DCONV_AVX512 ? gp_dconv_tiles_avx512
+                                                        : gp_dconv_tiles_avx2};
     /* Splitting time makes every thread read all the weights; splitting channels makes it
      * read the input the other threads wrote. The time split pays where the weights are
      * not much larger than the inputs (measured: the 108- to 27-channel stages gain, the

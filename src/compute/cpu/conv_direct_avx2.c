@@ -19,7 +19,7 @@
 #define MR 6      /* time layout: channels per block */
 #define NR 2      /* time layout: vectors per tile */
 #define NN 8      /* channel layout: samples per tile */
-#define TILE_W 24 /* tile buffer row length */
+#define TILE_W 16 /* tile buffer row length (time layout: NR * 8) */
 #define TILE_R 8  /* tile buffer rows */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 /* Weights stream from memory once per frame when a stream decodes frame by frame:

@@ -15,8 +15,12 @@
 #        use every 10 s (soak.json, soak-gpu-memory.csv): issue 12's soak.
 # lm:    `gepard bench --device cuda` for the language model's step, this
 #        build with GEPARD_CUDA_DECODE1=0 (kernel by kernel) and as built,
-#        alternating, twice (LM_ENV_VARIANTS="NAME:VAR=VALUE ..." replaces the
-#        variants; LM_STREAMS the batch sizes): lm-*.json.
+#        alternating, twice (LM_ENV_VARIANTS="NAME:VAR=VALUE[+VAR=VALUE] ..."
+#        replaces the variants; LM_STREAMS the batch sizes; LM_PROFILE=1 runs
+#        all with GEPARD_CUDA_DECODE1_PROFILE=1 and prints the single-row
+#        kernel's phase times; with .device/alt-plugin.xz the other plugin
+#        runs as variant "alt", and each .device/alt-NAME.xz as variant NAME):
+#        lm-*.json.
 # codec: the codec's CUDA tests, then `gepard bench --codec-only` for f16 and
 #        tf32 and the f16 tile/split variants (codec-*.json): the quick loop
 #        for codec kernel work.
@@ -118,10 +122,25 @@ if want bench || want all; then
     echo "bench exit $?"; tail -5 "$out/bench.err"; cat "$out/bench.json"
 fi
 if want lm; then # the language model's step, alternating LM_ENV_VARIANTS and this build, twice
+    lm_variants="${LM_ENV_VARIANTS-kernels:GEPARD_CUDA_DECODE1=0}"
+    [ -n "$alt" ] && lm_variants="alt:GEPARD_CUDA_PLUGIN=$alt $lm_variants"
+    # more plugins built with one change each (.device/alt-NAME.xz): variant NAME
+    for f in .device/alt-*.xz; do
+        [ -f "$f" ] && [ "$f" != .device/alt-plugin.xz ] || continue
+        name=${f#.device/alt-}
+        name=${name%.xz}
+        mkdir -p .device/alt && xz -dc "$f" > ".device/alt/$name.so" &&
+            lm_variants="$name:GEPARD_CUDA_PLUGIN=$here/.device/alt/$name.so $lm_variants"
+    done
+    lm_prof=""
+    [ "${LM_PROFILE:-0}" = 1 ] && lm_prof=GEPARD_CUDA_DECODE1_PROFILE=1
     for rep in 1 2; do
-        for v in ${LM_ENV_VARIANTS:-kernels:GEPARD_CUDA_DECODE1=0} default:GEPARD_LM_DEFAULT=1; do
-            env "${v#*:}" "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
-                --frames 128 --streams ${LM_STREAMS:-1,8,64,256} > "$out/lm-${v%%:*}-$rep.json" 2> /dev/null
+        for v in $lm_variants default:GEPARD_LM_DEFAULT=1; do
+            env $lm_prof $(echo "${v#*:}" | tr '+' ' ') "$bin/gepard" bench --device cuda \
+                --model /tmp/rs/model --codec /tmp/rs/codec --frames 128 \
+                --streams ${LM_STREAMS:-1,8,64,256} > "$out/lm-${v%%:*}-$rep.json" \
+                2> "$out/lm-${v%%:*}-$rep.err"
+            [ -n "$lm_prof" ] && grep -E "single-row kernel|attention phase" "$out/lm-${v%%:*}-$rep.err"
             echo "lm ${v%%:*}-$rep: $(python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))

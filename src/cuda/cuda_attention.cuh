@@ -107,13 +107,14 @@ __device__ __forceinline__ void attend_position(const float (&qv)[G][DPL], const
     }
 }
 
-/* Keys and values of one position for one lane (DPL dims). */
+/* Keys and values of one position for one lane (DPL dims of D: d.D, or a
+ * constant where the caller knows it, so the loads need no bounds). */
 template <typename KT, int DPL>
-__device__ __forceinline__ void load_kv(const attn_dims &d, const KT *kv, const int *bt, int p,
-                                        int g, int lane, float *k, float *v) {
+__device__ __forceinline__ void load_kv(const attn_dims &d, int D, const KT *kv, const int *bt,
+                                        int p, int g, int lane, float *k, float *v) {
     const int block = bt[p / d.bs]; /* global or shared (the single-row kernel) */
-    load_vec<KT, DPL>(kv + kv_index(d, block, 0, g, p % d.bs), lane, d.D, k);
-    load_vec<KT, DPL>(kv + kv_index(d, block, 1, g, p % d.bs), lane, d.D, v);
+    load_vec<KT, DPL>(kv + kv_index(d, block, 0, g, p % d.bs), lane, D, k);
+    load_vec<KT, DPL>(kv + kv_index(d, block, 1, g, p % d.bs), lane, D, v);
 }
 
 /* RMSNorm (double sum over the warp) and rotate-half RoPE of one head held
@@ -167,8 +168,11 @@ __device__ __forceinline__ void lane_rope(const float *rope, int half, int rotar
  * position uses that key and value as the cache holds them and, with
  * `write_new`, stores them in the cache. Returns the online softmax's max,
  * sum and weighted values per head. Activations come through L2 (__ldcg): in
- * the persistent kernels other blocks wrote them earlier in the same launch. */
-template <typename KT, int G, int DPL>
+ * the persistent kernels other blocks wrote them earlier in the same launch.
+ * FULL_D: the head has exactly 32·DPL dims, so the loads need no bounds
+ * (and no code for them: the cluster kernel must stay inside the
+ * instruction cache). */
+template <typename KT, int G, int DPL, bool FULL_D = false>
 __device__ __forceinline__ void
 attention_span(const attn_dims &d, const float *row, const float *q_norm, const float *k_norm,
                const float *rope, float eps, int rotary, int pos, const int *bt, KT *kv, int q0,
@@ -179,9 +183,10 @@ attention_span(const attn_dims &d, const float *row, const float *q_norm, const 
     /* Every independent load first — the unit's first cached key and value,
      * the new key and value, the gains, the RoPE factors and the queries —
      * so the unit waits for one memory latency before it computes, not four. */
+    const int Dk = FULL_D ? 32 * DPL : d.D;
     float kk[DPL], vv[DPL];
     int p = begin;
-    if (p < last) load_kv<KT, DPL>(d, kv, bt, p, g, lane, kk, vv);
+    if (p < last) load_kv<KT, DPL>(d, Dk, kv, bt, p, g, lane, kk, vv);
     float knew[DPL], vnew[DPL], kgain[DPL];
     if (owns_new) {
         const float *ks = row + (size_t)2 * d.NH * d.D + (size_t)g * d.D + lane * DPL;
@@ -233,7 +238,7 @@ attention_span(const attn_dims &d, const float *row, const float *q_norm, const 
     const float scale = 1.0f / sqrtf((float)d.D);
     for (; p < end; p++) {
         float kn[DPL], vn[DPL];
-        if (p + 1 < last) load_kv<KT, DPL>(d, kv, bt, p + 1, g, lane, kn, vn);
+        if (p + 1 < last) load_kv<KT, DPL>(d, Dk, kv, bt, p + 1, g, lane, kn, vn);
         if (p == pos) {
 #pragma unroll
             for (int j = 0; j < DPL; j++) {

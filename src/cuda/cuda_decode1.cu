@@ -301,6 +301,13 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
                 kind, t[D1_PROF_STEPS], t[0] * k, t[12] * k, t[7] * k, t[1] * k, t[13] * k,
                 t[2] * k, t[14] * k, t[3] * k, t[15] * k, t[8] * k, t[4] * k, t[16] * k, t[9] * k,
                 t[5] * k, t[17] * k, t[10] * k, t[6] * k);
+        if (r->d1c_size)
+            fprintf(stderr,
+                    "cluster kernel's attention phase, us per step from its start: attention "
+                    "%.1f, block merge and cluster barrier %.1f, cluster merge and barrier %.1f, "
+                    "o %.1f\n",
+                    t[D1_PROF_INSIDE] * k, t[D1_PROF_INSIDE + 1] * k, t[D1_PROF_INSIDE + 2] * k,
+                    t[D1_PROF_INSIDE + 3] * k);
     }
     cudaFree(r->d1_prof);
     r->d1_prof = NULL;

@@ -104,8 +104,9 @@ __device__ __forceinline__ void grid_barrier(unsigned *bar) {
  * each phase's grid barrier (waiting for the slowest block, and the
  * barrier's own latency) to prof[12 + phase], and counts the steps. */
 #define D1_PROF_STEPS 11
-#define D1_PROF_SLOTS 18 /* + 12..17: the time block 0 spent in each phase's barrier */
+#define D1_PROF_SLOTS 22 /* + 12..17: the time block 0 spent in each phase's barrier */
 #define D1_PROF_BARRIER 12
+#define D1_PROF_INSIDE 18 /* + 0..3: the cluster kernel's points inside its attention phase */
 __device__ __forceinline__ unsigned long long d1_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -117,6 +118,11 @@ __device__ __forceinline__ void d1_mark(unsigned long long *prof, int phase,
     const unsigned long long t = d1_now();
     prof[phase] += t - t0;
     t0 = t;
+}
+/* prof[slot] += the time since `start` (a point inside a phase). */
+__device__ __forceinline__ void d1_since(unsigned long long *prof, int slot,
+                                         unsigned long long start) {
+    if (prof && blockIdx.x == 0 && threadIdx.x == 0) prof[slot] += d1_now() - start;
 }
 template <typename F>
 __device__ __forceinline__ void d1_wait(unsigned long long *prof, int slot, F wait) {

@@ -51,6 +51,30 @@ namespace cg = cooperative_groups;
 #define D1C_MAX_SLICE 512 /* a cluster's slice of the MLP's intermediate vector (fused MLP) */
 #define D1C_MAX_LAYERS 16 /* tensor maps of the o projections, in the kernel's parameters */
 #define D1C_O_BOX_ROWS 64 /* rows of one tensor copy of a head's o columns */
+/* When the weight copies start. A phase's own loads wait behind copies
+ * already in flight, so each copy starts after the loads of the phase it is
+ * issued in, where that still leaves it time to land. These are
+ * compile-time choices (-D for A/B builds) so each call appears once in the
+ * code: the kernel's loop must stay inside the SM's 128 KB instruction cache
+ * (a 137 KB build of this kernel measured 15 % slower than a 113 KB one).
+ * Measured on the H200, GPU ms per single-row step, alternating in one call:
+ * the o columns after the norm, the next q/k/v rows after the silu, the
+ * cached keys and values prefetched into L2 and gate/up after the attention
+ * together 0.516-0.518 -> 0.480-0.481; then gate/up at the attention phase's
+ * start 0.489-0.494, after the attention 0.480-0.486, inside the cluster
+ * barrier after the block merge 0.469-0.476. */
+#ifndef D1C_GATE_UP_AFTER   /* gate/up's rows: 0 at the attention phase's start, 1 after */
+#define D1C_GATE_UP_AFTER 2 /* the attention, 2 inside the cluster barrier after the merge */
+#endif
+#ifndef D1C_O_AFTER_NORM /* the o columns after the q/k/v phase's norm, not before */
+#define D1C_O_AFTER_NORM 1
+#endif
+#ifndef D1C_QKV_AFTER_SILU /* the next layer's q/k/v rows after the down phase's silu */
+#define D1C_QKV_AFTER_SILU 1
+#endif
+#ifndef D1C_KV_PREFETCH /* the block's cached keys and values into L2 at the layer's start */
+#define D1C_KV_PREFETCH 1
+#endif
 
 namespace {
 
@@ -71,6 +95,35 @@ __device__ __forceinline__ void cluster_o_rows(int c, int clusters, int NH, int 
     const int c0 = H * part / parts, c1 = H * (part + 1) / parts;
     r0 = c0 + (c1 - c0) * rank / CS;
     r1 = c0 + (c1 - c0) * (rank + 1) / CS;
+}
+
+/* The cluster barrier in two halves, so one thread can issue copies between. */
+__device__ __forceinline__ void cluster_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The copy thread asks for the cached keys and values of positions [p0, p1)
+ * (kv head g, layer d.layer) to be brought into L2, one bulk prefetch per
+ * run of positions inside one cache block, so the attention's loads later in
+ * the layer find them there instead of in device memory. */
+__device__ __forceinline__ void prefetch_kv_l2(const attn_dims &d, const __nv_bfloat16 *kv,
+                                               const int *bt, int g, int p0, int p1) {
+    if (threadIdx.x != D1_COPY_THREAD) return;
+    for (int p = p0; p < p1;) {
+        const int in_block = p % d.bs, n = min(p1 - p, d.bs - in_block);
+        const int block = bt[p / d.bs];
+        const unsigned bytes = (unsigned)(n * d.D * 2);
+#pragma unroll
+        for (int is_value = 0; is_value < 2; is_value++)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+                             kv + kv_index(d, block, is_value, g, in_block)),
+                         "r"(bytes)
+                         : "memory");
+        p += n;
+    }
 }
 
 /* The copy warp starts copying columns [col0, col0 + cols) of rows [r0, r1)
@@ -186,6 +239,9 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
     const int units = CS * D1_WARPS, unit = rank * D1_WARPS + warp;
     const int per = (pos + 1 + units - 1) / units;
     const int begin = unit * per, end = min(pos + 1, begin + per);
+    /* the block's cached positions (its warps' spans, without the new one) */
+    const int block_p0 = min(pos, rank * D1_WARPS * per),
+              block_p1 = min(pos, (rank + 1) * D1_WARPS * per);
     int i0 = 0, ni = 0, b0 = 0, b1 = 0; /* the fused MLP's slices */
     if constexpr (FUSED_MLP) cluster_mlp_slice(c, p.clusters, I, rank, CS, i0, ni, b0, b1);
     const int n0 = H * rank / CS, n1 = H * (rank + 1) / CS; /* its down rows */
@@ -197,37 +253,45 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
         const float *q_norm = L.norms + 2 * H, *k_norm = q_norm + D;
         d.layer = l;
         /* q/gate/k/v; the head's o columns start loading into B */
-        if (p.o_tmap)
-            prefetch_box_rows(buf_b, &p.o_map[l], h * D, o0, o1);
-        else
-            prefetch_cols(buf_b, L.o, p.NH * D, h * D, D, o0, o1);
+        auto load_o = [&] {
+            if (p.o_tmap)
+                prefetch_box_rows(buf_b, &p.o_map[l], h * D, o0, o1);
+            else
+                prefetch_cols(buf_b, L.o, p.NH * D, h * D, D, o0, o1);
+        };
+        if (!D1C_O_AFTER_NORM) load_o();
         if constexpr (FUSED_MLP) {
             if (l > 0) add_down_partials<CS>(cluster, xs, p.dpart, p.clusters, H, rank);
             stage_norm(in, xs, L.norms, H, p.eps, true, scratch, true);
         } else {
             stage_norm(in, p.x, L.norms, H, p.eps, true, scratch);
         }
+        if (D1C_O_AFTER_NORM) load_o();
+        if (D1C_KV_PREFETCH) prefetch_kv_l2(d, p.kv, s_bt, g, block_p0, block_p1);
         d1_wait(p.prof, 7, [&] { wait_rows(buf_a); });
         gemv_any(true, buf_a.data, p.qkv_rows, H, in, p.qkv, false);
         d1_wait(p.prof, D1_PROF_BARRIER + 0, [&] { grid_barrier(p.barrier); });
         d1_mark(p.prof, 0, t0);
         /* attention of head h, merged, gated, and its o partial; gate/up's
          * rows start loading into A */
-        if constexpr (FUSED_MLP) {
-            if (threadIdx.x == D1_COPY_THREAD) {
-                bulk_load(buf_a.data, L.gu + (size_t)b0 * H, (unsigned)((b1 - b0) * H * 2),
-                          buf_a.bar, false);
-                bulk_load(buf_a.data + (size_t)(b1 - b0) * H, L.gu + (size_t)(I + b0) * H,
-                          (unsigned)((b1 - b0) * H * 2), buf_a.bar, true);
+        auto load_gate_up = [&] {
+            if constexpr (FUSED_MLP) {
+                if (threadIdx.x == D1_COPY_THREAD) {
+                    bulk_load(buf_a.data, L.gu + (size_t)b0 * H, (unsigned)((b1 - b0) * H * 2),
+                              buf_a.bar, false);
+                    bulk_load(buf_a.data + (size_t)(b1 - b0) * H, L.gu + (size_t)(I + b0) * H,
+                              (unsigned)((b1 - b0) * H * 2), buf_a.bar, true);
+                }
+            } else {
+                prefetch_rows(buf_a, L.gu, 2 * I, H);
             }
-        } else {
-            prefetch_rows(buf_a, L.gu, 2 * I, H);
-        }
+        };
+        if (D1C_GATE_UP_AFTER == 0) load_gate_up();
         {
             float m[1], lsum[1], acc[1][8];
-            attention_span<__nv_bfloat16, 1, 8>(d, p.qkv, q_norm, k_norm, p.rope, p.eps, p.rotary,
-                                                pos, s_bt, p.kv, h, g, begin, end, write_new, lane,
-                                                m, lsum, acc);
+            attention_span<__nv_bfloat16, 1, 8, true>(d, p.qkv, q_norm, k_norm, p.rope, p.eps,
+                                                      p.rotary, pos, s_bt, p.kv, h, g, begin, end,
+                                                      write_new, lane, m, lsum, acc);
 #pragma unroll
             for (int j = 0; j < 8; j++) in[warp * D + lane * 8 + j] = acc[0][j];
             if (lane == 0) {
@@ -236,6 +300,8 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
             }
         }
         __syncthreads();
+        d1_since(p.prof, D1_PROF_INSIDE + 0, t0);
+        if (D1C_GATE_UP_AFTER == 1) load_gate_up();
         { /* the block's partial: thread i merges dim i over the warps */
             float M = -INFINITY;
             for (int w = 0; w < D1_WARPS; w++) M = fmaxf(M, wm[w]);
@@ -251,7 +317,10 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
                 bl = Ls;
             }
         }
-        cluster.sync();
+        cluster_arrive();
+        if (D1C_GATE_UP_AFTER == 2) load_gate_up();
+        cluster_wait();
+        d1_since(p.prof, D1_PROF_INSIDE + 1, t0);
         /* the cluster's merge: block `rank` takes dims [rank·D/CS, ...), gates
          * them and hands them to every block of the cluster */
         if (threadIdx.x < D / CS) {
@@ -275,8 +344,10 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
             for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&a_full[i], b) = v;
         }
         cluster.sync();
+        d1_since(p.prof, D1_PROF_INSIDE + 2, t0);
         d1_wait(p.prof, 8, [&] { wait_rows(buf_b); });
         gemv_span<1>(buf_b.data, o0, o1, D, a_full, p.opart + (size_t)h * H, false);
+        d1_since(p.prof, D1_PROF_INSIDE + 3, t0);
         /* B is free: the down weights start loading (the fused MLP's columns
          * of the cluster's slice; or this block's rows) */
         __syncthreads();
@@ -339,8 +410,11 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
              * (x in memory is written only here: other blocks read all of it
              * in the gate/up phase); the next layer's q/k/v slice starts
              * loading into A */
-            if (l + 1 < p.n_layers) prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
+            if (l + 1 < p.n_layers && !D1C_QKV_AFTER_SILU)
+                prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
             stage_silu(in, p.gu, I);
+            if (l + 1 < p.n_layers && D1C_QKV_AFTER_SILU)
+                prefetch_rows(buf_a, p.layers[l + 1].qkv, p.qkv_rows, H);
             d1_wait(p.prof, 10, [&] { wait_rows(buf_b); });
             gemv_any(true, buf_b.data, H, I, in, p.x, false, xs);
             d1_wait(p.prof, D1_PROF_BARRIER + 5, [&] { grid_barrier(p.barrier); });

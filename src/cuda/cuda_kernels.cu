@@ -243,10 +243,10 @@ __global__ void __launch_bounds__(ATTN_WARPS * 32)
     }
     float kk[DPL], vv[DPL];
     int p = begin + warp;
-    if (p < end) load_kv<KT, DPL>(d, kv, bt, p, g, lane, kk, vv);
+    if (p < end) load_kv<KT, DPL>(d, d.D, kv, bt, p, g, lane, kk, vv);
     for (; p < end; p += ATTN_WARPS) {
         float kn[DPL], vn[DPL];
-        if (p + ATTN_WARPS < end) load_kv<KT, DPL>(d, kv, bt, p + ATTN_WARPS, g, lane, kn, vn);
+        if (p + ATTN_WARPS < end) load_kv<KT, DPL>(d, d.D, kv, bt, p + ATTN_WARPS, g, lane, kn, vn);
         attend_position<G, DPL>(qv, kk, vv, scale, m, l, acc);
 #pragma unroll
         for (int j = 0; j < DPL; j++) {

@@ -23,9 +23,25 @@
 #define TILE_R 8  /* tile buffer rows */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 /* Weights stream from memory once per frame when a stream decodes frame by frame:
- * prefetch them as conv_direct_avx512.c does (non-temporal). */
+ * prefetch them ahead of the FMAs.
+ * The channel layout (the wide first stage, a few samples per frame) reads each weight
+ * once per frame: non-temporal, so the stream does not push the activations out of L2.
+ * The time layout re-reads a block's weights for every tile of samples: into every
+ * level (T0), since a non-temporal line may skip L2 (Intel's server parts) and then
+ * every tile after the first fetches it again from L3 or memory. On the H200 host's
+ * Xeon the AVX2 codec with non-temporal time-layout prefetches (and the 6 x 2 tile)
+ * measured 36.9-38.5 ms per frame against 29.8-30.0 for the build before both
+ * (codec_bench 16 2 1, 2 threads); which of the two costs it is not yet measured
+ * there. On the Zen 5 development VM T0 and NTA measure alike (AVX2, 1 thread 22.3-23.4
+ * ms both). -D for A/B builds (a hint < 0: no prefetch). */
 #define PF_FLOATS 2048 /* channel layout: 8 KB ahead */
 #define PF_TIME 1024   /* time layout: 4 KB ahead */
+#ifndef PF_CHAN_HINT
+#define PF_CHAN_HINT _MM_HINT_NTA
+#endif
+#ifndef PF_TIME_HINT
+#define PF_TIME_HINT _MM_HINT_T0
+#endif
 
 static ALWAYS_INLINE __m256i tail_mask(size_t left) {
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -131,7 +147,7 @@ static ALWAYS_INLINE void ktime(const int mr, const int nr, const bool full, con
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int l = 0; l < mr * k; l += 16)
-            _mm_prefetch((const char *)(w + PF_TIME + l), _MM_HINT_NTA);
+            if (PF_TIME_HINT >= 0) _mm_prefetch((const char *)(w + PF_TIME + l), PF_TIME_HINT);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m256 xv[NR];
 #pragma GCC unroll 3
@@ -161,7 +177,7 @@ static ALWAYS_INLINE void kchan(const int nn, const float *w, const float *bias,
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += 8) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), _MM_HINT_NTA);
+            _mm_prefetch((const char *)(w + PF_FLOATS), PF_CHAN_HINT);
             const __m256 wv = _mm256_load_ps(w);
 #pragma GCC unroll 8
             for (int j = 0; j < nn; j++)

@@ -50,6 +50,10 @@
 #        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
 #        CODEC_CPU_ONEDNN=1 adds oneDNN's bf16 convolution ('ooooo', three and two
 #        input terms; codec-cpu.log).
+# codec-ab: every codec_bench build packed as .device/bin/codec_bench* (copy
+#        other builds there by hand: codec_bench_old, codec_bench_nta, ...),
+#        alternating twice, 2 cores, with GEPARD_KERNELS=avx2 and the best
+#        kernels (CODEC_AB_KERNELS; CODEC_AB_ARGS: "16 2 1"): codec-ab.log.
 # cpu:   the host CPU alone (issue 15): the kernel and real-size CPU tests, then
 #        prefill_bench (26 and 64 rows) and
 #        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
@@ -361,6 +365,19 @@ if want codec-cpu; then # the host CPU's codec paths: AMX tiles (ours) and oneDN
             done
         fi
     } 2>&1 | tee "$out/codec-cpu.log"
+fi
+if want codec-ab; then # every packed codec_bench build (.device/bin/codec_bench*) alternating
+    for rep in 1 2; do
+        for b in "$bin"/codec_bench*; do
+            for kernels in ${CODEC_AB_KERNELS:-avx2 best}; do
+                kenv=""
+                [ "$kernels" = avx2 ] && kenv=GEPARD_KERNELS=avx2
+                echo "$(basename "$b") kernels=$kernels rep=$rep: $(env $kenv taskset -c 0,1 "$b" \
+                    ${CODEC_AB_ARGS:-16 2 1} 2>&1 | grep -E "FMA peak|^f32 +[12] |stream-frame" |
+                    tr -s ' ' | tr '\n' '|')"
+            done
+        done
+    done 2>&1 | tee "$out/codec-ab.log"
 fi
 if want cpu; then
     # The matrix kernels (bitwise batch invariance of the blocked prefill kernels) and the

@@ -42,6 +42,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The SIMD kernels' weight prefetch (cpu/conv_direct_avx*.c), in floats ahead of the
+ * weights being read: weights stream from memory once per frame when a stream decodes
+ * frame by frame.
+ * The channel layout (the wide first stage, a few samples per frame) reads each weight
+ * once per frame: non-temporal, so the stream does not push the activations out of L2.
+ * The time layout re-reads a block's weights for every tile of samples: into every
+ * level (T0), since a non-temporal line may skip L2 (Intel's server parts) and then
+ * every tile after the first fetches it again from L3 or memory. On the H200 host's
+ * Xeon the AVX2 codec with non-temporal time-layout prefetches (and the 6 x 2 tile)
+ * measured 36.9-38.5 ms per frame against 29.8-30.0 for the build before both
+ * (codec_bench 16 2 1, 2 threads); which of the two costs it is not yet measured
+ * there. On the Zen 5 development VM T0 and NTA measure alike (AVX2, 1 thread 22.3-23.4
+ * ms both). -D for A/B builds (a hint < 0: no prefetch). */
+#define GP_DCONV_PF_CHAN 2048 /* channel layout: 8 KB ahead */
+#define GP_DCONV_PF_TIME 1024 /* time layout: 4 KB ahead */
+#ifndef GP_DCONV_PF_CHAN_HINT
+#define GP_DCONV_PF_CHAN_HINT _MM_HINT_NTA
+#endif
+#ifndef GP_DCONV_PF_TIME_HINT
+#define GP_DCONV_PF_TIME_HINT _MM_HINT_T0
+#endif
+
 #include "base/error.h"
 #include "base/pool.h"
 #include "compute/conv.h"

@@ -22,16 +22,6 @@
 #define TILE_W 16 /* tile buffer row length (time layout: NR * 8) */
 #define TILE_R 8  /* tile buffer rows */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-/* The weight prefetch of conv_direct_avx512.c, the same distances and hints (why each
- * hint: there). */
-#define PF_FLOATS 2048 /* channel layout: 8 KB ahead */
-#define PF_TIME 1024   /* time layout: 4 KB ahead */
-#ifndef PF_CHAN_HINT
-#define PF_CHAN_HINT _MM_HINT_NTA
-#endif
-#ifndef PF_TIME_HINT
-#define PF_TIME_HINT _MM_HINT_T0
-#endif
 
 static ALWAYS_INLINE __m256i tail_mask(size_t left) {
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -137,7 +127,8 @@ static ALWAYS_INLINE void ktime(const int mr, const int nr, const bool full, con
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int l = 0; l < mr * k; l += 16)
-            if (PF_TIME_HINT >= 0) _mm_prefetch((const char *)(w + PF_TIME + l), PF_TIME_HINT);
+            if (GP_DCONV_PF_TIME_HINT >= 0)
+                _mm_prefetch((const char *)(w + GP_DCONV_PF_TIME + l), GP_DCONV_PF_TIME_HINT);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m256 xv[NR];
 #pragma GCC unroll 3
@@ -167,7 +158,7 @@ static ALWAYS_INLINE void kchan(const int nn, const float *w, const float *bias,
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += 8) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), PF_CHAN_HINT);
+            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
             const __m256 wv = _mm256_load_ps(w);
 #pragma GCC unroll 8
             for (int j = 0; j < nn; j++)

@@ -23,26 +23,6 @@
 #define TILE_W 64 /* tile buffer row length (time layout: NR * 16) */
 #define TILE_R 32 /* tile buffer rows (channel layout: MV * 16) */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-/* Weights stream from memory once per frame when a stream decodes frame by frame:
- * prefetch them ahead of the FMAs.
- * The channel layout (the wide first stage, a few samples per frame) reads each weight
- * once per frame: non-temporal, so the stream does not push the activations out of L2.
- * The time layout re-reads a block's weights for every tile of samples: into every
- * level (T0), since a non-temporal line may skip L2 (Intel's server parts) and then
- * every tile after the first fetches it again from L3 or memory. On the H200 host's
- * Xeon the AVX2 codec with non-temporal time-layout prefetches (and the 6 x 2 tile)
- * measured 36.9-38.5 ms per frame against 29.8-30.0 for the build before both
- * (codec_bench 16 2 1, 2 threads); which of the two costs it is not yet measured
- * there. On the Zen 5 development VM T0 and NTA measure alike (AVX2, 1 thread 22.3-23.4
- * ms both). -D for A/B builds (a hint < 0: no prefetch). */
-#define PF_FLOATS 2048 /* channel layout: 8 KB ahead */
-#define PF_TIME 1024   /* time layout: 4 KB ahead */
-#ifndef PF_CHAN_HINT
-#define PF_CHAN_HINT _MM_HINT_NTA
-#endif
-#ifndef PF_TIME_HINT
-#define PF_TIME_HINT _MM_HINT_T0
-#endif
 
 /* ---- sin^2 ---- */
 
@@ -182,7 +162,8 @@ static ALWAYS_INLINE void ktime_f32(const int mr, const int nr, const float *w, 
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int l = 0; l < mr * k; l += 16)
-            if (PF_TIME_HINT >= 0) _mm_prefetch((const char *)(w + PF_TIME + l), PF_TIME_HINT);
+            if (GP_DCONV_PF_TIME_HINT >= 0)
+                _mm_prefetch((const char *)(w + GP_DCONV_PF_TIME + l), GP_DCONV_PF_TIME_HINT);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m512 xv[NR];
 #pragma GCC unroll 4
@@ -215,7 +196,8 @@ static ALWAYS_INLINE void ktime_bf16(const int mr, const int nr, const uint32_t 
     for (int p = 0; p < pairs; p++) {
         const uint32_t *xt = x + (size_t)p * xs;
         for (int l = 0; l < mr * k; l += 16)
-            if (PF_TIME_HINT >= 0) _mm_prefetch((const char *)(w + PF_TIME + l), PF_TIME_HINT);
+            if (GP_DCONV_PF_TIME_HINT >= 0)
+                _mm_prefetch((const char *)(w + GP_DCONV_PF_TIME + l), GP_DCONV_PF_TIME_HINT);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m512bh xv[NR];
 #pragma GCC unroll 4
@@ -258,8 +240,8 @@ static ALWAYS_INLINE void kchan_f32(const int nn, const float *w, const float *b
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 16) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), PF_CHAN_HINT);
-            _mm_prefetch((const char *)(w + PF_FLOATS + 16), PF_CHAN_HINT);
+            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
+            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN + 16), GP_DCONV_PF_CHAN_HINT);
             __m512 wv[MV];
 #pragma GCC unroll 2
             for (int v = 0; v < MV; v++) wv[v] = _mm512_load_ps(w + 16 * v);
@@ -287,7 +269,7 @@ static ALWAYS_INLINE void kchan_w16(const int nn, const uint32_t *w, const float
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 8) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), PF_CHAN_HINT);
+            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
             __m512 wv[MV];
 #pragma GCC unroll 1
             for (int v = 0; v < MV; v += 2) {
@@ -316,8 +298,8 @@ static ALWAYS_INLINE void kchan_bf16(const int nn, const uint32_t *w, const floa
     for (int p = 0; p < pairs; p++) {
         const uint32_t *xt = x + (size_t)p * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 16) {
-            _mm_prefetch((const char *)(w + PF_FLOATS), PF_CHAN_HINT);
-            _mm_prefetch((const char *)(w + PF_FLOATS + 16), PF_CHAN_HINT);
+            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
+            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN + 16), GP_DCONV_PF_CHAN_HINT);
             __m512bh wv[MV];
 #pragma GCC unroll 2
             for (int v = 0; v < MV; v++) wv[v] = (__m512bh)_mm512_load_si512(w + 16 * v);

@@ -385,7 +385,8 @@ typedef enum gepard_codec_precision {
                                faster (gepard_codec_kernels_why says what it measured) */
     GEPARD_CODEC_F32 = 1,   /* f32 weights and arithmetic throughout */
     GEPARD_CODEC_MIXED = 2, /* f32 arithmetic; the first stage's weights, which streaming
-                               reads from memory at every frame, stored as bf16 (AVX-512) */
+                               reads from memory at every frame, stored as bf16 (AVX2 or
+                               AVX-512) */
     GEPARD_CODEC_BF16 = 3,  /* bf16 weights and convolution inputs, f32 accumulation
                                (AVX512-BF16): about twice the speed of F32 */
     GEPARD_CODEC_TILES = 4  /* the residual convolutions on AMX tiles (Intel Sapphire Rapids

@@ -179,7 +179,7 @@ gp_codec_kernels gp_codec_kernels_resolve(gp_codec_kernels want) {
     if (want == GP_CODEC_KERNELS_AUTO) want = DEC_DEFAULT_DIRECT;
     if (want == GP_CODEC_KERNELS_TILES && !gp_dconv_tiles_mode()) want = GP_CODEC_KERNELS_F32;
     if (want == GP_CODEC_KERNELS_BF16 && !gp_dconv_isa_has_bf16(isa)) want = GP_CODEC_KERNELS_MIXED;
-    if (want == GP_CODEC_KERNELS_MIXED && isa != GP_DCONV_AVX512) want = GP_CODEC_KERNELS_F32;
+    if (want == GP_CODEC_KERNELS_MIXED && isa == GP_DCONV_NONE) want = GP_CODEC_KERNELS_BLAS;
     if (want == GP_CODEC_KERNELS_F32 && isa == GP_DCONV_NONE) want = GP_CODEC_KERNELS_BLAS;
     return want;
 }
@@ -223,7 +223,7 @@ static int dec_stage_types(gp_codec_decoder *dec, gp_codec_kernels kernels, cons
                 : c == 't' ? GP_DCONV_TILES
                            : GP_DCONV_F32;
         if ((t == GP_DCONV_BF16 && !bf16_ok) ||
-            (t == GP_DCONV_W16 && (!chan || gp_dconv_best_isa() != GP_DCONV_AVX512)))
+            (t == GP_DCONV_W16 && (!chan || gp_dconv_best_isa() == GP_DCONV_NONE)))
             return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
                            "codec stage %d cannot run %s weights on this CPU", i,
                            t == GP_DCONV_BF16 ? "bf16" : "bf16-stored");

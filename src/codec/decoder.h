@@ -91,7 +91,7 @@ int gp_codec_decoder_load(gp_codec_decoder *dec, const gp_codec_config *cfg,
                           const gp_codec_source *src, gp_error *err);
 void gp_codec_decoder_free(gp_codec_decoder *dec);
 /* What `want` becomes on this CPU: AUTO picks the default (F32); BF16 falls back to
- * MIXED without AVX512-BF16, MIXED to F32 without AVX-512, F32 to BLAS without AVX2. */
+ * MIXED without AVX512-BF16, MIXED and F32 to BLAS without AVX2. */
 gp_codec_kernels gp_codec_kernels_resolve(gp_codec_kernels want);
 const char *gp_codec_kernels_name(gp_codec_kernels kernels);
 bool gp_codec_kernels_direct(gp_codec_kernels kernels);

@@ -116,7 +116,8 @@ static void pack_block(const gp_conv1d *conv, gp_dconv_type type, int o0, int wi
         for (int c = 0; c < conv->c_in; c++)
             for (int t = 0; t < k; t++)
                 for (int i = 0; i < width; i++) *w++ = src_weight(conv, o0 + i, c, t);
-    } else if (type == GP_DCONV_W16) { /* word l of a vector: channels l and l + 16 */
+    } else if (type == GP_DCONV_W16 && width % 32 == 0) {
+        /* AVX-512: word l of a vector holds channels l and l + 16 */
         uint32_t *w = dst;
         for (int c = 0; c < conv->c_in; c++)
             for (int t = 0; t < k; t++)
@@ -124,6 +125,14 @@ static void pack_block(const gp_conv1d *conv, gp_dconv_type type, int o0, int wi
                     for (int l = 0; l < 16; l++)
                         *w++ = gp_bf16_pair(src_weight(conv, o0 + v + l, c, t),
                                             src_weight(conv, o0 + v + 16 + l, c, t));
+    } else if (type == GP_DCONV_W16) {
+        /* AVX2 (8 channels): the channels in order, word l holding channels 2l and 2l + 1 */
+        uint32_t *w = dst;
+        for (int c = 0; c < conv->c_in; c++)
+            for (int t = 0; t < k; t++)
+                for (int i = 0; i < width; i += 2)
+                    *w++ = gp_bf16_pair(src_weight(conv, o0 + i, c, t),
+                                        src_weight(conv, o0 + i + 1, c, t));
     } else {
         uint32_t *w = dst;
         for (int p = 0; p < (conv->c_in + 1) / 2; p++)
@@ -154,9 +163,9 @@ static int dconv_shape(gp_dconv *out, const gp_conv1d *conv, gp_dconv_type type,
     if (type == GP_DCONV_BF16 && !gp_dconv_isa_has_bf16(isa))
         return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
                        "bf16 convolution kernels need a CPU with AVX512-BF16");
-    if (type == GP_DCONV_W16 && (isa != GP_DCONV_AVX512 || !chan || g->mv_chan % 2))
+    if (type == GP_DCONV_W16 && (!chan || (isa == GP_DCONV_AVX512 && g->mv_chan % 2)))
         return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT,
-                       "bf16-stored weights need AVX-512 and the channel layout");
+                       "bf16-stored weights need the channel layout");
     if (conv->stride != 1)
         return gp_fail(err, GEPARD_ERR_INTERNAL, "direct convolution needs stride 1, not %d",
                        conv->stride);

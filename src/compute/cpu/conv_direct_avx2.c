@@ -149,17 +149,26 @@ static ALWAYS_INLINE void ktime(const int mr, const int nr, const bool full, con
         for (int j = 0; j < nr; j++) _mm256_store_ps(tile + i * TILE_W + 8 * j, acc[i][j]);
 }
 
-static ALWAYS_INLINE void kchan(const int nn, const float *w, const float *bias, int c_in, int k,
-                                size_t d, const float *x, size_t xs, float *tile) {
+/* `w16`: the weights are stored as bf16 (GP_DCONV_W16: 8 channels' weights in 16 bytes,
+ * half the bytes a stream's first stage reads from memory per frame) and widened exactly
+ * in registers; the FMAs are those of the f32 weights rounded to bf16, in the same order. */
+static ALWAYS_INLINE void kchan(const int nn, const bool w16, const void *wp, const float *bias,
+                                int c_in, int k, size_t d, const float *x, size_t xs, float *tile) {
+    const char *w = wp;
+    const size_t w_step = w16 ? 16 : 32; /* bytes of one tap's 8 weights */
     __m256 acc[NN];
     const __m256 b = _mm256_load_ps(bias);
 #pragma GCC unroll 8
     for (int j = 0; j < nn; j++) acc[j] = b;
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
-        for (int t = 0; t < k; t++, xt += d, w += 8) {
-            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
-            const __m256 wv = _mm256_load_ps(w);
+        for (int t = 0; t < k; t++, xt += d, w += w_step) {
+            _mm_prefetch(w + 4 * GP_DCONV_PF_CHAN, GP_DCONV_PF_CHAN_HINT);
+            const __m256 wv =
+                w16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
+                          _mm256_cvtepu16_epi32(_mm_load_si128((const __m128i *)(const void *)w)),
+                          16))
+                    : _mm256_load_ps((const float *)(const void *)w);
 #pragma GCC unroll 8
             for (int j = 0; j < nn; j++)
                 acc[j] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(xt + j), acc[j]);
@@ -195,18 +204,24 @@ static void time_f32(int mr, int nr, bool full, const float *w, const float *bia
     }
 }
 
-static void chan_f32(int nn, const float *w, const float *bias, int c_in, int k, size_t d,
-                     const float *x, size_t xs, float *tile) {
-    switch (nn) {
-    case 1: kchan(1, w, bias, c_in, k, d, x, xs, tile); break;
-    case 2: kchan(2, w, bias, c_in, k, d, x, xs, tile); break;
-    case 3: kchan(3, w, bias, c_in, k, d, x, xs, tile); break;
-    case 4: kchan(4, w, bias, c_in, k, d, x, xs, tile); break;
-    case 5: kchan(5, w, bias, c_in, k, d, x, xs, tile); break;
-    case 6: kchan(6, w, bias, c_in, k, d, x, xs, tile); break;
-    case 7: kchan(7, w, bias, c_in, k, d, x, xs, tile); break;
-    default: kchan(8, w, bias, c_in, k, d, x, xs, tile); break;
+#define CHAN_CASES(W16)                                                                            \
+    switch (nn) {                                                                                  \
+    case 1: kchan(1, W16, w, bias, c_in, k, d, x, xs, tile); break;                                \
+    case 2: kchan(2, W16, w, bias, c_in, k, d, x, xs, tile); break;                                \
+    case 3: kchan(3, W16, w, bias, c_in, k, d, x, xs, tile); break;                                \
+    case 4: kchan(4, W16, w, bias, c_in, k, d, x, xs, tile); break;                                \
+    case 5: kchan(5, W16, w, bias, c_in, k, d, x, xs, tile); break;                                \
+    case 6: kchan(6, W16, w, bias, c_in, k, d, x, xs, tile); break;                                \
+    case 7: kchan(7, W16, w, bias, c_in, k, d, x, xs, tile); break;                                \
+    default: kchan(8, W16, w, bias, c_in, k, d, x, xs, tile); break;                               \
     }
+
+static void chan_any(bool w16, int nn, const void *w, const float *bias, int c_in, int k, size_t d,
+                     const float *x, size_t xs, float *tile) {
+    if (w16)
+        CHAN_CASES(true)
+    else
+        CHAN_CASES(false)
 }
 
 void gp_dconv_tiles_avx2(const gp_dconv *conv, const gp_dconv_signal *sig, int n_sig, size_t n,
@@ -226,7 +241,8 @@ void gp_dconv_tiles_avx2(const gp_dconv *conv, const gp_dconv_signal *sig, int n
         const float *w = (const float *)conv->weight + (size_t)b * conv->block_elems;
         const float *x = (const float *)s->x + n0;
         if (conv->chan) {
-            chan_f32((int)nc, w, conv->bias + o0, conv->c_in, k, d, x, s->xs, tile);
+            chan_any(conv->type == GP_DCONV_W16, (int)nc, w, conv->bias + o0, conv->c_in, k, d, x,
+                     s->xs, tile);
         } else {
             const int nr = (int)((nc + 7) / 8);
             time_f32(rows, nr, nc == 8 * (size_t)nr, w, conv->bias + o0, conv->c_in, k, d, x, s->xs,

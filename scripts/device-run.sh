@@ -373,7 +373,7 @@ if want codec-ab; then # every packed codec_bench build (.device/bin/codec_bench
                 kenv=""
                 [ "$kernels" = avx2 ] && kenv=GEPARD_KERNELS=avx2
                 echo "$(basename "$b") kernels=$kernels rep=$rep: $(env $kenv taskset -c 0,1 "$b" \
-                    ${CODEC_AB_ARGS:-16 2 1} 2>&1 | grep -E "FMA peak|^f32 +[12] |stream-frame" |
+                    ${CODEC_AB_ARGS:-16 2 1} 2>&1 | grep -E "FMA peak|^(f32|mixed) +[12] |stream-frame" |
                     tr -s ' ' | tr '\n' '|')"
             done
         done

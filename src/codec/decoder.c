@@ -179,8 +179,8 @@ gp_codec_kernels gp_codec_kernels_resolve(gp_codec_kernels want) {
     if (want == GP_CODEC_KERNELS_AUTO) want = DEC_DEFAULT_DIRECT;
     if (want == GP_CODEC_KERNELS_TILES && !gp_dconv_tiles_mode()) want = GP_CODEC_KERNELS_F32;
     if (want == GP_CODEC_KERNELS_BF16 && !gp_dconv_isa_has_bf16(isa)) want = GP_CODEC_KERNELS_MIXED;
-    if (want == GP_CODEC_KERNELS_MIXED && isa == GP_DCONV_NONE) want = GP_CODEC_KERNELS_BLAS;
-    if (want == GP_CODEC_KERNELS_F32 && isa == GP_DCONV_NONE) want = GP_CODEC_KERNELS_BLAS;
+    if ((want == GP_CODEC_KERNELS_MIXED || want == GP_CODEC_KERNELS_F32) && isa == GP_DCONV_NONE)
+        want = GP_CODEC_KERNELS_BLAS;
     return want;
 }
 

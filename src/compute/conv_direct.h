@@ -63,6 +63,11 @@
 #ifndef GP_DCONV_PF_TIME_HINT
 #define GP_DCONV_PF_TIME_HINT _MM_HINT_T0
 #endif
+/* One weight prefetch with one of those hints (none when the hint is < 0). */
+#define GP_DCONV_PREFETCH(addr, hint)                                                              \
+    do {                                                                                           \
+        if ((hint) >= 0) _mm_prefetch((const char *)(addr), (hint));                               \
+    } while (0)
 
 #include "base/error.h"
 #include "base/pool.h"

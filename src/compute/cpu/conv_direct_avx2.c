@@ -127,8 +127,7 @@ static ALWAYS_INLINE void ktime(const int mr, const int nr, const bool full, con
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int l = 0; l < mr * k; l += 16)
-            if (GP_DCONV_PF_TIME_HINT >= 0)
-                _mm_prefetch((const char *)(w + GP_DCONV_PF_TIME + l), GP_DCONV_PF_TIME_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_TIME + l, GP_DCONV_PF_TIME_HINT);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m256 xv[NR];
 #pragma GCC unroll 3
@@ -163,7 +162,7 @@ static ALWAYS_INLINE void kchan(const int nn, const bool w16, const void *wp, co
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += w_step) {
-            _mm_prefetch(w + 4 * GP_DCONV_PF_CHAN, GP_DCONV_PF_CHAN_HINT);
+            GP_DCONV_PREFETCH(w + 4 * GP_DCONV_PF_CHAN, GP_DCONV_PF_CHAN_HINT);
             const __m256 wv =
                 w16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
                           _mm256_cvtepu16_epi32(_mm_load_si128((const __m128i *)(const void *)w)),

@@ -162,8 +162,7 @@ static ALWAYS_INLINE void ktime_f32(const int mr, const int nr, const float *w, 
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int l = 0; l < mr * k; l += 16)
-            if (GP_DCONV_PF_TIME_HINT >= 0)
-                _mm_prefetch((const char *)(w + GP_DCONV_PF_TIME + l), GP_DCONV_PF_TIME_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_TIME + l, GP_DCONV_PF_TIME_HINT);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m512 xv[NR];
 #pragma GCC unroll 4
@@ -196,8 +195,7 @@ static ALWAYS_INLINE void ktime_bf16(const int mr, const int nr, const uint32_t 
     for (int p = 0; p < pairs; p++) {
         const uint32_t *xt = x + (size_t)p * xs;
         for (int l = 0; l < mr * k; l += 16)
-            if (GP_DCONV_PF_TIME_HINT >= 0)
-                _mm_prefetch((const char *)(w + GP_DCONV_PF_TIME + l), GP_DCONV_PF_TIME_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_TIME + l, GP_DCONV_PF_TIME_HINT);
         for (int t = 0; t < k; t++, xt += d, w += mr) {
             __m512bh xv[NR];
 #pragma GCC unroll 4
@@ -240,8 +238,8 @@ static ALWAYS_INLINE void kchan_f32(const int nn, const float *w, const float *b
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 16) {
-            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
-            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN + 16), GP_DCONV_PF_CHAN_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_CHAN, GP_DCONV_PF_CHAN_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_CHAN + 16, GP_DCONV_PF_CHAN_HINT);
             __m512 wv[MV];
 #pragma GCC unroll 2
             for (int v = 0; v < MV; v++) wv[v] = _mm512_load_ps(w + 16 * v);
@@ -269,7 +267,7 @@ static ALWAYS_INLINE void kchan_w16(const int nn, const uint32_t *w, const float
     for (int c = 0; c < c_in; c++) {
         const float *xt = x + (size_t)c * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 8) {
-            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_CHAN, GP_DCONV_PF_CHAN_HINT);
             __m512 wv[MV];
 #pragma GCC unroll 1
             for (int v = 0; v < MV; v += 2) {
@@ -298,8 +296,8 @@ static ALWAYS_INLINE void kchan_bf16(const int nn, const uint32_t *w, const floa
     for (int p = 0; p < pairs; p++) {
         const uint32_t *xt = x + (size_t)p * xs;
         for (int t = 0; t < k; t++, xt += d, w += MV * 16) {
-            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN), GP_DCONV_PF_CHAN_HINT);
-            _mm_prefetch((const char *)(w + GP_DCONV_PF_CHAN + 16), GP_DCONV_PF_CHAN_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_CHAN, GP_DCONV_PF_CHAN_HINT);
+            GP_DCONV_PREFETCH(w + GP_DCONV_PF_CHAN + 16, GP_DCONV_PF_CHAN_HINT);
             __m512bh wv[MV];
 #pragma GCC unroll 2
             for (int v = 0; v < MV; v++) wv[v] = (__m512bh)_mm512_load_si512(w + 16 * v);

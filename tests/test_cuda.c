@@ -544,9 +544,10 @@ static void realsize_forced_bf16(golden *g, const char *model_dir, const char *k
 
 /* The single-row step as one persistent kernel against the same step
  * launched kernel by kernel (GEPARD_CUDA_DECODE1=0), bf16 at real size,
- * teacher-forced, for both forms of the kernel: the cluster kernel
+ * teacher-forced, for every form of the kernel: the cluster kernel
  * (cuda_decode1c.cu, the default where clusters fit) and the phase-per-layer
- * kernel (cuda_decode1.cu, GEPARD_CUDA_DECODE1=phase). The projections do
+ * kernel (cuda_decode1.cu, GEPARD_CUDA_DECODE1=phase), and the cluster
+ * kernel's other forms. The projections do
  * the same arithmetic, but the attention merge, the o projection (per head
  * in the cluster kernel) and the heads add in other orders, so values cross
  * bf16 rounding boundaries differently: the paths are held to the bf16
@@ -566,6 +567,8 @@ TEST(cuda_single_row_kernel_equals_kernels) {
     } forms[] = {{"default: clusters where they fit", NULL, NULL},
                  {"clusters, gate/up and down in one phase", "GEPARD_CUDA_DECODE1_FUSED_MLP", "1"},
                  {"clusters, o columns by one bulk copy per row", "GEPARD_CUDA_DECODE1_TMAP", "0"},
+                 {"clusters, the audio frame embedded by kernels before it",
+                  "GEPARD_CUDA_DECODE1_EMBED", "0"},
                  {"phase per layer", "GEPARD_CUDA_DECODE1", "phase"}};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         float *la, *sa;

@@ -308,6 +308,8 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
                     "o %.1f\n",
                     t[D1_PROF_INSIDE] * k, t[D1_PROF_INSIDE + 1] * k, t[D1_PROF_INSIDE + 2] * k,
                     t[D1_PROF_INSIDE + 3] * k);
+        if (r->d1c_embed)
+            fprintf(stderr, "embedding in the kernel: %.1f us per step\n", t[D1_PROF_EMBED] * k);
     }
     cudaFree(r->d1_prof);
     r->d1_prof = NULL;
@@ -321,9 +323,15 @@ void gp_cuda_decode1_release(gp_dev_runner *r) {
     r->d1c_omaps = NULL;
 }
 
-bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, cudaStream_t s) {
+bool gp_cuda_decode1_embeds(const gp_dev_runner *r) {
+    return r->d1_ok && r->bt_stride <= D1_MAX_BLOCK_TABLE && r->d1c_size && r->d1c_embed;
+}
+
+bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, bool embed,
+                            cudaStream_t s) {
     if (!r->d1_ok || r->bt_stride > D1_MAX_BLOCK_TABLE) return false;
-    if (r->d1c_size) return gp_cuda_decode1c_launch(r, args, s);
+    if (r->d1c_size) return gp_cuda_decode1c_launch(r, args, embed, s);
+    if (embed) return false;
     const gp_dev_model *m = r->m;
     const gp_dev_model_desc &md = m->d;
     d1_args p{};

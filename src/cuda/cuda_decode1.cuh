@@ -104,9 +104,10 @@ __device__ __forceinline__ void grid_barrier(unsigned *bar) {
  * each phase's grid barrier (waiting for the slowest block, and the
  * barrier's own latency) to prof[12 + phase], and counts the steps. */
 #define D1_PROF_STEPS 11
-#define D1_PROF_SLOTS 22 /* + 12..17: the time block 0 spent in each phase's barrier */
+#define D1_PROF_SLOTS 23 /* + 12..17: the time block 0 spent in each phase's barrier */
 #define D1_PROF_BARRIER 12
 #define D1_PROF_INSIDE 18 /* + 0..3: the cluster kernel's points inside its attention phase */
+#define D1_PROF_EMBED 22  /* the cluster kernel's embedding phases */
 __device__ __forceinline__ unsigned long long d1_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

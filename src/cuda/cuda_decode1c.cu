@@ -33,7 +33,11 @@
  * can be resident at once (at least one per query head);
  * GEPARD_CUDA_DECODE1=phase keeps the phase-per-layer kernel,
  * GEPARD_CUDA_DECODE1_CLUSTER=4|8 forces a cluster size and
- * GEPARD_CUDA_DECODE1_TMAP=0 copies the o columns row by row. */
+ * GEPARD_CUDA_DECODE1_TMAP=0 copies the o columns row by row.
+ *
+ * The step's audio frame is embedded by the kernel's first two phases
+ * (embed_frame) where the step is one decode row; GEPARD_CUDA_DECODE1_EMBED=0
+ * leaves that to the seven launches before the kernel. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +79,9 @@ namespace cg = cooperative_groups;
 #ifndef D1C_KV_PREFETCH /* the block's cached keys and values into L2 at the layer's start */
 #define D1C_KV_PREFETCH 1
 #endif
+#ifndef D1C_MERGE_EARLY /* the cluster merge's gate at the phase's start, remote loads first */
+#define D1C_MERGE_EARLY 0 /* (not yet measured) */
+#endif
 
 namespace {
 
@@ -83,7 +90,95 @@ struct d1c_args : d1_step_args {
     float *opart, *dpart; /* the heads' o partials [NH][H], the clusters' down partials */
     bool o_tmap; /* the o columns by 2-D tensor copies (o_map), else one bulk copy per row */
     CUtensorMap o_map[D1C_MAX_LAYERS];
+    /* the audio frame's embedding as the kernel's first phases (embed_frame) */
+    bool embed;
+    int C, E, half; /* channels, embedding width, rotary_dim / 2 */
+    float embed_scale;
+    const int32_t *codes; /* the frame's C codes */
+    const int *channel_offset;
+    const float *tables, *proj0, *proj0_b, *proj2, *proj2_b, *inv_freq;
+    float *emb_t, *emb, *rope_out; /* the MLP's hidden and output vectors, the RoPE row */
 };
+
+/* out[n] = Σ_k in[k] · W[n][k] + bias[n] (then GELU when `gelu`) for this
+ * block's rows of W [N][K] (f32, K a multiple of 4, `in` in shared
+ * memory): one warp per row. */
+__device__ __forceinline__ void f32_rows(const float *W, const float *bias, int N, int K,
+                                         const float *in, float *out, bool gelu) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int r0, r1;
+    block_rows(N, r0, r1);
+    for (int n = r0 + warp; n < r1; n += D1_WARPS) {
+        const float4 *w = (const float4 *)(W + (size_t)n * K);
+        float acc = 0;
+#pragma unroll 8
+        for (int k = lane; k < K / 4; k += 32) {
+            const float4 wv = __ldg(w + k), iv = ((const float4 *)in)[k];
+            acc += wv.x * iv.x + wv.y * iv.y + wv.z * iv.z + wv.w * iv.w;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) {
+            float v = acc + bias[n];
+            if (gelu) v = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+            out[n] = v;
+        }
+    }
+}
+
+/* The audio frame's embedding (MODEL.md: the codes' table rows side by
+ * side, Linear + GELU, Linear, LayerNorm × scale) as two phases over all
+ * blocks, each ending at a grid barrier, instead of seven launches before
+ * the kernel: every block gathers the codes' rows, computes its rows of
+ * the first product, then of the second, and after the second barrier the
+ * LayerNorm of the whole vector itself, into xs (its residual stream for
+ * layer 0's norm); each block writes its rows of x for the o phase. Block
+ * 0 writes the row's RoPE table. The same operations as the kernels it
+ * replaces (k_embed_gather, cuBLAS f32, k_bias_gelu, k_bias_layernorm,
+ * k_rope_table); the products add in another order. */
+__device__ __forceinline__ void embed_frame(const d1c_args &p, float *in, float *xs,
+                                            double *scratch) {
+    const int H = p.H, CE = p.C * p.E;
+    int r0, r1;
+    block_rows(H, r0, r1);
+    if (threadIdx.x == D1_COPY_THREAD) /* the second product's rows into L2 meanwhile */
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.proj2 + (size_t)r0 * H),
+                     "r"((unsigned)((r1 - r0) * H * 4))
+                     : "memory");
+    for (int i = threadIdx.x; i < CE; i += blockDim.x) {
+        const int c = i / p.E, e = i % p.E;
+        in[i] = __ldg(p.tables + (size_t)(p.channel_offset[c] + p.codes[c]) * p.E + e);
+    }
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i < p.half; i += blockDim.x) {
+            const float angle = (float)p.row_pos[0] * p.inv_freq[i];
+            p.rope_out[i] = (float)cos((double)angle);
+            p.rope_out[p.half + i] = (float)sin((double)angle);
+        }
+    __syncthreads();
+    f32_rows(p.proj0, p.proj0_b, H, CE, in, p.emb_t, true);
+    grid_barrier(p.barrier);
+    for (int i = threadIdx.x; i < H / 4; i += blockDim.x)
+        ((float4 *)in)[i] = __ldcg((const float4 *)p.emb_t + i);
+    __syncthreads();
+    f32_rows(p.proj2, p.proj2_b, H, H, in, p.emb, false);
+    grid_barrier(p.barrier);
+    /* LayerNorm without affine, biased variance, eps 1e-5 (k_bias_layernorm's sums) */
+    double s = 0;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) {
+        const float v = __ldcg(p.emb + i);
+        xs[i] = v;
+        s += v;
+    }
+    const double mean = block_sum(s, scratch) / H;
+    double var = 0;
+    for (int i = threadIdx.x; i < H; i += blockDim.x)
+        var += ((double)xs[i] - mean) * ((double)xs[i] - mean);
+    var = block_sum(var, scratch) / H;
+    const float inv = 1.0f / sqrtf((float)var + 1e-5f), mu = (float)mean;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = ((xs[i] - mu) * inv) * p.embed_scale;
+    __syncthreads();
+    for (int i = r0 + (int)threadIdx.x; i < r1; i += blockDim.x) p.x[i] = xs[i];
+}
 
 /* Cluster c's query head and this block's rows [r0, r1) of that head's o
  * partial: clusters c, c + NH, c + 2·NH, ... share head c % NH and split the
@@ -248,6 +343,10 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
     __syncthreads();
     prefetch_rows(buf_a, p.layers[0].qkv, p.qkv_rows, H);
     unsigned long long t0 = d1_now();
+    if (p.embed) {
+        embed_frame(p, in, xs, scratch);
+        d1_mark(p.prof, D1_PROF_EMBED, t0);
+    }
     for (int l = 0; l < p.n_layers; l++) {
         const d1_layer L = p.layers[l];
         const float *q_norm = L.norms + 2 * H, *k_norm = q_norm + D;
@@ -264,7 +363,8 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
             if (l > 0) add_down_partials<CS>(cluster, xs, p.dpart, p.clusters, H, rank);
             stage_norm(in, xs, L.norms, H, p.eps, true, scratch, true);
         } else {
-            stage_norm(in, p.x, L.norms, H, p.eps, true, scratch);
+            const bool x_here = l == 0 && p.embed; /* the embedding left x in xs */
+            stage_norm(in, x_here ? xs : p.x, L.norms, H, p.eps, true, scratch, x_here);
         }
         if (D1C_O_AFTER_NORM) load_o();
         if (D1C_KV_PREFETCH) prefetch_kv_l2(d, p.kv, s_bt, g, block_p0, block_p1);
@@ -287,6 +387,10 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
             }
         };
         if (D1C_GATE_UP_AFTER == 0) load_gate_up();
+        /* the merging threads' gate values, loaded now so their latency
+         * passes under the attention's */
+        const float *gate_at = p.qkv + (size_t)h * 2 * D + D + rank * (D / CS) + threadIdx.x;
+        const float gate_early = D1C_MERGE_EARLY && threadIdx.x < D / CS ? __ldcg(gate_at) : 0.0f;
         {
             float m[1], lsum[1], acc[1][8];
             attention_span<__nv_bfloat16, 1, 8, true>(d, p.qkv, q_norm, k_norm, p.rope, p.eps,
@@ -325,20 +429,37 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
          * them and hands them to every block of the cluster */
         if (threadIdx.x < D / CS) {
             const int i = rank * (D / CS) + threadIdx.x;
-            float mb[CS], M = -INFINITY;
+            /* every remote value first: one round trip, not one per block */
+            float mb[CS], lb[CS], ab[CS], M = -INFINITY, A = 0, Ls = 0;
+            if (D1C_MERGE_EARLY) {
 #pragma unroll
-            for (int b = 0; b < CS; b++) {
-                mb[b] = *cluster.map_shared_rank(&bm, b);
-                M = fmaxf(M, mb[b]);
-            }
-            float A = 0, Ls = 0;
+                for (int b = 0; b < CS; b++) {
+                    mb[b] = *cluster.map_shared_rank(&bm, b);
+                    lb[b] = *cluster.map_shared_rank(&bl, b);
+                    ab[b] = *cluster.map_shared_rank(&bacc[i], b);
+                }
 #pragma unroll
-            for (int b = 0; b < CS; b++) {
-                const float f = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - M);
-                Ls += f * *cluster.map_shared_rank(&bl, b);
-                A += f * *cluster.map_shared_rank(&bacc[i], b);
+                for (int b = 0; b < CS; b++) M = fmaxf(M, mb[b]);
+#pragma unroll
+                for (int b = 0; b < CS; b++) {
+                    const float f = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - M);
+                    Ls += f * lb[b];
+                    A += f * ab[b];
+                }
+            } else {
+#pragma unroll
+                for (int b = 0; b < CS; b++) {
+                    mb[b] = *cluster.map_shared_rank(&bm, b);
+                    M = fmaxf(M, mb[b]);
+                }
+#pragma unroll
+                for (int b = 0; b < CS; b++) {
+                    const float f = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - M);
+                    Ls += f * *cluster.map_shared_rank(&bl, b);
+                    A += f * *cluster.map_shared_rank(&bacc[i], b);
+                }
             }
-            const float gate = __ldcg(p.qkv + (size_t)h * 2 * D + D + i);
+            const float gate = D1C_MERGE_EARLY ? gate_early : __ldcg(gate_at);
             const float v = bf16_round((A / Ls) * (1.0f / (1.0f + expf(-gate))));
 #pragma unroll
             for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&a_full[i], b) = v;
@@ -592,13 +713,41 @@ bool gp_cuda_decode1c_plan(gp_dev_runner *r) {
     r->d1_smem = eight ? bytes8 : bytes4;
     r->d1_a_elems = eight ? a8 : a4;
     r->d1c_omaps = o_tensor_maps(m);
+    /* the audio frame's embedding inside the kernel (embed_frame) instead
+     * of seven launches before it: 0.471-0.473 -> 0.448 ms GPU per step on
+     * the H200; GEPARD_CUDA_DECODE1_EMBED=0 keeps the launches */
+    const char *embed = getenv("GEPARD_CUDA_DECODE1_EMBED");
+    const int CE = d.channels * d.embed_dim;
+    r->d1c_embed =
+        !(embed && !strcmp(embed, "0")) && CE <= D1C_MAX_I && CE % 4 == 0 && d.rotary_dim % 2 == 0;
     return true;
 }
 
-bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, cudaStream_t s) {
-    const gp_dev_model_desc &md = r->m->d;
+bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, bool embed,
+                             cudaStream_t s) {
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc &md = m->d;
     d1c_args p{};
     fill_step_args(p, r, args);
+    if (embed) {
+        const gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+        p.embed = true;
+        p.C = md.channels;
+        p.E = md.embed_dim;
+        p.half = md.rotary_dim / 2;
+        p.embed_scale = md.audio_embed_scale;
+        p.codes = (const int32_t *)(r->meta + L.codes);
+        p.channel_offset = m->channel_offset;
+        p.tables = m->audio_tables;
+        p.proj0 = m->proj0;
+        p.proj0_b = m->proj0_b;
+        p.proj2 = m->proj2;
+        p.proj2_b = m->proj2_b;
+        p.inv_freq = m->rope_inv_freq;
+        p.emb_t = r->emb_t;
+        p.emb = r->emb;
+        p.rope_out = r->rope;
+    }
     p.NH = md.heads;
     p.clusters = r->d1c_clusters;
     /* [NH][H] and [clusters][H]: far smaller than the attention partials

@@ -158,6 +158,7 @@ struct gp_dev_runner {
     int d1c_clusters; /* its clusters */
     bool d1c_fused;   /* gate/up and down in one phase */
     void *d1c_omaps;  /* host array of the o projections' tensor maps, or NULL */
+    bool d1c_embed;   /* the audio frame's embedding inside the cluster kernel */
 };
 
 /* Offsets of the metadata arrays inside runner->meta (ints). */
@@ -235,11 +236,16 @@ void gp_cuda_gemv_run(const gp_cuda_gemv *g, bool f32_weights, cudaStream_t s);
  * launch in place of the layers + heads of a one-row decode step. */
 int gp_cuda_decode1_prepare(gp_dev_runner *r, gp_dev_status *st);
 void gp_cuda_decode1_release(gp_dev_runner *r);
-bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_cuda_attn_args *args,
-                            cudaStream_t s); /* false: not for this step (take the kernels) */
+/* false: not for this step (take the kernels); `embed`: the kernel also
+ * computes the step's one audio frame embedding, x and the RoPE row
+ * (only where gp_cuda_decode1_embeds says it can) */
+bool gp_cuda_decode1_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, bool embed,
+                            cudaStream_t s);
+bool gp_cuda_decode1_embeds(const gp_dev_runner *r);
 /* The cluster form of that kernel (cuda_decode1c.cu): plan (sets d1c_size,
  * d1c_clusters, d1_smem, d1_a_elems; false when it does not fit) and launch. */
 bool gp_cuda_decode1c_plan(gp_dev_runner *r);
-bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, cudaStream_t s);
+bool gp_cuda_decode1c_launch(gp_dev_runner *r, const gp_cuda_attn_args *args, bool embed,
+                             cudaStream_t s);
 
 #endif

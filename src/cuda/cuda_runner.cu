@@ -307,6 +307,27 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
     const int *row_seq = r->meta + L.row_seq, *row_pos = r->meta + L.row_pos;
     int rc = 0;
+    /* Few rows (decode of a handful of streams): the fused skinny products. */
+    /* Every sequence one row: the fused decode attention. */
+    const bool fused_attn = one_row_each && gp_cuda_decode_attention_fits(m) && !r->no_fused;
+    const bool skinny = rows <= GP_CUDA_GEMV_MAX_ROWS && H % 8 == 0 && (NH * D) % 8 == 0 &&
+                        I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny &&
+                        r->n_uses == 0;
+    /* One row: the layers and heads as one persistent kernel, which may also
+     * embed the row's audio frame (then the seven launches below are its). */
+    const bool one_kernel = skinny && fused_attn && rows == 1 && seqs == 1;
+    const bool embed_inside =
+        one_kernel && frames == 1 && n_decode_rows == 1 && gp_cuda_decode1_embeds(r);
+    gp_cuda_attn_args args = {
+        m,          kv, 0, rows, splits, r->bt_stride, row_seq, row_pos, r->meta + L.block_table,
+        r->counters};
+    if (embed_inside) {
+        if (!gp_cuda_decode1_launch(r, &args, true, s))
+            return gp_cuda_fail(st, GEPARD_ERR_INTERNAL,
+                                "CUDA: the single-row step kernel did "
+                                "not launch");
+        return gp_cuda_check(cudaGetLastError(), "single-row step kernel", st);
+    }
     if (frames > 0) {
         gp_cuda_embed_gather((const int32_t *)(r->meta + L.codes), frames, m, r->emb_z, s);
         if ((rc = gemm(r, m->proj0, CUDA_R_32F, r->emb_z, H, frames, CE, r->emb_t, 0, st)))
@@ -318,17 +339,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     gp_cuda_build_rows(r->emb, r->meta + L.decode_row_frame, n_decode_rows, r->prefill, rows, H,
                        r->x, s);
     gp_cuda_rope_table(row_pos, rows, m->rope_inv_freq, d->rotary_dim / 2, r->rope, s);
-    gp_cuda_attn_args args = {
-        m,          kv, 0, rows, splits, r->bt_stride, row_seq, row_pos, r->meta + L.block_table,
-        r->counters};
-    /* Few rows (decode of a handful of streams): the fused skinny products. */
-    /* Every sequence one row: the fused decode attention. */
-    const bool fused_attn = one_row_each && gp_cuda_decode_attention_fits(m) && !r->no_fused;
-    const bool skinny = rows <= GP_CUDA_GEMV_MAX_ROWS && H % 8 == 0 && (NH * D) % 8 == 0 &&
-                        I % 8 == 0 && H <= 4096 && NH * D <= 4096 && I <= 4096 && !r->no_skinny &&
-                        r->n_uses == 0;
-    /* One row: the layers and heads as one persistent kernel. */
-    if (skinny && fused_attn && rows == 1 && seqs == 1 && gp_cuda_decode1_launch(r, &args, s))
+    if (one_kernel && gp_cuda_decode1_launch(r, &args, false, s))
         return gp_cuda_check(cudaGetLastError(), "single-row step kernel", st);
     for (int l = 0; l < d->layers; l++) {
         const gp_cuda_layer *Ly = &m->layers[l];

@@ -6,7 +6,8 @@
 #   scripts/device-run.sh [tests|bench|lm|codec|serve|serve12|soak|all|cpu][,MODE...] [ARGS for bench...]
 #
 # tests: `gepard synth` writes the real-size synthetic checkpoint, then every
-#        CUDA test runs (release build) against the fixtures and real size.
+#        CUDA test runs (release build) against the fixtures and real size
+#        (TESTS_FILTER="NAME ...": only the tests whose names start so).
 # bench: `gepard bench --device cuda` on the real-size checkpoint.
 # soak:  `gepard serve --device cuda` under `gepard loadtest --duration` for
 #        SOAK_SECONDS (600) at SOAK_CONCURRENCY (256) requests of ~10 s of audio,
@@ -117,7 +118,7 @@ fi
 rc=0
 if want tests || want all; then
     GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
-        "$bin/gepard-tests" cuda 2>&1 | tee "$out/tests.log"
+        "$bin/gepard-tests" ${TESTS_FILTER:-cuda} 2>&1 | tee "$out/tests.log"
     rc=${PIPESTATUS[0]}
 fi
 if want bench || want all; then

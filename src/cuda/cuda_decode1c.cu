@@ -79,8 +79,8 @@ namespace cg = cooperative_groups;
 #ifndef D1C_KV_PREFETCH /* the block's cached keys and values into L2 at the layer's start */
 #define D1C_KV_PREFETCH 1
 #endif
-#ifndef D1C_MERGE_EARLY /* the cluster merge's gate at the phase's start, remote loads first */
-#define D1C_MERGE_EARLY 0 /* (not yet measured) */
+#ifndef D1C_MERGE_EARLY   /* the cluster merge's gate at the phase's start, remote loads first */
+#define D1C_MERGE_EARLY 1 /* 0.450-0.451 -> 0.447-0.448 ms GPU per step */
 #endif
 
 namespace {

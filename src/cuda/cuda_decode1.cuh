@@ -274,6 +274,11 @@ __device__ __forceinline__ float row_chunk(const __nv_bfloat16 *wr, int ch, cons
  * order: each warp then does at most one row and a fraction. Such a row
  * adds in another order than k_gemv's. D1_SPLIT_TAIL=0 (a -D for A/B
  * builds) keeps one row per warp throughout. */
+/* D1_ROWS4_K256=1: gemv_span<1> (K = 256) takes four rows per warp at a
+ * time, their warp sums interleaved; the same sums (a -D for A/B builds). */
+#ifndef D1_ROWS4_K256
+#define D1_ROWS4_K256 0 /* (not yet measured on a GPU) */
+#endif
 #ifndef D1_SPLIT_TAIL
 #define D1_SPLIT_TAIL 0 /* (not yet measured on a GPU) */
 #endif
@@ -324,8 +329,32 @@ __device__ void gemv_span(const __nv_bfloat16 *wbuf, int r0, int r1, int K, cons
             ib[c] = *(const float4 *)(in + (lane + 32 * c) * 8 + 4);
         }
     }
-    const int rem = D1_SPLIT_TAIL ? (r1 - r0) % D1_WARPS : 0, whole_end = r1 - rem;
-    for (int n = r0 + warp; n < whole_end; n += D1_WARPS) {
+    /* the tail split for the long rows only (K not in registers: down's),
+     * where a second row per warp costs the most */
+    const int rem = D1_SPLIT_TAIL && CPL == 0 ? (r1 - r0) % D1_WARPS : 0, whole_end = r1 - rem;
+    int first = r0 + warp;
+    if constexpr (CPL == 1 && D1_ROWS4_K256) {
+        /* K = 256 (the o columns of one head): one chunk per lane, so the
+         * row is mostly its warp sum; four rows' sums interleaved */
+        for (; first + 3 * D1_WARPS < whole_end; first += 4 * D1_WARPS) {
+            float a[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                a[j] = row_chunk(wbuf + (size_t)(first + j * D1_WARPS - r0) * K, lane, ia[0], ib[0],
+                                 0.0f);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                for (int j = 0; j < 4; j++) a[j] += __shfl_xor_sync(0xffffffffu, a[j], o);
+            if (lane == 0)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int n = first + j * D1_WARPS;
+                    out[n] = base ? base[n] + a[j] : add ? __ldcg(out + n) + a[j] : a[j];
+                }
+        }
+    }
+    for (int n = first; n < whole_end; n += D1_WARPS) {
         const __nv_bfloat16 *wr = wbuf + (size_t)(n - r0) * K;
         float acc = 0;
         if constexpr (CPL > 0) {
@@ -339,7 +368,7 @@ __device__ void gemv_span(const __nv_bfloat16 *wbuf, int r0, int r1, int K, cons
         acc = warp_sum(acc);
         if (lane == 0) out[n] = base ? base[n] + acc : add ? __ldcg(out + n) + acc : acc;
     }
-    if (D1_SPLIT_TAIL && rem) gemv_tail(wbuf, r0, r1, rem, K, in, out, add, base);
+    if (D1_SPLIT_TAIL && CPL == 0 && rem) gemv_tail(wbuf, r0, r1, rem, K, in, out, add, base);
 }
 
 /* The same for this block's rows of a matrix of N rows (block_rows). */

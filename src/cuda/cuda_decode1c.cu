@@ -79,6 +79,9 @@ namespace cg = cooperative_groups;
 #ifndef D1C_KV_PREFETCH /* the block's cached keys and values into L2 at the layer's start */
 #define D1C_KV_PREFETCH 1
 #endif
+#ifndef D1C_EMBED_AHEAD   /* the embedding's rows into L2 after the heads, two rows per warp */
+#define D1C_EMBED_AHEAD 0 /* (not yet measured) */
+#endif
 #ifndef D1C_MERGE_EARLY   /* the cluster merge's gate at the phase's start, remote loads first */
 #define D1C_MERGE_EARLY 1 /* 0.450-0.451 -> 0.447-0.448 ms GPU per step */
 #endif
@@ -108,21 +111,51 @@ __device__ __forceinline__ void f32_rows(const float *W, const float *bias, int 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int r0, r1;
     block_rows(N, r0, r1);
-    for (int n = r0 + warp; n < r1; n += D1_WARPS) {
-        const float4 *w = (const float4 *)(W + (size_t)n * K);
-        float acc = 0;
+    auto finish = [&](int n, float acc) {
+        float v = acc + bias[n];
+        if (gelu) v = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+        out[n] = v;
+    };
+    /* two rows per warp at a time (a block's 9th row otherwise costs a
+     * second round of loads from memory), each summed as alone */
+    const int step = D1C_EMBED_AHEAD ? 2 * D1_WARPS : D1_WARPS;
+    for (int n = r0 + warp; n < r1; n += step) {
+        const int n2 = D1C_EMBED_AHEAD && n + D1_WARPS < r1 ? n + D1_WARPS : n;
+        const float4 *w = (const float4 *)(W + (size_t)n * K),
+                     *w2 = (const float4 *)(W + (size_t)n2 * K);
+        float acc = 0, acc2 = 0;
 #pragma unroll 8
         for (int k = lane; k < K / 4; k += 32) {
             const float4 wv = __ldg(w + k), iv = ((const float4 *)in)[k];
             acc += wv.x * iv.x + wv.y * iv.y + wv.z * iv.z + wv.w * iv.w;
+            if (D1C_EMBED_AHEAD) {
+                const float4 wv2 = __ldg(w2 + k);
+                acc2 += wv2.x * iv.x + wv2.y * iv.y + wv2.z * iv.z + wv2.w * iv.w;
+            }
         }
         acc = warp_sum(acc);
+        if (D1C_EMBED_AHEAD) acc2 = warp_sum(acc2);
         if (lane == 0) {
-            float v = acc + bias[n];
-            if (gelu) v = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
-            out[n] = v;
+            finish(n, acc);
+            if (n2 != n) finish(n2, acc2);
         }
     }
+}
+
+/* The copy thread brings this block's rows of both embedding products into
+ * L2 after the step's heads, for the next step's embedding (unless the
+ * codec's work between the steps evicts them). */
+__device__ __forceinline__ void prefetch_embed_l2(const d1c_args &p) {
+    if (threadIdx.x != D1_COPY_THREAD) return;
+    int r0, r1;
+    block_rows(p.H, r0, r1);
+    const int CE = p.C * p.E;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.proj0 + (size_t)r0 * CE),
+                 "r"((unsigned)((r1 - r0) * CE * 4))
+                 : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.proj2 + (size_t)r0 * p.H),
+                 "r"((unsigned)((r1 - r0) * p.H * 4))
+                 : "memory");
 }
 
 /* The audio frame's embedding (MODEL.md: the codes' table rows side by
@@ -551,6 +584,7 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
         stage_norm(in, p.x, p.final_norm, H, p.eps, false, scratch);
     }
     heads_logits(in, H, p.heads, p.heads_b, p.total_logits, p.hidden, p.logits);
+    if (D1C_EMBED_AHEAD && p.embed) prefetch_embed_l2(p);
     d1_mark(p.prof, 6, t0);
 }
 

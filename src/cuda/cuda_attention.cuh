@@ -37,6 +37,22 @@ __device__ double block_sum(double v, double *scratch) {
     return t;
 }
 
+/* row = LayerNorm(row) · scale over `width` values (no affine, biased
+ * variance, eps 1e-5; sums in double, thread i taking i, i + blockDim, ...),
+ * every thread of the block taking part; the audio embedding's last step. */
+__device__ __forceinline__ void block_layernorm(float *row, int width, float scale,
+                                                double *scratch) {
+    double s = 0;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) s += row[i];
+    const double mean = block_sum(s, scratch) / width;
+    double var = 0;
+    for (int i = threadIdx.x; i < width; i += blockDim.x)
+        var += ((double)row[i] - mean) * ((double)row[i] - mean);
+    var = block_sum(var, scratch) / width;
+    const float inv = 1.0f / sqrtf((float)var + 1e-5f), mu = (float)mean;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] = ((row[i] - mu) * inv) * scale;
+}
+
 struct attn_dims {
     int D, NH, NKV, G, qkv_rows, half, bs, layer, bt_stride;
     size_t block_elems;

@@ -195,20 +195,8 @@ __device__ __forceinline__ void embed_frame(const d1c_args &p, float *in, float 
     __syncthreads();
     f32_rows(p.proj2, p.proj2_b, H, H, in, p.emb, false);
     grid_barrier(p.barrier);
-    /* LayerNorm without affine, biased variance, eps 1e-5 (k_bias_layernorm's sums) */
-    double s = 0;
-    for (int i = threadIdx.x; i < H; i += blockDim.x) {
-        const float v = __ldcg(p.emb + i);
-        xs[i] = v;
-        s += v;
-    }
-    const double mean = block_sum(s, scratch) / H;
-    double var = 0;
-    for (int i = threadIdx.x; i < H; i += blockDim.x)
-        var += ((double)xs[i] - mean) * ((double)xs[i] - mean);
-    var = block_sum(var, scratch) / H;
-    const float inv = 1.0f / sqrtf((float)var + 1e-5f), mu = (float)mean;
-    for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = ((xs[i] - mu) * inv) * p.embed_scale;
+    for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = __ldcg(p.emb + i);
+    block_layernorm(xs, H, p.embed_scale, scratch); /* k_bias_layernorm's sums */
     __syncthreads();
     for (int i = r0 + (int)threadIdx.x; i < r1; i += blockDim.x) p.x[i] = xs[i];
 }

@@ -368,19 +368,8 @@ __global__ void k_bias_gelu(float *y, int rows, int width, const float *bias) {
 __global__ void k_bias_layernorm(float *y, int width, const float *bias, float scale) {
     __shared__ double scratch[32];
     float *row = y + (size_t)blockIdx.x * width;
-    double s = 0;
-    for (int i = threadIdx.x; i < width; i += blockDim.x) {
-        float v = row[i] + bias[i];
-        row[i] = v;
-        s += v;
-    }
-    const double mean = block_sum(s, scratch) / width;
-    double var = 0;
-    for (int i = threadIdx.x; i < width; i += blockDim.x)
-        var += ((double)row[i] - mean) * ((double)row[i] - mean);
-    var = block_sum(var, scratch) / width;
-    const float inv = 1.0f / sqrtf((float)var + 1e-5f), mu = (float)mean;
-    for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] = ((row[i] - mu) * inv) * scale;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] += bias[i];
+    block_layernorm(row, width, scale, scratch);
 }
 
 __global__ void k_build_rows(const float *emb, const int *decode_row_frame, int n_decode_rows,

@@ -267,56 +267,11 @@ __device__ __forceinline__ float row_chunk(const __nv_bfloat16 *wr, int ch, cons
                   w[6] * b.z + w[7] * b.w);
 }
 
-/* Rows left over after the whole rounds of one row per warp (a block's
- * rows are rarely a multiple of its 8 warps: 1,024 rows over 120 blocks
- * leave some blocks 9, so one warp did two rows while the others waited)
- * are split over all the warps by parts of their input, the parts added in
- * order: each warp then does at most one row and a fraction. Such a row
- * adds in another order than k_gemv's. D1_SPLIT_TAIL=0 (a -D for A/B
- * builds) keeps one row per warp throughout. */
-/* D1_ROWS4_K256=1: gemv_span<1> (K = 256) takes four rows per warp at a
- * time, their warp sums interleaved; the same sums (a -D for A/B builds). */
-#ifndef D1_ROWS4_K256
-#define D1_ROWS4_K256 0 /* (not yet measured on a GPU) */
-#endif
-#ifndef D1_SPLIT_TAIL
-#define D1_SPLIT_TAIL 0 /* (not yet measured on a GPU) */
-#endif
-
-/* The last `rem` rows of [r0, r1) (rem < D1_WARPS), row t over warps
- * t·S .. t·S + S - 1 (S = D1_WARPS / rem), each a part of the row's chunks,
- * the parts added in order. Out of line: it runs once per phase, and the
- * kernels' loops must stay inside the SM's instruction cache. */
-__device__ __noinline__ void gemv_tail(const __nv_bfloat16 *wbuf, int r0, int r1, int rem, int K,
-                                       const float *in, float *out, bool add, const float *base) {
-    __shared__ float tail[D1_WARPS];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunks = K / 8;
-    const int S = D1_WARPS / rem, t = warp / S, q = warp % S, first = r1 - rem;
-    float acc = 0;
-    if (t < rem) {
-        const __nv_bfloat16 *wr = wbuf + (size_t)(first + t - r0) * K;
-        const int k1 = chunks * (q + 1) / S;
-        for (int ch = chunks * q / S + lane; ch < k1; ch += 32)
-            acc = row_chunk(wr, ch, *(const float4 *)(in + ch * 8),
-                            *(const float4 *)(in + ch * 8 + 4), acc);
-        acc = warp_sum(acc);
-    }
-    if (lane == 0) tail[warp] = acc;
-    __syncthreads();
-    if ((int)threadIdx.x < rem) {
-        const int n = first + threadIdx.x;
-        float v = 0;
-        for (int j = 0; j < S; j++) v += tail[threadIdx.x * S + j];
-        out[n] = base ? base[n] + v : add ? __ldcg(out + n) + v : v;
-    }
-}
-
 /* out[n] (+)= Σ_k in[k] · W[n][k] for rows n in [r0, r1), the weights in
- * shared memory (wbuf: those rows, contiguous, K each); k_gemv's order
- * (except the split tail rows, above). With CPL > 0 (K = 256·CPL) each lane
- * keeps its CPL input chunks in registers for all its rows instead of
- * re-reading them per row (the same values). The caller's next call is
- * behind a barrier of the block (the tail's partials in shared memory). */
+ * shared memory (wbuf: those rows, contiguous, K each); k_gemv's order.
+ * With CPL > 0 (K = 256·CPL) each lane keeps its CPL input chunks in
+ * registers for all its rows instead of re-reading them per row (the same
+ * values). */
 template <int CPL>
 __device__ void gemv_span(const __nv_bfloat16 *wbuf, int r0, int r1, int K, const float *in,
                           float *out, bool add, const float *base = nullptr) {
@@ -329,32 +284,7 @@ __device__ void gemv_span(const __nv_bfloat16 *wbuf, int r0, int r1, int K, cons
             ib[c] = *(const float4 *)(in + (lane + 32 * c) * 8 + 4);
         }
     }
-    /* the tail split for the long rows only (K not in registers: down's),
-     * where a second row per warp costs the most */
-    const int rem = D1_SPLIT_TAIL && CPL == 0 ? (r1 - r0) % D1_WARPS : 0, whole_end = r1 - rem;
-    int first = r0 + warp;
-    if constexpr (CPL == 1 && D1_ROWS4_K256) {
-        /* K = 256 (the o columns of one head): one chunk per lane, so the
-         * row is mostly its warp sum; four rows' sums interleaved */
-        for (; first + 3 * D1_WARPS < whole_end; first += 4 * D1_WARPS) {
-            float a[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                a[j] = row_chunk(wbuf + (size_t)(first + j * D1_WARPS - r0) * K, lane, ia[0], ib[0],
-                                 0.0f);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-                for (int j = 0; j < 4; j++) a[j] += __shfl_xor_sync(0xffffffffu, a[j], o);
-            if (lane == 0)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int n = first + j * D1_WARPS;
-                    out[n] = base ? base[n] + a[j] : add ? __ldcg(out + n) + a[j] : a[j];
-                }
-        }
-    }
-    for (int n = first; n < whole_end; n += D1_WARPS) {
+    for (int n = r0 + warp; n < r1; n += D1_WARPS) {
         const __nv_bfloat16 *wr = wbuf + (size_t)(n - r0) * K;
         float acc = 0;
         if constexpr (CPL > 0) {
@@ -368,7 +298,6 @@ __device__ void gemv_span(const __nv_bfloat16 *wbuf, int r0, int r1, int K, cons
         acc = warp_sum(acc);
         if (lane == 0) out[n] = base ? base[n] + acc : add ? __ldcg(out + n) + acc : acc;
     }
-    if (D1_SPLIT_TAIL && CPL == 0 && rem) gemv_tail(wbuf, r0, r1, rem, K, in, out, add, base);
 }
 
 /* The same for this block's rows of a matrix of N rows (block_rows). */

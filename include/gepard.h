@@ -380,9 +380,10 @@ typedef struct gepard_codec_stream gepard_codec_stream;
  * decoder (budget 60 dB) measured on a random real-size NanoCodec / on the random tiny
  * test codec: MIXED ~67 / 26 dB, BF16 ~59 / 23 dB. Measure on your weights first. */
 typedef enum gepard_codec_precision {
-    GEPARD_CODEC_AUTO = 0,  /* the default: F32; on CPUs with AMX tiles, TILES when the load
-                               measures them within 60 dB of F32 on the loaded weights and
-                               faster (gepard_codec_kernels_why says what it measured) */
+    GEPARD_CODEC_AUTO = 0,  /* the default: F32, or the CPU's bf16-weight path (TILES on
+                               CPUs with AMX tiles, else MIXED) when the load measures it
+                               within 60 dB of F32 on the loaded weights and faster
+                               (gepard_codec_kernels_why says what it measured) */
     GEPARD_CODEC_F32 = 1,   /* f32 weights and arithmetic throughout */
     GEPARD_CODEC_MIXED = 2, /* f32 arithmetic; the first stage's weights, which streaming
                                reads from memory at every frame, stored as bf16 (AVX2 or

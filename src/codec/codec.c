@@ -77,13 +77,12 @@ int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt
     snprintf(c->kernels_why, sizeof c->kernels_why, "%s",
              opt->reference ? "the reference kernels were asked for"
              : !chosen      ? "asked for"
-             : gp_dconv_tiles_mode()
-                 ? "the default"
-                 : "the default (exact; the faster bf16-weight paths are opt-in, and this CPU has "
-                   "no AMX tiles to measure)");
-    if (chosen && !opt->stage_types && c->dec.kernels == GP_CODEC_KERNELS_F32 &&
-        gp_dconv_tiles_mode()) {
-        rc = gp_codec_choose_kernels(c, src, opt, err);
+                            : "the default");
+    if (chosen && !opt->stage_types && c->dec.kernels == GP_CODEC_KERNELS_F32) {
+        /* the bf16-weight path this CPU has, measured against f32 on these weights */
+        const gp_codec_kernels candidate =
+            gp_dconv_tiles_mode() ? GP_CODEC_KERNELS_TILES : GP_CODEC_KERNELS_MIXED;
+        rc = gp_codec_choose_kernels(c, src, opt, candidate, err);
         if (rc) {
             gp_codec_free(c);
             return rc;

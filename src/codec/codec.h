@@ -71,15 +71,17 @@ int gp_codec_load(const char *path, const gp_codec_options *opt, gp_codec **out,
 int gp_codec_load_source(const gp_codec_source *src, const gp_codec_options *opt, gp_codec **out,
                          gp_error *err);
 void gp_codec_free(gp_codec *codec);
-/* GP_CODEC_KERNELS_AUTO on a CPU with AMX tiles (codec_choice.c): decode
- * GP_CODEC_CHOICE_FRAMES frames of fixed codes with the f32 decoder `c` and with the
- * residual convolutions on tiles, and switch `c` to the tiles when they stay within
- * GP_CODEC_TILES_MIN_SNR dB of f32 on these weights and decode faster. Either way
- * c->kernels_why says what was measured. Called by the loader. */
+/* GP_CODEC_KERNELS_AUTO (codec_choice.c): decode GP_CODEC_CHOICE_FRAMES frames of fixed
+ * codes with the f32 decoder `c` and with `candidate` (GP_CODEC_KERNELS_TILES on a CPU with
+ * AMX tiles, else GP_CODEC_KERNELS_MIXED: the first stage's weights stored as bf16), and
+ * switch `c` to the candidate when it stays within GP_CODEC_TILES_MIN_SNR dB of f32 on these
+ * weights and decodes faster (under 0.9 of f32's time for the tiles, 0.95 for mixed, whose
+ * gain is smaller: memory, not arithmetic). Either way c->kernels_why says what was
+ * measured. Called by the loader. */
 #define GP_CODEC_CHOICE_FRAMES 16
 #define GP_CODEC_TILES_MIN_SNR 60.0
 int gp_codec_choose_kernels(gp_codec *c, const gp_codec_source *src, const gp_codec_options *opt,
-                            gp_error *err);
+                            gp_codec_kernels candidate, gp_error *err);
 /* Hand decoding to `accel` (taken over, also on failure); only before any stream exists. */
 void gp_codec_set_accel(gp_codec *codec, gp_codec_accel *accel);
 

@@ -1,14 +1,19 @@
-/* codec_choice.c — which decoder path a codec loaded with GP_CODEC_KERNELS_AUTO runs on a
- * CPU with AMX tiles (issue 15: kernel choice by measurement, not by CPU flags).
+/* codec_choice.c — which decoder path a codec loaded with GP_CODEC_KERNELS_AUTO runs on
+ * (issue 15: kernel choice by measurement, not by CPU flags).
  *
- * The tiles (GP_DCONV_TILES) round the residual convolutions' weights to bf16, and how
- * much that costs depends on how much a codec's weights amplify small errors: 62-65 dB
- * against the f32 decoder on the random real-size codec, 23-39 dB on the random tiny
+ * The candidates store weights as bf16: AMX tiles (GP_DCONV_TILES) for the residual
+ * convolutions on CPUs that have them, else MIXED (the first stage's weights, 94 MB per
+ * frame in f32, read as bf16 and widened in registers; f32 arithmetic). How much that costs
+ * depends on how much a codec's weights amplify small errors: the tiles 62-65 dB and mixed
+ * ~69 dB against the f32 decoder on the random real-size codec, 23-39 dB on the random tiny
  * test codec. So the loader measures it on the weights it loaded: both paths decode the
  * same GP_CODEC_CHOICE_FRAMES frames of fixed pseudo-random codes, frame by frame as a
- * stream does, and the tiles are kept when they stay within GP_CODEC_TILES_MIN_SNR dB of
- * f32 and take less than 0.9 of its median time per frame. It costs that many frames of
- * each at load (~0.4 s on two Xeon cores, ~0.15 s on sixteen); CPUs without AMX skip it. */
+ * stream does, and the candidate is kept when it stays within GP_CODEC_TILES_MIN_SNR dB of
+ * f32 and is faster (the tiles under 0.9 of f32's median time per frame, mixed under
+ * 0.95). It costs that many frames of each at load (~0.4 s on two Xeon cores, ~0.15 s on
+ * sixteen). Measured on the Xeon host at two cores with AVX2 kernels (codec_bench 16 2 1):
+ * mixed 16.4-17.9 ms per frame against f32 19.1-20.1; on the Zen 5 VM they measure alike,
+ * so there it stays f32. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,17 +56,21 @@ static double choice_snr(const float *ref, const float *x, size_t n) {
 }
 
 int gp_codec_choose_kernels(gp_codec *c, const gp_codec_source *src, const gp_codec_options *opt,
-                            gp_error *err) {
+                            gp_codec_kernels candidate, gp_error *err) {
     const int F = GP_CODEC_CHOICE_FRAMES;
+    const bool tiles = candidate == GP_CODEC_KERNELS_TILES;
+    const char *what = tiles ? "the AMX tile path" : "the mixed path (bf16-stored weights)";
+    const char *name = tiles ? "AMX tiles" : "mixed (bf16-stored first-stage weights)";
+    const double faster_than = tiles ? 0.9 : 0.95;
     gp_codec_options topt = *opt;
-    topt.kernels = GP_CODEC_KERNELS_TILES;
+    topt.kernels = candidate;
     topt.skip_encoder = true;
     gp_codec *t = NULL;
     gp_error terr;
     gp_error_clear(&terr);
     if (gp_codec_load_source(src, &topt, &t, &terr)) { /* keep f32, say why */
-        snprintf(c->kernels_why, sizeof c->kernels_why,
-                 "the default: the AMX tile path did not load (%.150s)", terr.message);
+        snprintf(c->kernels_why, sizeof c->kernels_why, "the default: %s did not load (%.150s)",
+                 what, terr.message);
         return GEPARD_OK;
     }
     const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
@@ -74,27 +83,29 @@ int gp_codec_choose_kernels(gp_codec *c, const gp_codec_source *src, const gp_co
         x = x * 1664525u + 1013904223u;
         codes[i] = (int32_t)((x >> 8) % (uint32_t)gp_fsq_levels(&c->fsq, (int)(i % C)));
     }
-    double ms_f32 = 0, ms_tiles = 0;
+    double ms_f32 = 0, ms_cand = 0;
     if (rc == GEPARD_OK) rc = choice_decode(c, codes, F, ref, &ms_f32, err);
-    if (rc == GEPARD_OK) rc = choice_decode(t, codes, F, got, &ms_tiles, err);
+    if (rc == GEPARD_OK) rc = choice_decode(t, codes, F, got, &ms_cand, err);
     if (rc == GEPARD_OK) {
         const double snr = choice_snr(ref, got, n);
-        const bool accurate = snr >= GP_CODEC_TILES_MIN_SNR, faster = ms_tiles < 0.9 * ms_f32;
+        const bool accurate = snr >= GP_CODEC_TILES_MIN_SNR,
+                   faster = ms_cand < faster_than * ms_f32;
         if (accurate && faster)
             snprintf(c->kernels_why, sizeof c->kernels_why,
-                     "AMX tiles measured on these weights: %.1f dB against f32 over %d frames "
+                     "%s measured on these weights: %.1f dB against f32 over %d frames "
                      "(budget %.0f), %.2f against %.2f ms per frame",
-                     snr, F, GP_CODEC_TILES_MIN_SNR, ms_tiles, ms_f32);
+                     name, snr, F, GP_CODEC_TILES_MIN_SNR, ms_cand, ms_f32);
         else if (!accurate)
             snprintf(c->kernels_why, sizeof c->kernels_why,
-                     "f32: the AMX tile path measured %.1f dB against f32 over %d frames on "
-                     "these weights, below the %.0f dB budget",
-                     snr, F, GP_CODEC_TILES_MIN_SNR);
+                     "f32: %s measured %.1f dB against f32 over %d frames on these weights, "
+                     "below the %.0f dB budget",
+                     what, snr, F, GP_CODEC_TILES_MIN_SNR);
         else
             snprintf(c->kernels_why, sizeof c->kernels_why,
-                     "f32: the AMX tile path measured %.2f against %.2f ms per frame (%.1f dB)",
-                     ms_tiles, ms_f32, snr);
-        if (accurate && faster) { /* take the tiles' decoder; t frees the f32 one */
+                     "f32: %s measured %.2f against %.2f ms per frame (%.1f dB; needs under "
+                     "%.2f of f32's time)",
+                     what, ms_cand, ms_f32, snr, faster_than);
+        if (accurate && faster) { /* take the candidate's decoder; t frees the f32 one */
             gp_codec_decoder tmp = c->dec;
             c->dec = t->dec;
             t->dec = tmp;

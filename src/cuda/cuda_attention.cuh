@@ -53,6 +53,16 @@ __device__ __forceinline__ void block_layernorm(float *row, int width, float sca
     for (int i = threadIdx.x; i < width; i += blockDim.x) row[i] = ((row[i] - mu) * inv) * scale;
 }
 
+/* Entry i of a row's RoPE table (out: cos then sin, `half` each) for
+ * position `pos`: cos and sin of (float)pos · inv_freq[i], computed in
+ * double like the CPU reference. */
+__device__ __forceinline__ void rope_entry(int pos, const float *inv_freq, int i, int half,
+                                           float *out) {
+    const float angle = (float)pos * inv_freq[i];
+    out[i] = (float)cos((double)angle);
+    out[half + i] = (float)sin((double)angle);
+}
+
 struct attn_dims {
     int D, NH, NKV, G, qkv_rows, half, bs, layer, bt_stride;
     size_t block_elems;

@@ -79,12 +79,6 @@ namespace cg = cooperative_groups;
 #ifndef D1C_KV_PREFETCH /* the block's cached keys and values into L2 at the layer's start */
 #define D1C_KV_PREFETCH 1
 #endif
-#ifndef D1C_EMBED_AHEAD   /* the embedding's rows into L2 after the heads, two rows per warp */
-#define D1C_EMBED_AHEAD 1 /* the embedding 14.8 -> 13.5 us per step */
-#endif
-#ifndef D1C_MERGE_EARLY   /* the cluster merge's gate at the phase's start, remote loads first */
-#define D1C_MERGE_EARLY 1 /* 0.450-0.451 -> 0.447-0.448 ms GPU per step */
-#endif
 
 namespace {
 
@@ -117,24 +111,22 @@ __device__ __forceinline__ void f32_rows(const float *W, const float *bias, int 
         out[n] = v;
     };
     /* two rows per warp at a time (a block's 9th row otherwise costs a
-     * second round of loads from memory), each summed as alone */
-    const int step = D1C_EMBED_AHEAD ? 2 * D1_WARPS : D1_WARPS;
-    for (int n = r0 + warp; n < r1; n += step) {
-        const int n2 = D1C_EMBED_AHEAD && n + D1_WARPS < r1 ? n + D1_WARPS : n;
+     * second round of loads from memory), each summed as alone; with the
+     * rows in L2 from the step before (prefetch_embed_l2) the embedding
+     * measured 14.8 -> 13.5 us per step */
+    for (int n = r0 + warp; n < r1; n += 2 * D1_WARPS) {
+        const int n2 = n + D1_WARPS < r1 ? n + D1_WARPS : n;
         const float4 *w = (const float4 *)(W + (size_t)n * K),
                      *w2 = (const float4 *)(W + (size_t)n2 * K);
         float acc = 0, acc2 = 0;
 #pragma unroll 8
         for (int k = lane; k < K / 4; k += 32) {
-            const float4 wv = __ldg(w + k), iv = ((const float4 *)in)[k];
+            const float4 wv = __ldg(w + k), wv2 = __ldg(w2 + k), iv = ((const float4 *)in)[k];
             acc += wv.x * iv.x + wv.y * iv.y + wv.z * iv.z + wv.w * iv.w;
-            if (D1C_EMBED_AHEAD) {
-                const float4 wv2 = __ldg(w2 + k);
-                acc2 += wv2.x * iv.x + wv2.y * iv.y + wv2.z * iv.z + wv2.w * iv.w;
-            }
+            acc2 += wv2.x * iv.x + wv2.y * iv.y + wv2.z * iv.z + wv2.w * iv.w;
         }
         acc = warp_sum(acc);
-        if (D1C_EMBED_AHEAD) acc2 = warp_sum(acc2);
+        acc2 = warp_sum(acc2);
         if (lane == 0) {
             finish(n, acc);
             if (n2 != n) finish(n2, acc2);
@@ -182,11 +174,8 @@ __device__ __forceinline__ void embed_frame(const d1c_args &p, float *in, float 
         in[i] = __ldg(p.tables + (size_t)(p.channel_offset[c] + p.codes[c]) * p.E + e);
     }
     if (blockIdx.x == 0)
-        for (int i = threadIdx.x; i < p.half; i += blockDim.x) {
-            const float angle = (float)p.row_pos[0] * p.inv_freq[i];
-            p.rope_out[i] = (float)cos((double)angle);
-            p.rope_out[p.half + i] = (float)sin((double)angle);
-        }
+        for (int i = threadIdx.x; i < p.half; i += blockDim.x)
+            rope_entry(p.row_pos[0], p.inv_freq, i, p.half, p.rope_out);
     __syncthreads();
     f32_rows(p.proj0, p.proj0_b, H, CE, in, p.emb_t, true);
     grid_barrier(p.barrier);
@@ -409,9 +398,12 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
         };
         if (D1C_GATE_UP_AFTER == 0) load_gate_up();
         /* the merging threads' gate values, loaded now so their latency
-         * passes under the attention's */
-        const float *gate_at = p.qkv + (size_t)h * 2 * D + D + rank * (D / CS) + threadIdx.x;
-        const float gate_early = D1C_MERGE_EARLY && threadIdx.x < D / CS ? __ldcg(gate_at) : 0.0f;
+         * passes under the attention's (with the merge's remote loads all
+         * first, below: 0.450-0.451 -> 0.447-0.448 ms GPU per step) */
+        const float gate =
+            threadIdx.x < D / CS
+                ? __ldcg(p.qkv + (size_t)h * 2 * D + D + rank * (D / CS) + threadIdx.x)
+                : 0.0f;
         {
             float m[1], lsum[1], acc[1][8];
             attention_span<__nv_bfloat16, 1, 8, true>(d, p.qkv, q_norm, k_norm, p.rope, p.eps,
@@ -452,35 +444,20 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
             const int i = rank * (D / CS) + threadIdx.x;
             /* every remote value first: one round trip, not one per block */
             float mb[CS], lb[CS], ab[CS], M = -INFINITY, A = 0, Ls = 0;
-            if (D1C_MERGE_EARLY) {
 #pragma unroll
-                for (int b = 0; b < CS; b++) {
-                    mb[b] = *cluster.map_shared_rank(&bm, b);
-                    lb[b] = *cluster.map_shared_rank(&bl, b);
-                    ab[b] = *cluster.map_shared_rank(&bacc[i], b);
-                }
-#pragma unroll
-                for (int b = 0; b < CS; b++) M = fmaxf(M, mb[b]);
-#pragma unroll
-                for (int b = 0; b < CS; b++) {
-                    const float f = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - M);
-                    Ls += f * lb[b];
-                    A += f * ab[b];
-                }
-            } else {
-#pragma unroll
-                for (int b = 0; b < CS; b++) {
-                    mb[b] = *cluster.map_shared_rank(&bm, b);
-                    M = fmaxf(M, mb[b]);
-                }
-#pragma unroll
-                for (int b = 0; b < CS; b++) {
-                    const float f = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - M);
-                    Ls += f * *cluster.map_shared_rank(&bl, b);
-                    A += f * *cluster.map_shared_rank(&bacc[i], b);
-                }
+            for (int b = 0; b < CS; b++) {
+                mb[b] = *cluster.map_shared_rank(&bm, b);
+                lb[b] = *cluster.map_shared_rank(&bl, b);
+                ab[b] = *cluster.map_shared_rank(&bacc[i], b);
             }
-            const float gate = D1C_MERGE_EARLY ? gate_early : __ldcg(gate_at);
+#pragma unroll
+            for (int b = 0; b < CS; b++) M = fmaxf(M, mb[b]);
+#pragma unroll
+            for (int b = 0; b < CS; b++) {
+                const float f = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - M);
+                Ls += f * lb[b];
+                A += f * ab[b];
+            }
             const float v = bf16_round((A / Ls) * (1.0f / (1.0f + expf(-gate))));
 #pragma unroll
             for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&a_full[i], b) = v;
@@ -572,7 +549,7 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
         stage_norm(in, p.x, p.final_norm, H, p.eps, false, scratch);
     }
     heads_logits(in, H, p.heads, p.heads_b, p.total_logits, p.hidden, p.logits);
-    if (D1C_EMBED_AHEAD && p.embed) prefetch_embed_l2(p);
+    if (p.embed) prefetch_embed_l2(p);
     d1_mark(p.prof, 6, t0);
 }
 

@@ -98,16 +98,12 @@ __global__ void k_rmsnorm(const float *x, int ldx, const int *row_index, int wid
     for (int i = threadIdx.x; i < width; i += blockDim.x) store(&yr[i], (xr[i] * inv) * gain[i]);
 }
 
-/* cos and sin of (float)position · inv_freq[i], computed in double like the
- * CPU reference. */
+/* One row's RoPE table per block (rope_entry). */
 __global__ void k_rope_table(const int *row_pos, int rows, const float *inv_freq, int half,
                              float *rope) {
     const int r = blockIdx.x;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float angle = (float)row_pos[r] * inv_freq[i];
-        rope[(size_t)r * 2 * half + i] = (float)cos((double)angle);
-        rope[(size_t)r * 2 * half + half + i] = (float)sin((double)angle);
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x)
+        rope_entry(row_pos[r], inv_freq, i, half, rope + (size_t)r * 2 * half);
 }
 
 /* ---------------- attention inputs ---------------- */

@@ -324,8 +324,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     if (embed_inside) {
         if (!gp_cuda_decode1_launch(r, &args, true, s))
             return gp_cuda_fail(st, GEPARD_ERR_INTERNAL,
-                                "CUDA: the single-row step kernel did "
-                                "not launch");
+                                "CUDA: the single-row step kernel did not launch");
         return gp_cuda_check(cudaGetLastError(), "single-row step kernel", st);
     }
     if (frames > 0) {

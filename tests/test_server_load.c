@@ -533,6 +533,14 @@ TEST(server_cli_drains_streams_on_sigterm) {
     /* SIGTERM while the stream runs: it must still be delivered whole */
     usleep(150000);
     kill(pid, SIGTERM);
+    /* a connection made during the drain is closed without an answer */
+    usleep(100000);
+    char health[128];
+    snprintf(health, sizeof health, "http://127.0.0.1:%d/health", port);
+    test_http h = {0};
+    h.timeout_ms = 2000;
+    CHECK(test_http_get(&h, health, NULL) != 0);
+    test_http_free(&h);
     test_http_join(&a);
     CHECK_EQ_INT(a.status, 200);
     CHECK_EQ_INT(a.curl_code, 0);

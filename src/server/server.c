@@ -493,6 +493,19 @@ static int resolve_host(const char *host, int port, struct sockaddr_storage *add
     return GEPARD_OK;
 }
 
+/* libmicrohttpd's accept policy: once shutdown has begun, a new connection
+ * is closed at once, so the drain only waits for the streams it had. */
+static enum MHD_Result accept_unless_stopping(void *cls, const struct sockaddr *addr,
+                                              socklen_t addrlen) {
+    (void)addr;
+    (void)addrlen;
+    gp_server *s = cls;
+    pthread_mutex_lock(&s->lock);
+    bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stopping ? MHD_NO : MHD_YES;
+}
+
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *err) {
@@ -549,9 +562,9 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                          MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
         s->daemon = MHD_start_daemon(
-            flags, (uint16_t)s->params.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-            (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->params.http_threads,
-            MHD_OPTION_CONNECTION_LIMIT,
+            flags, (uint16_t)s->params.port, accept_unless_stopping, s, on_request, s,
+            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
+            (unsigned)s->params.http_threads, MHD_OPTION_CONNECTION_LIMIT,
             /* our limits (connections.c) make room by closing idle connections;
              * libmicrohttpd's own (split between its threads) refuses only
              * beyond, while those close */
@@ -617,8 +630,11 @@ void gp_server_shutdown(gp_server *s, double drain_s) {
     }
     s->stopping = true;
     pthread_mutex_unlock(&s->lock);
-    MHD_socket listen_fd = MHD_quiesce_daemon(s->daemon); /* no new connections */
-    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
+    /* No new connections from here on: accept_unless_stopping closes them.
+     * (Not MHD_quiesce_daemon: with epoll and a thread pool, libmicrohttpd
+     * 0.9.75 removes the listening socket from each worker's epoll set in
+     * two threads at once and aborts the process when it loses that race —
+     * "Failed to remove listen FD from epoll set", seen in CI.) */
     pthread_mutex_lock(&s->lock);
     if (s->n_jobs > 0) GP_INFO("waiting up to %.0f s for %d streams", drain_s, s->n_jobs);
     wait_jobs_locked(s, gp_now_s() + (drain_s > 0 ? drain_s : 0));

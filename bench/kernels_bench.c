@@ -6,7 +6,7 @@
  * gate/up 3584x1024, down 1024x3584; random weights) for each weight format,
  * n = 1, 4, 16 input rows and 1 and 2 threads, and prints ms per frame, the
  * weight bandwidth achieved and its share of the machine's read bandwidth,
- * which it measures first with a plain streaming-read loop. It also measures
+ * which it measures first with a streaming-read loop (four streams per thread). It also measures
  * the fixed cost of one gp_pool_parallel_for and one frame of cached
  * attention (14 layers × 8 query heads over 2 KV heads of 256, contexts 512
  * and 2048) with the scalar and the active kernels, one call per query head
@@ -72,14 +72,19 @@ typedef struct stream_job {
     long long sink[16];
 } stream_job;
 
+/* Four streams, one per quarter, 128 bytes of each in turn: the decode kernels'
+ * way of reading (kernels.h, gp_decode_streams). */
 __attribute__((target("avx2"))) static long long read_sum(const unsigned char *p, size_t bytes) {
     __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (size_t i = 0; i + 128 <= bytes; i += 128) {
-        a = _mm256_add_epi64(a, _mm256_load_si256((const void *)(p + i)));
-        b = _mm256_add_epi64(b, _mm256_load_si256((const void *)(p + i + 32)));
-        c = _mm256_add_epi64(c, _mm256_load_si256((const void *)(p + i + 64)));
-        d = _mm256_add_epi64(d, _mm256_load_si256((const void *)(p + i + 96)));
-    }
+    const size_t q = bytes / 4 / 128 * 128;
+    for (size_t i = 0; i < q; i += 128)
+        for (int k = 0; k < 4; k++) {
+            const unsigned char *r = p + (size_t)k * q + i;
+            a = _mm256_add_epi64(a, _mm256_loadu_si256((const void *)r));
+            b = _mm256_add_epi64(b, _mm256_loadu_si256((const void *)(r + 32)));
+            c = _mm256_add_epi64(c, _mm256_loadu_si256((const void *)(r + 64)));
+            d = _mm256_add_epi64(d, _mm256_loadu_si256((const void *)(r + 96)));
+        }
     a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
     long long t[4];
     _mm256_storeu_si256((void *)t, a);

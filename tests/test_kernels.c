@@ -320,6 +320,54 @@ TEST(kernels_batch_invariant) {
     }
 }
 
+/* One to three input rows read several tiles at once, each from its own part of
+ * the row range (gp_decode_streams): bitwise the same outputs as one tile at a
+ * time, for every format, tile counts that leave tiles over, partial row ranges
+ * and a column count with a partial chunk. */
+TEST(kernels_decode_streams_are_bitwise_one_tile_at_a_time) {
+    static const int shapes[][2] = {{45, 416}, {37, 1100}, {531, 256}, {4, 64}, {64, 1031}};
+    gp_rng rng;
+    gp_rng_seed(&rng, 13);
+    int cases = 0;
+    for (int l = 1; l < 3; l++) {
+        const gp_kernel_table *t = gp_kernel_table_for((gp_kernel_level)l);
+        if (!t) continue;
+        for (int f = 0; f < 3; f++) /* q4 has its own kernel */
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int n = 1; n <= 3; n++) {
+                    mm_case c;
+                    REQUIRE(mm_case_init(&c, (gp_weight_format)f, shapes[s][0], shapes[s][1], n,
+                                         &rng) == 0);
+                    const int ranges[3][2] = {{0, c.rows}, {3, c.rows - 2}, {5, c.rows}};
+                    for (int q = 0; q < 3; q++) {
+                        const int r0 = ranges[q][0], r1 = ranges[q][1];
+                        if (r1 <= r0) continue;
+                        gp_decode_streams_set(1);
+                        float *streams = run_rows(t, &c, r0, r1);
+                        gp_decode_streams_set(0);
+                        float *one = run_rows(t, &c, r0, r1);
+                        gp_decode_streams_set(-1);
+                        int differ = 0;
+                        for (int j = 0; j < n; j++)
+                            for (int r = 0; r < c.rows; r++) {
+                                const float a = streams[(size_t)j * c.ldy + r],
+                                            b = one[(size_t)j * c.ldy + r];
+                                differ += memcmp(&a, &b, sizeof a) != 0; /* NaN outside too */
+                            }
+                        CHECK_MSG(differ == 0, "%s %s %dx%d n=%d rows [%d,%d): %d outputs differ",
+                                  t->name, gp_weight_format_name((gp_weight_format)f), c.rows,
+                                  c.cols, n, r0, r1, differ);
+                        cases++;
+                        free(streams);
+                        free(one);
+                    }
+                    mm_case_free(&c);
+                }
+    }
+    if (!cases) test_skip("no AVX2 or AVX-512 kernels on this CPU");
+    test_note("%d cases bitwise equal", cases);
+}
+
 /* The AVX-512 prefill reads bf16 weights widened once per block or once per
  * row group, as the load-time timing chooses (gp_prefill_widen): both must
  * give bitwise the same outputs, for several shapes and batches. The choice

@@ -361,6 +361,23 @@ size_t gp_decode_prefetch_bytes(void) {
     return (size_t)b;
 }
 
+static atomic_int decode_streams_on = -1;
+
+void gp_decode_streams_set(int on) {
+    atomic_store_explicit(&decode_streams_on, on < 0 ? -1 : on > 0, memory_order_relaxed);
+}
+
+bool gp_decode_streams(void) {
+    atomic_int *const on = &decode_streams_on;
+    int v = atomic_load_explicit(on, memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("GEPARD_DECODE_STREAMS");
+        v = !(env && !strcmp(env, "0"));
+        atomic_store_explicit(on, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 gp_kernel_level gp_kernels_active(void) {
     if (active_level < 0) {
         const char *env = getenv("GEPARD_KERNELS");

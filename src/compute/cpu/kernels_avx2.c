@@ -24,6 +24,9 @@
 
 #define TILE_X 2
 #define X_CHUNK_BYTES (256 * 1024)
+#ifndef DECODE_STREAMS
+#define DECODE_STREAMS 3
+#endif
 
 /* K_F32S: f32 weights with int8's per-row scales applied at the store — an
  * int8 block widened once for the blocked prefill kernel. */
@@ -114,6 +117,60 @@ INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, i
     }
 }
 
+/* S tiles ts[0 .. S) against one input row at once, 8 columns at a time: S weight
+ * streams from S places of the matrix (why: kernels_avx512.c's dense_tiles). Each
+ * tile keeps its own accumulators and sees dense_tile's FMAs in the same order:
+ * bitwise S calls of dense_tile. */
+INLINE void dense_tiles(int kind, const gp_matrix *w, int S, const size_t *ts, const float *x,
+                        float *y, int r0, int r1, size_t pf) {
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind);
+    const size_t tile_bytes = GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    const unsigned char *p[DECODE_STREAMS];
+    __m256 acc[DECODE_STREAMS][GP_TILE_ROWS];
+#pragma GCC unroll 4
+    for (int s = 0; s < S; s++) {
+        p[s] = (const unsigned char *)w->data + ts[s] * tile_bytes;
+#pragma GCC unroll 4
+        for (int i = 0; i < GP_TILE_ROWS; i++) acc[s][i] = _mm256_setzero_ps();
+    }
+    for (size_t c = 0; c < cols; c += 8) {
+        const size_t off = (c / 16) * GP_TILE_ROWS * 16 * esz + (c % 16) * esz;
+        if (pf && c % 16 == 0)
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++)
+                for (size_t b = 0; b < GP_TILE_ROWS * 16 * esz; b += 64)
+                    _mm_prefetch((const char *)p[s] + off + pf + b, _MM_HINT_T0);
+        const __m256 xv = load_x(x, c, cols);
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++)
+#pragma GCC unroll 4
+            for (int i = 0; i < GP_TILE_ROWS; i++)
+                acc[s][i] =
+                    _mm256_fmadd_ps(load_w(kind, p[s] + off + (size_t)i * 16 * esz), xv, acc[s][i]);
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < S; s++) {
+        __m128 v = hsum4(acc[s][0], acc[s][1], acc[s][2], acc[s][3]);
+        if (scaled(kind)) v = _mm_mul_ps(v, _mm_loadu_ps(w->scales + ts[s] * GP_TILE_ROWS));
+        store_tile(y, ts[s], v, r0, r1);
+    }
+}
+
+/* Tiles [t0, t1) against one input row as DECODE_STREAMS streams (12
+ * accumulators), each a contiguous part of the range; the tiles the parts leave
+ * over go one at a time. */
+INLINE void dense_streams(int kind, const gp_matrix *w, size_t t0, size_t t1, const float *x,
+                          float *y, int r0, int r1, size_t pf) {
+    const size_t len = (t1 - t0) / DECODE_STREAMS;
+    size_t ts[DECODE_STREAMS];
+    for (size_t k = 0; k < len; k++) {
+        for (int s = 0; s < DECODE_STREAMS; s++) ts[s] = t0 + (size_t)s * len + k;
+        dense_tiles(kind, w, DECODE_STREAMS, ts, x, y, r0, r1, pf);
+    }
+    for (size_t t = t0 + DECODE_STREAMS * len; t < t1; t++)
+        dense_tile(kind, w, t, x, 0, 1, y, 0, r0, r1, pf);
+}
+
 INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int ldx, float *y,
                        int ldy, int r0, int r1) {
     int chunk = (int)(X_CHUNK_BYTES / ((size_t)w->cols * sizeof(float) + 1)) & ~(TILE_X - 1);
@@ -121,6 +178,10 @@ INLINE void dense_rows(int kind, const gp_matrix *w, const float *x, int n, int 
     const size_t pf = gp_decode_prefetch_bytes();
     const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
                  t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    if (n == 1 && gp_decode_streams()) {
+        dense_streams(kind, w, t0, t1, x, y, r0, r1, pf);
+        return;
+    }
     for (int j0 = 0; j0 < n; j0 += chunk) {
         const int j1 = n - j0 < chunk ? n : j0 + chunk;
         for (size_t t = t0; t < t1; t++)

@@ -13,7 +13,10 @@
  * and grouped (one call per KV head, gp_attend_cached_group).
  *
  *   kernels-bench [--formats f32,bf16,int8,q4] [--n 1,4,16] [--threads 1,2]
- *                 [--reps 7] [--layers 14] [--level scalar|avx2|avx512]
+ *                 [--reps 7] [--layers 14] [--level scalar|avx2|avx512] [--tiles 1]
+ *
+ * --tiles 1 gives the bf16 matrices their AMX tile copies (compute/matmul_tiles.h),
+ * which serve products of 8 or more rows: prefill's matrix products alone.
  */
 #include <immintrin.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 #include "base/timing.h"
 #include "compute/kernels.h"
 #include "compute/kv_cache.h"
+#include "compute/matmul_tiles.h"
 #include "compute/matrix.h"
 
 #define MAX_LIST 8
@@ -246,9 +250,11 @@ static double time_frame(const gp_matrix *mats, int layers, const float *x, floa
 int main(int argc, char **argv) {
     list formats = parse_list("f32,bf16,int8,q4"), ns = parse_list("1,4,16");
     list threads = parse_list("1,2");
-    int reps = 7, layers = 14;
+    int reps = 7, layers = 14, tiles = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--formats") == 0)
+        if (strcmp(argv[i], "--tiles") == 0)
+            tiles = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--formats") == 0)
             formats = parse_list(argv[i + 1]);
         else if (strcmp(argv[i], "--n") == 0)
             ns = parse_list(argv[i + 1]);
@@ -309,6 +315,13 @@ int main(int argc, char **argv) {
         if (formats.v[f] < 0) continue;
         gp_weight_format format = (gp_weight_format)formats.v[f];
         if (build_layers(mats, layers, format)) return 1;
+        for (int i = 0; tiles && format == GP_WEIGHTS_BF16 && i < layers * N_MATS; i++) {
+            gp_error err;
+            if (gp_tiles_attach(&mats[i], &err)) {
+                fprintf(stderr, "kernels-bench: --tiles: %s\n", err.message);
+                return 1;
+            }
+        }
         double bytes = 0, macs = 0;
         for (int i = 0; i < layers * N_MATS; i++) {
             bytes += (double)gp_matrix_bytes(&mats[i]);

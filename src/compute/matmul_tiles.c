@@ -11,6 +11,8 @@
  * against the native kernels (compute/onednn_matmul.c's gp_onednn_choose runs the
  * probe), or GEPARD_PREFILL=tiles; decode (fewer than GP_TILES_MIN_ROWS rows) stays on
  * the native kernels. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,44 @@ struct gp_tiles_matrix {
     uint32_t *b;
 };
 
+/* Tiles of output blocks [jb0, jb1): a tile's row r holds column pair (32k + 2r, 32k +
+ * 2r + 1) of its 16 outputs, which is word r of each output's 32 columns as stored (two
+ * 16-column pieces of the 4-row layout, low column in the low half): a 16 x 16
+ * transpose of 32-bit words. Padding outputs and columns are zero. */
+static void fill_tiles(const gp_matrix *m, gp_tiles_matrix *t, int jb0, int jb1) {
+    const uint16_t *w = m->data;
+    const int padded_cols = (int)gp_matrix_padded_cols(m);
+    for (int jb = jb0; jb < jb1; jb++)
+        for (int k = 0; k < t->kb; k++) {
+            uint32_t *o = t->b + ((size_t)jb * t->kb + k) * GP_AMX_WORDS;
+            for (int c = 0; c < 16; c++) {
+                const int n = jb * 16 + c;
+                for (int half = 0; half < 2; half++) {
+                    const int col = k * 32 + half * 16;
+                    uint32_t words[8] = {0};
+                    if (n < m->rows && col < padded_cols)
+                        memcpy(words, w + gp_matrix_index(m, n, col), sizeof words);
+                    for (int r = 0; r < 8; r++) o[(half * 8 + r) * 16 + c] = words[r];
+                }
+            }
+        }
+}
+
+typedef struct fill_job {
+    const gp_matrix *m;
+    gp_tiles_matrix *t;
+    int jb0, jb1;
+} fill_job;
+
+static void *fill_tiles_thread(void *arg) {
+    fill_job *j = arg;
+    fill_tiles(j->m, j->t, j->jb0, j->jb1);
+    return NULL;
+}
+
+#define FILL_MAX_THREADS 16
+#define FILL_BYTES_PER_THREAD ((size_t)4 << 20) /* smaller copies: one thread */
+
 int gp_tiles_attach(gp_matrix *m, gp_error *err) {
     if (m->format != GP_WEIGHTS_BF16)
         return gp_fail(err, GEPARD_ERR_UNSUPPORTED, "the tile prefill needs bf16 weights");
@@ -45,18 +85,28 @@ int gp_tiles_attach(gp_matrix *m, gp_error *err) {
         free(t);
         return gp_fail_oom(err, "tile weights", words * 4);
     }
-    const uint16_t *w = m->data;
-    uint32_t *o = t->b;
-    for (int jb = 0; jb < t->nb; jb++)
-        for (int k = 0; k < t->kb; k++)
-            for (int r = 0; r < 16; r++) /* column pair 32k + 2r */
-                for (int c = 0; c < 16; c++) {
-                    const int n = jb * 16 + c, col = k * 32 + 2 * r;
-                    uint32_t lo = 0, hi = 0;
-                    if (n < m->rows && col < m->cols) lo = w[gp_matrix_index(m, n, col)];
-                    if (n < m->rows && col + 1 < m->cols) hi = w[gp_matrix_index(m, n, col + 1)];
-                    *o++ = lo | hi << 16;
-                }
+    /* the backbone's ~0.5 GB of copies took a second of loading on one core: large
+     * matrices are shared out to threads by output blocks (the same words either way) */
+    int n = (int)(words * 4 / FILL_BYTES_PER_THREAD);
+    const int cpus = gp_cpu_count();
+    if (n > cpus) n = cpus;
+    if (n > FILL_MAX_THREADS) n = FILL_MAX_THREADS;
+    if (n > t->nb) n = t->nb;
+    if (n < 1) n = 1;
+    fill_job jobs[FILL_MAX_THREADS];
+    pthread_t threads[FILL_MAX_THREADS];
+    bool started[FILL_MAX_THREADS] = {false};
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (fill_job){m, t, (int)((long)t->nb * i / n), (int)((long)t->nb * (i + 1) / n)};
+        if (i > 0) started[i] = pthread_create(&threads[i], NULL, fill_tiles_thread, &jobs[i]) == 0;
+    }
+    fill_tiles_thread(&jobs[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else
+            fill_tiles_thread(&jobs[i]); /* no thread: this one does it */
+    }
     m->tiles = t;
     return GEPARD_OK;
 }
@@ -103,7 +153,10 @@ int gp_tiles_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y
     const gp_tiles_matrix *t = m->tiles;
     const char *mode = gp_dconv_tiles_mode();
     if (!t || !mode || n <= 0) return GEPARD_ERR_UNSUPPORTED;
-    const int kpad = t->kb * 32, rblocks = (n + 15) / 16, rows = rblocks * 16;
+    /* a row of terms is kb·32 columns and 32 more: a power-of-two stride (2 or 4 KB
+     * for the backbone's 1024 and 2048 columns) put an activation tile's 16 rows in
+     * one or two L1 sets, so every tile load missed L1 */
+    const int kpad = t->kb * 32 + 32, rblocks = (n + 15) / 16, rows = rblocks * 16;
     /* buffer 0 of this thread's scratch: the activations' terms, used only in this call */
     uint16_t *hi = gp_onednn_thread_buffer(0, (size_t)rows * kpad * 4);
     if (!hi) return GEPARD_ERR_NOMEM;

@@ -423,10 +423,13 @@ gepard_status gepard_benchmark(const gepard_bench_params *p, char **json) {
     cJSON *kernels = cJSON_AddObjectToObject(root, "kernels");
     cJSON_AddStringToObject(kernels, "matrix", gp_kernel_level_name(gp_kernels_active()));
     cJSON_AddStringToObject(kernels, "matrix_why", gp_kernels_reason());
-    char decode[160];
+    char decode[240];
     snprintf(decode, sizeof decode,
-             "row by row: one 4-row weight tile streamed once per step, every row of the batch "
-             "in registers, the stream prefetched %zu bytes ahead",
+             "row by row: %s, every weight streamed once per step, every row of the batch in "
+             "registers, each stream prefetched %zu bytes ahead",
+             gp_decode_streams() ? "several 4-row weight tiles at once from separate parts of "
+                                   "each thread's rows (1-3 rows of input)"
+                                 : "one 4-row weight tile at a time (GEPARD_DECODE_STREAMS=0)",
              gp_decode_prefetch_bytes());
     cJSON_AddStringToObject(kernels, "decode", decode);
     cJSON_AddStringToObject(kernels, "prefill", gp_kernel_table_active()->prefill);

@@ -66,7 +66,8 @@ const gp_kernel_table *gp_kernel_table_active(void);
 size_t gp_decode_prefetch_bytes(void);
 /* Whether the row-by-row matmuls of one to three input rows read several tiles at
  * once, each a weight stream from its own part of the thread's rows (AVX-512: 4
- * streams for one input row, 3 for two, 2 for three; AVX2: 3 for one row). The
+ * streams for one input row, 3 for two, 2 for three; AVX2: 3 for one row; q4: one
+ * row, 4 streams with AVX-512, 2 with AVX2). The
  * same sums bit for bit; GEPARD_DECODE_STREAMS=0 in the environment reads one
  * tile at a time as before. On a 2-core Xeon (Sapphire Rapids) the bf16 decode
  * products went 30.6-32.8 → 21.7-22.9 ms per frame at 2 threads (AVX2 kernels

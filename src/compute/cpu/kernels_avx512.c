@@ -538,6 +538,30 @@ INLINE void q4_tile(const gp_matrix *w, size_t t, const gp_q8_row *xr, int nb, f
                    r1);
 }
 
+/* DECODE_STREAMS tiles ts[..] against one input row at once, block by block: as
+ * dense_tiles, several weight streams per core, each tile's sums as q4_tile's. */
+INLINE void q4_tiles(const gp_matrix *w, const size_t *ts, const gp_q8_row *xr, float *y, int r0,
+                     int r1) {
+    const size_t blocks = gp_matrix_padded_cols(w) / 128;
+    const uint8_t *p[DECODE_STREAMS];
+    const uint16_t *sc16[DECODE_STREAMS];
+    __m512 acc[DECODE_STREAMS][GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int s = 0; s < DECODE_STREAMS; s++) {
+        p[s] = (const uint8_t *)w->data + ts[s] * blocks * 256;
+        sc16[s] = w->gscales + ts[s] * blocks * 16;
+#pragma GCC unroll 4
+        for (int i = 0; i < GP_TILE_ROWS; i++) acc[s][i][0] = _mm512_setzero_ps();
+    }
+    for (size_t b = 0; b < blocks; b++)
+#pragma GCC unroll 4
+        for (int s = 0; s < DECODE_STREAMS; s++)
+            q4_block(p[s] + b * 256, sc16[s] + b * 16, xr, 1, b, acc[s]);
+#pragma GCC unroll 4
+    for (int s = 0; s < DECODE_STREAMS; s++)
+        store_tile(y, ts[s], hsum4(acc[s][0][0], acc[s][1][0], acc[s][2][0], acc[s][3][0]), r0, r1);
+}
+
 static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                            int r0, int r1) {
     const size_t row_bytes = gp_q8_row_bytes(w->cols);
@@ -557,7 +581,17 @@ static void matmul_rows_q4(const gp_matrix *w, const float *x, int n, int ldx, f
             xr[j] = gp_q8_row_at(scratch + (size_t)j * row_bytes, w->cols);
             q8_quantize_row(x + (size_t)(j0 + j) * ldx, w->cols, &xr[j]);
         }
-        for (size_t t = t0; t < t1; t++)
+        size_t t = t0;
+        if (jn == 1 && gp_decode_streams()) { /* one row: several streams, as dense_streams */
+            const size_t len = (t1 - t0) / DECODE_STREAMS;
+            size_t ts[DECODE_STREAMS];
+            for (size_t k = 0; k < len; k++) {
+                for (int s = 0; s < DECODE_STREAMS; s++) ts[s] = t0 + (size_t)s * len + k;
+                q4_tiles(w, ts, xr, y + (size_t)j0 * ldy, r0, r1);
+            }
+            t = t0 + DECODE_STREAMS * len;
+        }
+        for (; t < t1; t++)
             for (int j = 0; j < jn; j += TILE_X_Q4) {
                 float *yj = y + (size_t)(j0 + j) * ldy;
                 if (jn - j == 1)

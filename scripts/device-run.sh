@@ -55,6 +55,8 @@
 #        other builds there by hand: codec_bench_old, codec_bench_nta, ...),
 #        alternating twice, 2 cores, with GEPARD_KERNELS=avx2 and the best
 #        kernels (CODEC_AB_KERNELS; CODEC_AB_ARGS: "16 2 1"): codec-ab.log.
+#        CODEC_AB_EVICT="0 600" also runs each with 600 MB read before every
+#        frame (GEPARD_CODEC_BENCH_EVICT_MB: the caches as the engine leaves them).
 # cpu:   the host CPU alone (issue 15): the kernel and real-size CPU tests, then
 #        prefill_bench (26 and 64 rows) and
 #        `gepard bench --device cpu` on 2 cores (taskset -c 0,1, --threads 2)
@@ -371,11 +373,13 @@ if want codec-ab; then # every packed codec_bench build (.device/bin/codec_bench
     for rep in 1 2; do
         for b in "$bin"/codec_bench*; do
             for kernels in ${CODEC_AB_KERNELS:-avx2 best}; do
-                kenv=""
-                [ "$kernels" = avx2 ] && kenv=GEPARD_KERNELS=avx2
-                echo "$(basename "$b") kernels=$kernels rep=$rep: $(env $kenv taskset -c 0,1 "$b" \
-                    ${CODEC_AB_ARGS:-16 2 1} 2>&1 | grep -E "FMA peak|^(f32|mixed) +[12] |stream-frame" |
-                    tr -s ' ' | tr '\n' '|')"
+                for evict in ${CODEC_AB_EVICT:-0}; do
+                    kenv="GEPARD_CODEC_BENCH_EVICT_MB=$evict"
+                    [ "$kernels" = avx2 ] && kenv="$kenv GEPARD_KERNELS=avx2"
+                    echo "$(basename "$b") kernels=$kernels evict=${evict}MB rep=$rep: $(env $kenv \
+                        taskset -c 0,1 "$b" ${CODEC_AB_ARGS:-16 2 1} 2>&1 |
+                        grep -E "FMA peak|^(f32|mixed) +[12] |stream-frame" | tr -s ' ' | tr '\n' '|')"
+                done
             done
         done
     done 2>&1 | tee "$out/codec-ab.log"

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -110,6 +111,47 @@ int gp_cpu_count(void) {
     }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+#define ONE_OFF_BYTES_PER_THREAD ((size_t)4 << 20) /* less: one thread */
+
+int gp_threads_for_bytes(size_t bytes, long units) {
+    long n = (long)(bytes / ONE_OFF_BYTES_PER_THREAD);
+    const int cpus = gp_cpu_count();
+    if (n > cpus) n = cpus;
+    if (n > GP_RUN_THREADS_MAX) n = GP_RUN_THREADS_MAX;
+    if (n > units) n = units;
+    return n < 1 ? 1 : (int)n;
+}
+
+typedef struct one_off {
+    void (*fn)(void *ctx, int i);
+    void *ctx;
+    int i;
+} one_off;
+
+static void *one_off_main(void *arg) {
+    const one_off *o = arg;
+    o->fn(o->ctx, o->i);
+    return NULL;
+}
+
+void gp_run_threads(int n, void (*fn)(void *ctx, int i), void *ctx) {
+    if (n > GP_RUN_THREADS_MAX) n = GP_RUN_THREADS_MAX;
+    one_off jobs[GP_RUN_THREADS_MAX];
+    pthread_t threads[GP_RUN_THREADS_MAX];
+    bool started[GP_RUN_THREADS_MAX] = {false};
+    for (int i = 1; i < n; i++) {
+        jobs[i] = (one_off){fn, ctx, i};
+        started[i] = pthread_create(&threads[i], NULL, one_off_main, &jobs[i]) == 0;
+    }
+    if (n > 0) fn(ctx, 0);
+    for (int i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else
+            fn(ctx, i); /* no thread: this one does it */
+    }
 }
 
 int gp_pool_create(int nthreads, gp_pool **out, gp_error *err) {

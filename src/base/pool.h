@@ -9,6 +9,8 @@
 #ifndef GP_BASE_POOL_H
 #define GP_BASE_POOL_H
 
+#include <stddef.h>
+
 #include "base/error.h"
 
 typedef struct gp_pool gp_pool;
@@ -34,5 +36,15 @@ void gp_split_range(long n, int parts, int index, long align, long *begin, long 
 
 /* The number of CPUs this process may run on. */
 int gp_cpu_count(void);
+
+#define GP_RUN_THREADS_MAX 16
+
+/* One-off work outside a pool (loading weights): how many threads for `bytes`
+ * of it split into `units` pieces — one per 4 MB, at most the CPUs, GP_RUN_THREADS_MAX and
+ * `units`, at least 1. */
+int gp_threads_for_bytes(size_t bytes, long units);
+/* Run fn(ctx, i) for every i in [0, n) on n - 1 new threads and this one, and
+ * return when all are done; a thread that cannot start runs on this one. */
+void gp_run_threads(int n, void (*fn)(void *ctx, int i), void *ctx);
 
 #endif

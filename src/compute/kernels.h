@@ -67,12 +67,12 @@ size_t gp_decode_prefetch_bytes(void);
 /* Whether the row-by-row matmuls of one to three input rows read several tiles at
  * once, each a weight stream from its own part of the thread's rows (AVX-512: 4
  * streams for one input row, 3 for two, 2 for three; AVX2: 3 for one row; q4: one
- * row, 4 streams with AVX-512, 2 with AVX2). The
- * same sums bit for bit; GEPARD_DECODE_STREAMS=0 in the environment reads one
- * tile at a time as before. On a 2-core Xeon (Sapphire Rapids) the bf16 decode
- * products went 30.6-32.8 → 21.7-22.9 ms per frame at 2 threads (AVX2 kernels
- * 34.9-36.2 → 23.2-25.9): one sequential stream per core is held to what the L2
- * streamer prefetches for one page at a time. */
+ * row, 4 streams with AVX-512, 2 with AVX2). The same sums bit for bit;
+ * GEPARD_DECODE_STREAMS=0 in the environment reads one tile at a time as before.
+ * On a 2-core Xeon (Sapphire Rapids) the bf16 decode products went 30.6-32.8 →
+ * 21.7-22.9 ms per frame at 2 threads (AVX2 kernels 34.9-36.2 → 23.2-25.9): one
+ * sequential stream per core is held to what the L2 streamer prefetches for one
+ * page at a time. */
 bool gp_decode_streams(void);
 /* Tests: 1 or 0 decides, -1 goes back to the environment. */
 void gp_decode_streams_set(int on);

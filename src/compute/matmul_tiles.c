@@ -11,8 +11,6 @@
  * against the native kernels (compute/onednn_matmul.c's gp_onednn_choose runs the
  * probe), or GEPARD_PREFILL=tiles; decode (fewer than GP_TILES_MIN_ROWS rows) stays on
  * the native kernels. */
-#include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,17 +55,14 @@ static void fill_tiles(const gp_matrix *m, gp_tiles_matrix *t, int jb0, int jb1)
 typedef struct fill_job {
     const gp_matrix *m;
     gp_tiles_matrix *t;
-    int jb0, jb1;
+    int parts;
 } fill_job;
 
-static void *fill_tiles_thread(void *arg) {
-    fill_job *j = arg;
-    fill_tiles(j->m, j->t, j->jb0, j->jb1);
-    return NULL;
+static void fill_part(void *ctx, int i) {
+    const fill_job *j = ctx;
+    fill_tiles(j->m, j->t, (int)((long)j->t->nb * i / j->parts),
+               (int)((long)j->t->nb * (i + 1) / j->parts));
 }
-
-#define FILL_MAX_THREADS 16
-#define FILL_BYTES_PER_THREAD ((size_t)4 << 20) /* smaller copies: one thread */
 
 int gp_tiles_attach(gp_matrix *m, gp_error *err) {
     if (m->format != GP_WEIGHTS_BF16)
@@ -87,26 +82,8 @@ int gp_tiles_attach(gp_matrix *m, gp_error *err) {
     }
     /* the backbone's ~0.5 GB of copies took a second of loading on one core: large
      * matrices are shared out to threads by output blocks (the same words either way) */
-    int n = (int)(words * 4 / FILL_BYTES_PER_THREAD);
-    const int cpus = gp_cpu_count();
-    if (n > cpus) n = cpus;
-    if (n > FILL_MAX_THREADS) n = FILL_MAX_THREADS;
-    if (n > t->nb) n = t->nb;
-    if (n < 1) n = 1;
-    fill_job jobs[FILL_MAX_THREADS];
-    pthread_t threads[FILL_MAX_THREADS];
-    bool started[FILL_MAX_THREADS] = {false};
-    for (int i = 0; i < n; i++) {
-        jobs[i] = (fill_job){m, t, (int)((long)t->nb * i / n), (int)((long)t->nb * (i + 1) / n)};
-        if (i > 0) started[i] = pthread_create(&threads[i], NULL, fill_tiles_thread, &jobs[i]) == 0;
-    }
-    fill_tiles_thread(&jobs[0]);
-    for (int i = 1; i < n; i++) {
-        if (started[i])
-            pthread_join(threads[i], NULL);
-        else
-            fill_tiles_thread(&jobs[i]); /* no thread: this one does it */
-    }
+    fill_job job = {m, t, gp_threads_for_bytes(words * 4, t->nb)};
+    gp_run_threads(job.parts, fill_part, &job);
     m->tiles = t;
     return GEPARD_OK;
 }

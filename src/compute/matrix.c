@@ -3,7 +3,6 @@
 #include "compute/matrix.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -180,8 +179,8 @@ typedef struct convert_job {
     int status; /* 0, or out of memory */
 } convert_job;
 
-static void *convert_rows(void *arg) {
-    convert_job *j = arg;
+static void convert_rows(void *ctx, int i) {
+    convert_job *j = (convert_job *)ctx + i;
     gp_matrix *m = j->m;
     const int cols = m->cols;
     if (j->src_dtype == GP_BF16 && m->format == GP_WEIGHTS_BF16) {
@@ -192,7 +191,7 @@ static void *convert_rows(void *arg) {
                 memcpy((uint16_t *)m->data + gp_matrix_index(m, r, c), in + c,
                        (size_t)(cols - c < 16 ? cols - c : 16) * sizeof(uint16_t));
         }
-        return NULL;
+        return;
     }
     const size_t elem = gp_dtype_size(j->src_dtype);
     float *row = gp_aligned_alloc((size_t)cols * sizeof(float));
@@ -208,11 +207,7 @@ static void *convert_rows(void *arg) {
     }
     gp_aligned_free(row);
     gp_aligned_free(tmp);
-    return NULL;
 }
-
-#define CONVERT_MAX_THREADS 16
-#define CONVERT_BYTES_PER_THREAD ((size_t)4 << 20) /* smaller matrices: one thread */
 
 int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int cols,
                         gp_dtype src_dtype, const void *src, gp_error *err) {
@@ -245,18 +240,11 @@ int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int col
     /* Large matrices are converted by several threads (loading is otherwise one
      * core copying and quantising ~1 GB while the others wait); the result does
      * not depend on how the rows are shared. */
-    int n = (int)(dbytes / CONVERT_BYTES_PER_THREAD);
-    const int cpus = gp_cpu_count();
-    if (n > cpus) n = cpus;
-    if (n > CONVERT_MAX_THREADS) n = CONVERT_MAX_THREADS;
-    if (n > rows / GP_TILE_ROWS) n = rows / GP_TILE_ROWS;
-    if (n < 1) n = 1;
-    convert_job jobs[CONVERT_MAX_THREADS];
-    pthread_t threads[CONVERT_MAX_THREADS];
-    bool started[CONVERT_MAX_THREADS] = {false};
+    const int tiles = (rows + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    const int n = gp_threads_for_bytes(dbytes, rows / GP_TILE_ROWS);
+    convert_job jobs[GP_RUN_THREADS_MAX];
     for (int i = 0; i < n; i++) {
         /* shares of whole tiles of rows */
-        const int tiles = (rows + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
         const int t0 = (int)((long)tiles * i / n), t1 = (int)((long)tiles * (i + 1) / n);
         jobs[i] = (convert_job){m,
                                 src_dtype,
@@ -264,17 +252,11 @@ int gp_matrix_from_data(gp_matrix *m, gp_weight_format format, int rows, int col
                                 t0 * GP_TILE_ROWS,
                                 t1 * GP_TILE_ROWS < rows ? t1 * GP_TILE_ROWS : rows,
                                 0};
-        if (i > 0) started[i] = pthread_create(&threads[i], NULL, convert_rows, &jobs[i]) == 0;
     }
-    convert_rows(&jobs[0]);
-    int rc = jobs[0].status;
-    for (int i = 1; i < n; i++) {
-        if (started[i])
-            pthread_join(threads[i], NULL);
-        else
-            convert_rows(&jobs[i]); /* no thread: this one does it */
+    gp_run_threads(n, convert_rows, jobs);
+    int rc = 0;
+    for (int i = 0; i < n; i++)
         if (jobs[i].status) rc = jobs[i].status;
-    }
     if (rc) {
         gp_matrix_free(m);
         return gp_fail_oom(err, "weight conversion", (size_t)cols * sizeof(float));
@@ -368,12 +350,11 @@ void gp_decode_streams_set(int on) {
 }
 
 bool gp_decode_streams(void) {
-    atomic_int *const on = &decode_streams_on;
-    int v = atomic_load_explicit(on, memory_order_relaxed);
+    int v = atomic_load_explicit(&decode_streams_on, memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("GEPARD_DECODE_STREAMS");
         v = !(env && !strcmp(env, "0"));
-        atomic_store_explicit(on, v, memory_order_relaxed);
+        atomic_store_explicit(&decode_streams_on, v, memory_order_relaxed);
     }
     return v;
 }

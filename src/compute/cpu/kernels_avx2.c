@@ -24,9 +24,7 @@
 
 #define TILE_X 2
 #define X_CHUNK_BYTES (256 * 1024)
-#ifndef DECODE_STREAMS
-#define DECODE_STREAMS 3
-#endif
+#define DECODE_STREAMS 3 /* weight streams of the row-by-row kernel for one input row */
 
 /* K_F32S: f32 weights with int8's per-row scales applied at the store — an
  * int8 block widened once for the blocked prefill kernel. */

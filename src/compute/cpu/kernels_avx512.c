@@ -36,10 +36,7 @@
 #define TILE_X 4    /* input rows per tile (dense formats) */
 #define TILE_X_Q4 2 /* input rows per tile (q4: more live vectors per row) */
 #define X_CHUNK_BYTES (256 * 1024)
-#ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4
-#endif
-/* weight streams of the row-by-row kernel for one input row */
+#define DECODE_STREAMS 4 /* weight streams of the row-by-row kernels for one input row */
 
 enum { K_F32, K_BF16, K_I8 };
 

@@ -64,6 +64,7 @@
 #        each run interleaved with the previous build's programs when the bundle
 #        has them (.device/base.tar.xz: `make device-bundle DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
 #        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it;
+#        CPU_NO_TESTS=1 skips the tests; CPU_NO_PREFILL=1 the prefill_bench runs;
 #        CPU_ENV_VARIANTS="NAME:VAR=VALUE[+VAR=VALUE] ..." adds this build's bench
 #        under each setting to every round (e.g. "pf4k:GEPARD_DECODE_PREFETCH=4096").
 # prefill: the prefill choices on this CPU (issue 15): prefill_bench at
@@ -76,7 +77,7 @@
 #        --device cpu --threads 2` on 2 cores (prefill-bench.json: its
 #        prefill_path and prefill_path_why say what the load chose).
 # codec: CODEC_QUICK=1 benches f16 and tf32 only; CODEC_VARIANTS="" skips the
-#        slice:split variants; CODEC_ENV_VARIANTS="NAME:VAR=VALUE ..." adds
+#        slice:split variants; CODEC_ENV_VARIANTS="NAME:VAR=VALUE[+VAR=VALUE] ..." adds
 #        this build under an environment setting to the alternating runs
 #        (with or without an old build); CODEC_NCU=1 adds scripts/ncu-codec.sh's
 #        kernel times (256 frames) for the old build, this one, the alternative
@@ -212,7 +213,7 @@ for k, v in g.items():
             codec_bench "f16-new-$rep" f16
             [ -z "$alt" ] || codec_bench "f16-alt-$rep" f16 GEPARD_CUDA_PLUGIN=$alt
             for v in ${CODEC_ENV_VARIANTS:-}; do # NAME:VAR=VALUE of this build
-                codec_bench "f16-new-${v%%:*}-$rep" f16 "${v#*:}"
+                codec_bench "f16-new-${v%%:*}-$rep" f16 $(echo "${v#*:}" | tr '+' ' ')
             done
         done
     fi
@@ -226,7 +227,7 @@ for k, v in g.items():
         NCU_TAG=new scripts/ncu-codec.sh 256 f16
         [ -z "$alt" ] || NCU_TAG=alt GEPARD_CUDA_PLUGIN=$alt scripts/ncu-codec.sh 256 f16
         for v in ${CODEC_ENV_VARIANTS:-}; do
-            env "${v#*:}" NCU_TAG="new-${v%%:*}" scripts/ncu-codec.sh 256 f16
+            env $(echo "${v#*:}" | tr '+' ' ') NCU_TAG="new-${v%%:*}" scripts/ncu-codec.sh 256 f16
         done
     fi
     codec_bench f16 f16
@@ -387,8 +388,9 @@ fi
 if want cpu; then
     # The matrix kernels (bitwise batch invariance of the blocked prefill kernels) and the
     # real-size goldens on this CPU first.
-    GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
-        "$bin/gepard-tests" kernels real_size_cpu 2>&1 | tee "$out/cpu-tests.log" | tail -3
+    [ -n "${CPU_NO_TESTS:-}" ] || GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard \
+        GEPARD_RELEASE_BIN=$bin/gepard "$bin/gepard-tests" kernels real_size_cpu 2>&1 |
+        tee "$out/cpu-tests.log" | tail -3
     # Old (bin/*-base) and new programs alternate, so both see the same load.
     builds="new"
     [ -n "$base" ] && builds="base new"
@@ -401,6 +403,7 @@ if want cpu; then
             for cores in $(echo ${CPU_CORES:-2 $all} | tr ' ' '\n' | sort -un); do
                 cpus=0-$((cores - 1))
                 for rep in 1 2; do
+                    [ -z "${CPU_NO_PREFILL:-}" ] || break
                     for b in $builds; do
                         for rows in 26 64; do
                             echo "prefill $b kernels=$kernels cores=$cores rep=$rep: $(env $kenv \

@@ -177,9 +177,11 @@ TEST(cuda_codec_real_size_against_nemo) {
     golden_close(&g);
 }
 
-/* The real-size codec's FP16 samples with the default kernels and with
- * `env`=0: the largest difference, and whether they are bit for bit equal. */
-static void fp16_compare_without(const char *env, double *max_diff, bool *equal) {
+/* The real-size codec's FP16 samples with `env`=`on` (the default kernels
+ * when NULL) and with `env`=0: the largest difference, and whether they are
+ * bit for bit equal. */
+static void fp16_compare_settings(const char *env, const char *on_value, double *max_diff,
+                                  bool *equal) {
     *equal = false;
     *max_diff = INFINITY;
     golden g;
@@ -192,7 +194,9 @@ static void fp16_compare_without(const char *env, double *max_diff, bool *equal)
     float *on = malloc(n * sizeof(float)), *off = malloc(n * sizeof(float));
     REQUIRE(on && off);
     gp_error err;
+    if (on_value) setenv(env, on_value, 1);
     gp_codec *c = load_codec(path, true, GP_DEV_CODEC_F16);
+    unsetenv(env);
     REQUIRE(c);
     REQUIRE_OK(gp_codec_decode(c, codes, T, on, &err), &err);
     gp_codec_free(c);
@@ -204,12 +208,17 @@ static void fp16_compare_without(const char *env, double *max_diff, bool *equal)
     gp_codec_free(c);
     *max_diff = test_max_abs_diff(on, off, n);
     *equal = memcmp(on, off, n * sizeof(float)) == 0;
-    test_note("FP16 with and without %s: max difference %g over %zu samples", env, *max_diff, n);
+    test_note("FP16 with %s=%s and =0: max difference %g over %zu samples", env,
+              on_value ? on_value : "(default)", *max_diff, n);
     free(on);
     free(off);
     free(codes);
     free(ref);
     golden_close(&g);
+}
+
+static void fp16_compare_without(const char *env, double *max_diff, bool *equal) {
+    fp16_compare_settings(env, NULL, max_diff, equal);
 }
 
 /* The FP16 convolution over window rows staged once per tile (stages 2-4,
@@ -222,6 +231,30 @@ TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
     bool equal;
     fp16_compare_without("GEPARD_CUDA_CODEC_ROWS", &d, &equal);
     CHECK_MSG(equal, "the two FP16 convolution kernels differ (max %g)", d);
+}
+
+/* Wide staged-row tiles (512 columns of 32 rows, 256 of 64: 64 columns per
+ * warp) run the same MMAs per output in the same order as 128-column ones:
+ * forced on for every layer they fit (GEPARD_CUDA_CODEC_WIDE=1) against never
+ * (=0), the samples must be equal bit for bit. */
+TEST(cuda_codec_wide_tiles_equal_narrow_tiles) {
+    require_cuda();
+    double d;
+    bool equal;
+    fp16_compare_settings("GEPARD_CUDA_CODEC_WIDE", "1", &d, &equal);
+    CHECK_MSG(equal, "wide and 128-column FP16 tiles differ (max %g)", d);
+}
+
+/* The transposed convolutions with NanoCodec's group shape as constants
+ * (k_codec_convt<2, 2>: the activated inputs in registers) sum in the order
+ * of the run-time shaped kernel: equal bit for bit
+ * (GEPARD_CUDA_CODEC_CONVT_FIXED=0). */
+TEST(cuda_codec_fixed_convt_equals_generic) {
+    require_cuda();
+    double d;
+    bool equal;
+    fp16_compare_without("GEPARD_CUDA_CODEC_CONVT_FIXED", &d, &equal);
+    CHECK_MSG(equal, "the fixed-shape transposed convolution differs (max %g)", d);
 }
 
 /* The residual blocks of a stage on CUDA streams of their own (cuda_codec.cu,

@@ -17,6 +17,9 @@
  * The grouped transposed (up-sampling) convolution applies its activation
  * on the fly and keeps its own history the same way.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include <mma.h>
 
 #include "cuda/cuda_codec.h"
@@ -309,7 +312,13 @@ template <bool TENSOR> static cudaError_t conv_allow_all() {
     return e;
 }
 
+/* GEPARD_CUDA_CODEC_CONVT_FIXED=0: every transposed conv through the run-time
+ * shaped kernel (for measurements). */
+static bool convt_fixed = true;
+
 cudaError_t gp_cuda_codec_kernels_init(void) {
+    const char *cf = getenv("GEPARD_CUDA_CODEC_CONVT_FIXED");
+    convt_fixed = !(cf && !strcmp(cf, "0"));
     cudaError_t e = conv_allow_all<true>();
     if (e == cudaSuccess) e = conv_allow_all<false>();
     return e == cudaSuccess ? gp_cuda_codec_mma_init() : e;
@@ -409,13 +418,19 @@ void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left
  * most, which cuda_codec.cu checks at load) are computed once, not once per
  * output phase. Sums run over the channels, then the taps. */
 #define CONVT_CACHE GP_CUDA_CODEC_CONVT_CACHE
+/* CIG, H1: the group's input channels and hist + 1 as constants (NanoCodec's
+ * 2 and 2), so the cache of activated inputs lives in registers; 0 reads them
+ * from cv at run time (the cache indexed at run time sits in local memory:
+ * 5x slower). The same sums in the same order either way. */
+template <int CIG, int H1>
 __global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned T,
                               gp_cuda_codec_convt cv, gp_cuda_codec_act act,
                               const float *const *st_in, float *const *st_out, unsigned st_off,
                               float *__restrict__ y) {
     const int s = cv.stride, k = cv.kernel, hist = cv.hist;
     const unsigned cin = (unsigned)cv.c_in, cout = (unsigned)cv.c_out;
-    const int ci_g = cv.c_in / cv.groups, co_g = cv.c_out / cv.groups;
+    const int ci_g = CIG ? CIG : cv.c_in / cv.groups, co_g = cv.c_out / cv.groups;
+    const int h1 = H1 ? H1 : hist + 1;
     const unsigned items = n * T * cout;
     const unsigned states = n * (unsigned)hist * cin;
     const unsigned total = items > states ? items : states;
@@ -428,22 +443,31 @@ __global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned 
             const unsigned b = rows / T;
             const int g = o / co_g, ol = o % co_g;
             float a[CONVT_CACHE];
-            int na = 0;
-            for (int c = g * ci_g; c < (g + 1) * ci_g; c++)
-                for (int m = 0; m <= hist; m++) {
+#pragma unroll
+            for (int ci = 0; ci < (CIG ? CIG : CONVT_CACHE); ci++) {
+                if (ci >= ci_g) break;
+                const int c = g * ci_g + ci;
+#pragma unroll
+                for (int m = 0; m < (H1 ? H1 : CONVT_CACHE); m++) {
+                    if (m >= h1 || ci * h1 + m >= CONVT_CACHE) break;
                     const int j = q - m;
-                    a[na++] = j >= 0 ? codec_act(act, x[(b * T + (unsigned)j) * cin + c], c)
-                                     : st_in[b][st_off + (unsigned)(hist + j) * cin + c];
+                    a[ci * h1 + m] = j >= 0 ? codec_act(act, x[(b * T + (unsigned)j) * cin + c], c)
+                                            : st_in[b][st_off + (unsigned)(hist + j) * cin + c];
                 }
+            }
             const float bo = cv.bias[o];
             float *out = y + ((size_t)(b * T + (unsigned)q) * s) * cout + o;
             for (int u = 0; u < s; u++) {
                 float acc = bo;
-                int ia = 0;
-                for (int c = g * ci_g; c < (g + 1) * ci_g; c++) {
-                    const float *w = cv.weight + ((size_t)c * co_g + ol) * k;
-                    for (int m = 0; m <= hist; m++, ia++)
-                        if (u + m * s < k) acc += a[ia] * w[u + m * s];
+#pragma unroll
+                for (int ci = 0; ci < (CIG ? CIG : CONVT_CACHE); ci++) {
+                    if (ci >= ci_g) break;
+                    const float *w = cv.weight + ((size_t)(g * ci_g + ci) * co_g + ol) * k;
+#pragma unroll
+                    for (int m = 0; m < (H1 ? H1 : CONVT_CACHE); m++) {
+                        if (m >= h1 || ci * h1 + m >= CONVT_CACHE) break;
+                        if (u + m * s < k) acc += a[ci * h1 + m] * w[u + m * s];
+                    }
                 }
                 out[(size_t)u * cout] = acc;
             }
@@ -470,6 +494,11 @@ void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_c
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
-    k_codec_convt<<<(unsigned)blocks, threads, 0, s>>>(x, (unsigned)n, (unsigned)T, *cv, *act,
-                                                       st_in, st_out, (unsigned)st_off, y);
+    const bool fixed = convt_fixed && cv->c_in / cv->groups == 2 && cv->hist == 1;
+    if (fixed)
+        k_codec_convt<2, 2><<<(unsigned)blocks, threads, 0, s>>>(
+            x, (unsigned)n, (unsigned)T, *cv, *act, st_in, st_out, (unsigned)st_off, y);
+    else
+        k_codec_convt<0, 0><<<(unsigned)blocks, threads, 0, s>>>(
+            x, (unsigned)n, (unsigned)T, *cv, *act, st_in, st_out, (unsigned)st_off, y);
 }

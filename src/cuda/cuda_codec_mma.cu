@@ -220,20 +220,29 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
 /* The window row stride in halves for Cp channels: an odd number of 16-byte units. */
 __host__ __device__ constexpr int rows_ldw(int cp) { return (cp / 8) % 2 ? cp : cp + 8; }
 
-template <int TM> static size_t rows_smem_bytes(int cp, int hist) {
+/* Wide tiles: with 128 columns a 32-row tile gives each warp 16 columns, so
+ * every k-step loads the weight fragments (2 ldmatrix) and one window
+ * fragment for 4 MMAs, and the 8 warps load the same weight fragments: the
+ * narrow stages (27 and 54 channels) were bound by shared-memory reads, not
+ * by the tensor cores. A tile of 64 columns per warp (512 columns for 32
+ * rows, 256 for 64) runs 16 MMAs per 6 fragment loads. Same MMAs per output
+ * in the same order: only which block computes it changes. */
+__host__ __device__ constexpr int rows_wide_tn(int tm) { return 64 * 8 / (tm / 32); }
+
+template <int TM, int TN = H_TN> static size_t rows_smem_bytes(int cp, int hist) {
     const size_t a = (size_t)R_STAGES * TM * (R_KC + 8) * sizeof(__half);
-    const size_t w = (size_t)(H_TN + hist) * rows_ldw(cp) * sizeof(__half);
-    const size_t out = (size_t)H_TN * (TM + 4) * sizeof(float);
+    const size_t w = (size_t)(TN + hist) * rows_ldw(cp) * sizeof(__half);
+    const size_t out = (size_t)TN * (TM + 4) * sizeof(float);
     return a + w > out ? a + w : out;
 }
 #define ROWS_SMEM_MAX (200 * 1024)
 
-template <int TM>
-__global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2)
+template <int TM, int TN>
+__global__ void __launch_bounds__(H_THREADS, TM <= 32 && TN == H_TN ? 3 : 2)
     k_codec_conv_f16_rows(const __half *__restrict__ Wt, const float *__restrict__ bias,
                           const __half *__restrict__ win, int n, int T, int wrows, int C_in,
                           int C_out, int kernel, int dil, int hist, gp_cuda_codec_epilogue ep) {
-    constexpr int WARPS_M = TM / 32, WARPS_N = 8 / WARPS_M, WN = H_TN / WARPS_N, NT = WN / 8;
+    constexpr int WARPS_M = TM / 32, WARPS_N = 8 / WARPS_M, WN = TN / WARPS_N, NT = WN / 8;
     constexpr int LDS = R_KC + 8, CPR = R_KC / 8, RPP = H_THREADS / CPR;
     constexpr int A_ROWS_PER_THREAD = (TM + RPP - 1) / RPP;
     extern __shared__ __align__(128) unsigned char hsm[];
@@ -242,10 +251,10 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2)
     float(*sc)[TM + 4] = reinterpret_cast<float(*)[TM + 4]>(hsm);
     __shared__ int last;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int co0 = blockIdx.y * TM, col0 = blockIdx.x * H_TN;
+    const int co0 = blockIdx.y * TM, col0 = blockIdx.x * TN;
     const int cols = n * T; /* a multiple of 128: every tile is whole */
     const int K = kernel * C_in;
-    const int ldw = rows_ldw(C_in), wr = H_TN + hist;
+    const int ldw = rows_ldw(C_in), wr = TN + hist;
 
     /* the tile's window rows, once (the first cp.async group) */
     {
@@ -327,8 +336,8 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2)
         }
     }
     acc_to_tile<TM, NT>(acc, sc, wm, wn, lane);
-    codec_conv_finish<TM, H_TN, H_THREADS>(sc, co0, col0, cols, C_out, bias, 1, NULL, NULL, ep,
-                                           &last);
+    codec_conv_finish<TM, TN, H_THREADS>(sc, co0, col0, cols, C_out, bias, 1, NULL, NULL, ep,
+                                         &last);
 }
 
 /* Whether this call can run k_codec_conv_f16_rows: stride 1, one split,
@@ -336,7 +345,9 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2)
  * rows fitting in shared memory. GEPARD_CUDA_CODEC_ROWS=0 turns it off (for
  * measurements). */
 static std::atomic<int> rows_on{1};
-static std::atomic<int> tall_sms{0}; /* multiprocessors; 0: no 128-row tiles for 64-row layers */
+static std::atomic<int> tall_sms{0};   /* multiprocessors; 0: no 128-row tiles for 64-row layers */
+static std::atomic<int> wide_mode{-1}; /* GEPARD_CUDA_CODEC_WIDE: 0 never, 1 always, −1 by size */
+static std::atomic<int> codec_sms{132};
 
 static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     if (!rows_on.load(std::memory_order_relaxed)) return false;
@@ -348,19 +359,46 @@ static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     return bytes <= ROWS_SMEM_MAX;
 }
 
+template <int TM, int TN>
+static void rows_launch_tn(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
+                           const gp_cuda_codec_epilogue *ep, cudaStream_t s) {
+    dim3 grid((unsigned)(n * T / TN), (unsigned)((cv->c_out + TM - 1) / TM), 1);
+    k_codec_conv_f16_rows<TM, TN>
+        <<<grid, H_THREADS, rows_smem_bytes<TM, TN>(cv->c_pad, cv->hist), s>>>(
+            cv->weight_h, cv->bias, win, n, T, wrows, cv->c_pad, cv->c_out, cv->kernel,
+            cv->dilation, cv->hist, *ep);
+}
+
+/* Wide tiles where the layer's columns per stream allow them, they fit, and
+ * the call fills every multiprocessor twice over with them (or always /
+ * never, GEPARD_CUDA_CODEC_WIDE=1 / 0). */
+template <int TM> static bool rows_wide(const gp_cuda_codec_conv *cv, int n, int T) {
+    constexpr int TN = rows_wide_tn(TM);
+    const int mode = wide_mode.load(std::memory_order_relaxed);
+    if (TN == H_TN || mode == 0 || T % TN != 0) return false;
+    if (rows_smem_bytes<TM, TN>(cv->c_pad, cv->hist) > ROWS_SMEM_MAX) return false;
+    const long tiles = (long)n * T / TN * ((cv->c_out + TM - 1) / TM);
+    return mode == 1 || tiles >= 2L * codec_sms.load(std::memory_order_relaxed);
+}
+
 template <int TM>
 static void rows_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
                         const gp_cuda_codec_epilogue *ep, cudaStream_t s) {
-    dim3 grid((unsigned)(n * T / H_TN), (unsigned)((cv->c_out + TM - 1) / TM), 1);
-    k_codec_conv_f16_rows<TM><<<grid, H_THREADS, rows_smem_bytes<TM>(cv->c_pad, cv->hist), s>>>(
-        cv->weight_h, cv->bias, win, n, T, wrows, cv->c_pad, cv->c_out, cv->kernel, cv->dilation,
-        cv->hist, *ep);
+    if (rows_wide<TM>(cv, n, T))
+        rows_launch_tn<TM, rows_wide_tn(TM)>(cv, win, n, T, wrows, ep, s);
+    else
+        rows_launch_tn<TM, H_TN>(cv, win, n, T, wrows, ep, s);
 }
 
 template <int TM, int KC> static cudaError_t mma_allow_smem() {
     return cudaFuncSetAttribute(k_codec_conv_f16<TM, KC>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)h_smem_bytes<TM, KC>());
+}
+
+template <int TM, int TN> static cudaError_t rows_allow_smem() {
+    return cudaFuncSetAttribute(k_codec_conv_f16_rows<TM, TN>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
 }
 
 template <int KC> static cudaError_t mma_allow_all() {
@@ -372,22 +410,21 @@ template <int KC> static cudaError_t mma_allow_all() {
 cudaError_t gp_cuda_codec_mma_init(void) {
     cudaError_t e = mma_allow_all<32>();
     if (e == cudaSuccess) e = mma_allow_all<64>();
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_codec_conv_f16_rows<32>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_codec_conv_f16_rows<64>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_codec_conv_f16_rows<128>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ROWS_SMEM_MAX);
+    if (e == cudaSuccess) e = rows_allow_smem<32, H_TN>();
+    if (e == cudaSuccess) e = rows_allow_smem<64, H_TN>();
+    if (e == cudaSuccess) e = rows_allow_smem<128, H_TN>();
+    if (e == cudaSuccess) e = rows_allow_smem<32, rows_wide_tn(32)>();
+    if (e == cudaSuccess) e = rows_allow_smem<64, rows_wide_tn(64)>();
     const char *off = getenv("GEPARD_CUDA_CODEC_ROWS");
     rows_on.store(!(off && !strcmp(off, "0")));
+    const char *wide = getenv("GEPARD_CUDA_CODEC_WIDE");
+    wide_mode.store(wide && !strcmp(wide, "0") ? 0 : wide && !strcmp(wide, "1") ? 1 : -1);
     int dev = 0, sms = 0;
     if (e == cudaSuccess) e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     const char *no_tall = getenv("GEPARD_CUDA_CODEC_TALL");
     if (e == cudaSuccess) tall_sms.store(no_tall && !strcmp(no_tall, "0") ? 0 : sms);
+    if (e == cudaSuccess && sms > 0) codec_sms.store(sms);
     return e;
 }
 

@@ -418,14 +418,14 @@ if want cpu; then
                         env $kenv taskset -c $cpus "$(prog $b gepard)" bench --device cpu \
                             --model /tmp/rs/model --codec /tmp/rs/codec --threads $cores \
                             --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
-                        echo "bench $b kernels=$kernels cores=$cores rep=$rep: $(cat "$f")"
+                        echo "bench $b kernels=$kernels cores=$cores rep=$rep: $(python3 scripts/cpu-summary.py "$f")"
                     done
                     for v in ${CPU_ENV_VARIANTS:-}; do # NAME:VAR=VALUE[+VAR=VALUE] of this build
                         f="$out/cpu-${v%%:*}-$kernels-$cores-$rep.json"
                         env $kenv $(echo "${v#*:}" | tr '+' ' ') taskset -c $cpus "$bin/gepard" \
                             bench --device cpu --model /tmp/rs/model --codec /tmp/rs/codec \
                             --threads $cores --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
-                        echo "bench ${v%%:*} kernels=$kernels cores=$cores rep=$rep: $(cat "$f")"
+                        echo "bench ${v%%:*} kernels=$kernels cores=$cores rep=$rep: $(python3 scripts/cpu-summary.py "$f")"
                     done
                 done
             done

@@ -421,7 +421,8 @@ void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left
 /* CIG, H1: the group's input channels and hist + 1 as constants (NanoCodec's
  * 2 and 2), so the cache of activated inputs lives in registers; 0 reads them
  * from cv at run time (the cache indexed at run time sits in local memory:
- * 5x slower). The same sums in the same order either way. */
+ * the four up-sampling convs of a 256-frame decode took 604 µs that way,
+ * 294 µs with the constants, H200). The same sums in the same order. */
 template <int CIG, int H1>
 __global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned T,
                               gp_cuda_codec_convt cv, gp_cuda_codec_act act,

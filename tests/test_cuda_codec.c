@@ -217,8 +217,15 @@ static void fp16_compare_settings(const char *env, const char *on_value, double 
     golden_close(&g);
 }
 
-static void fp16_compare_without(const char *env, double *max_diff, bool *equal) {
-    fp16_compare_settings(env, NULL, max_diff, equal);
+/* The check every kernel-equivalence test makes: the samples with `env`=`on_value`
+ * (the defaults when NULL) equal those with `env`=0 bit for bit; `differ` names
+ * what differs otherwise. */
+static void check_fp16_equal(const char *env, const char *on_value, const char *differ) {
+    require_cuda();
+    double d;
+    bool equal;
+    fp16_compare_settings(env, on_value, &d, &equal);
+    CHECK_MSG(equal, "%s (max %g)", differ, d);
 }
 
 /* The FP16 convolution over window rows staged once per tile (stages 2-4,
@@ -226,11 +233,7 @@ static void fp16_compare_without(const char *env, double *max_diff, bool *equal)
  * tap's slice: the samples must be equal bit for bit with it switched off
  * (GEPARD_CUDA_CODEC_ROWS=0, read when a GPU codec is made). */
 TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
-    require_cuda();
-    double d;
-    bool equal;
-    fp16_compare_without("GEPARD_CUDA_CODEC_ROWS", &d, &equal);
-    CHECK_MSG(equal, "the two FP16 convolution kernels differ (max %g)", d);
+    check_fp16_equal("GEPARD_CUDA_CODEC_ROWS", NULL, "the two FP16 convolution kernels differ");
 }
 
 /* Wide staged-row tiles (512 columns of 32 rows, 256 of 64: 64 columns per
@@ -238,11 +241,7 @@ TEST(cuda_codec_rows_tiles_equal_copied_tiles) {
  * forced on for every layer they fit (GEPARD_CUDA_CODEC_WIDE=1) against never
  * (=0), the samples must be equal bit for bit. */
 TEST(cuda_codec_wide_tiles_equal_narrow_tiles) {
-    require_cuda();
-    double d;
-    bool equal;
-    fp16_compare_settings("GEPARD_CUDA_CODEC_WIDE", "1", &d, &equal);
-    CHECK_MSG(equal, "wide and 128-column FP16 tiles differ (max %g)", d);
+    check_fp16_equal("GEPARD_CUDA_CODEC_WIDE", "1", "wide and 128-column FP16 tiles differ");
 }
 
 /* The transposed convolutions with NanoCodec's group shape as constants
@@ -250,11 +249,8 @@ TEST(cuda_codec_wide_tiles_equal_narrow_tiles) {
  * of the run-time shaped kernel: equal bit for bit
  * (GEPARD_CUDA_CODEC_CONVT_FIXED=0). */
 TEST(cuda_codec_fixed_convt_equals_generic) {
-    require_cuda();
-    double d;
-    bool equal;
-    fp16_compare_without("GEPARD_CUDA_CODEC_CONVT_FIXED", &d, &equal);
-    CHECK_MSG(equal, "the fixed-shape transposed convolution differs (max %g)", d);
+    check_fp16_equal("GEPARD_CUDA_CODEC_CONVT_FIXED", NULL,
+                     "the fixed-shape transposed convolution differs");
 }
 
 /* The residual blocks of a stage on CUDA streams of their own (cuda_codec.cu,
@@ -262,11 +258,8 @@ TEST(cuda_codec_fixed_convt_equals_generic) {
  * stage's output in block order: the samples equal the blocks run one after
  * another (GEPARD_CUDA_CODEC_BRANCHES=0) bit for bit. */
 TEST(cuda_codec_concurrent_blocks_equal_serial) {
-    require_cuda();
-    double d;
-    bool equal;
-    fp16_compare_without("GEPARD_CUDA_CODEC_BRANCHES", &d, &equal);
-    CHECK_MSG(equal, "the residual blocks on their own streams differ from serial (max %g)", d);
+    check_fp16_equal("GEPARD_CUDA_CODEC_BRANCHES", NULL,
+                     "the residual blocks on their own streams differ from serial");
 }
 
 /* Largest difference between streamed and one-shot samples. */

@@ -347,9 +347,9 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 && TN == H_TN ? 3 : 2)
  * rows fitting in shared memory. GEPARD_CUDA_CODEC_ROWS=0 turns it off (for
  * measurements). */
 static std::atomic<int> rows_on{1};
-static std::atomic<int> tall_sms{0};   /* multiprocessors; 0: no 128-row tiles for 64-row layers */
+static std::atomic<int> tall_on{0};    /* 128-row tiles for 64-row layers in big calls */
 static std::atomic<int> wide_mode{-1}; /* GEPARD_CUDA_CODEC_WIDE: 0 never, 1 always, −1 by size */
-static std::atomic<int> codec_sms{132};
+static std::atomic<int> codec_sms{132}; /* the device's multiprocessors */
 
 static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     if (!rows_on.load(std::memory_order_relaxed)) return false;
@@ -425,8 +425,8 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     if (e == cudaSuccess) e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     const char *no_tall = getenv("GEPARD_CUDA_CODEC_TALL");
-    if (e == cudaSuccess) tall_sms.store(no_tall && !strcmp(no_tall, "0") ? 0 : sms);
     if (e == cudaSuccess && sms > 0) codec_sms.store(sms);
+    tall_on.store(e == cudaSuccess && sms > 0 && !(no_tall && !strcmp(no_tall, "0")));
     return e;
 }
 
@@ -438,8 +438,8 @@ cudaError_t gp_cuda_codec_mma_init(void) {
  * addition, so batches of any size still give the same samples.
  * GEPARD_CUDA_CODEC_TALL=0 turns it off (for measurements). */
 static int tile_rows(const gp_cuda_codec_conv *cv, int cols) {
-    const int sms = tall_sms.load(std::memory_order_relaxed);
-    if (cv->tm != 64 || sms <= 0) return cv->tm;
+    if (cv->tm != 64 || !tall_on.load(std::memory_order_relaxed)) return cv->tm;
+    const int sms = codec_sms.load(std::memory_order_relaxed);
     const int rows128 = (cv->c_out + 127) / 128, rows64 = (cv->c_out + 63) / 64;
     if (rows128 * 128 > rows64 * 64) return cv->tm;
     const long tiles = (long)((cols + H_TN - 1) / H_TN) * rows128 * cv->splits;

@@ -24,7 +24,7 @@ static double mt_rel(const float *a, const float *b, size_t n) {
 
 TEST(matmul_tiles_match_native_and_are_batch_invariant) {
     const int shapes[][2] = {{100, 200}, {48, 1000}, {130, 64}};
-    const int batches[] = {8, 17, 33, 64};
+    const int batches[] = {8, 17, 33, 64, 100}; /* 100: two groups of row blocks */
     const char *modes[2] = {"emulate", "amx"};
     unsetenv("GEPARD_TILES");
     const int n_modes = gp_dconv_tiles_mode() ? 2 : 1;
@@ -36,7 +36,7 @@ TEST(matmul_tiles_match_native_and_are_batch_invariant) {
     REQUIRE_OK(gp_pool_create(2, &pool, &err), &err);
     double worst = 0, unit_vs_emu = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int N = shapes[s][0], K = shapes[s][1], nmax = 64;
+        const int N = shapes[s][0], K = shapes[s][1], nmax = 100;
         float *w = malloc((size_t)N * K * 4), *x = malloc((size_t)nmax * K * 4);
         float *want = malloc((size_t)nmax * N * 4), *got = malloc((size_t)nmax * N * 4),
               *alone = malloc((size_t)8 * N * 4), *first = malloc((size_t)nmax * N * 4);

@@ -99,29 +99,47 @@ typedef struct tiles_matmul_job {
     gp_matmul_tiles_job base;
     int pairs, tasks;
     bool amx;
+    int failed; /* a task found no scratch */
 } tiles_matmul_job;
+
+/* Row blocks per pass over the weights: two pairs of accumulators, whose chunk of
+ * activation tiles (4 row blocks x 2 terms x kc) still fits L1 at kc = 4. */
+#define TILES_GROUP_RBLOCKS 4
 
 static void tiles_matmul_task(void *ctx, int task, int worker) {
     (void)worker;
-    const tiles_matmul_job *tj = ctx;
+    tiles_matmul_job *tj = ctx;
     gp_matmul_tiles_job j = tj->base;
-    float c[32 * 32];
-    j.c = c;
     j.j0 = 2 * (tj->pairs * task / tj->tasks);
     j.j1 = 2 * (tj->pairs * (task + 1) / tj->tasks);
     if (j.j1 <= j.j0) return;
-    if (tj->amx)
-        gp_matmul_tiles_amx(&j);
-    else
-        gp_matmul_tiles_emulated(&j);
+    const int group = tj->base.r1b < TILES_GROUP_RBLOCKS ? tj->base.r1b : TILES_GROUP_RBLOCKS;
+    j.c = gp_onednn_thread_buffer(1, (size_t)(j.j1 - j.j0) / 2 * ((group + 1) / 2) * 4 *
+                                         GP_AMX_WORDS * sizeof(float));
+    if (!j.c) {
+        __atomic_store_n(&tj->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int r0 = 0; r0 < tj->base.r1b; r0 += group) {
+        j.r0b = r0;
+        j.r1b = r0 + group < tj->base.r1b ? r0 + group : tj->base.r1b;
+        /* 32 KB of activation tiles per chunk: 8 column blocks for two row blocks */
+        j.kc = 16 / (j.r1b - j.r0b) > 1 ? 16 / (j.r1b - j.r0b) : 1;
+        if (tj->amx)
+            gp_matmul_tiles_amx(&j);
+        else
+            gp_matmul_tiles_emulated(&j);
+    }
 }
 
-static void split_plain(const float *x, int n, int ldx, int K, int rows, int kpad, uint16_t *hi,
-                        uint16_t *lo) {
-    for (int r = 0; r < rows; r++)
-        for (int i = 0; i < kpad; i++) {
+/* gp_matmul_tiles_split_avx512 in plain C (the emulated tiles' CPUs may lack AVX-512). */
+static void split_plain(const float *x, int n, int ldx, int K, int rblocks, int kb, uint16_t *a) {
+    const size_t term = (size_t)rblocks * kb * 512;
+    for (int r = 0; r < rblocks * 16; r++)
+        for (int i = 0; i < kb * 32; i++) {
             const float v = r < n && i < K ? x[(size_t)r * ldx + i] : 0.0f;
-            gp_tiles_terms(v, &hi[(size_t)r * kpad + i], &lo[(size_t)r * kpad + i]);
+            const size_t at = ((size_t)(r / 16) * kb + i / 32) * 512 + (r % 16) * 32 + i % 32;
+            gp_tiles_terms(v, &a[at], &a[at + term]);
         }
 }
 
@@ -130,29 +148,33 @@ int gp_tiles_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y
     const gp_tiles_matrix *t = m->tiles;
     const char *mode = gp_dconv_tiles_mode();
     if (!t || !mode || n <= 0) return GEPARD_ERR_UNSUPPORTED;
-    /* a row of terms is kb·32 columns and 32 more: a power-of-two stride (2 or 4 KB
-     * for the backbone's 1024 and 2048 columns) put an activation tile's 16 rows in
-     * one or two L1 sets, so every tile load missed L1 */
-    const int kpad = t->kb * 32 + 32, rblocks = (n + 15) / 16, rows = rblocks * 16;
+    const int rblocks = (n + 15) / 16;
     /* buffer 0 of this thread's scratch: the activations' terms, used only in this call */
-    uint16_t *hi = gp_onednn_thread_buffer(0, (size_t)rows * kpad * 4);
-    if (!hi) return GEPARD_ERR_NOMEM;
-    uint16_t *lo = hi + (size_t)rows * kpad;
+    uint16_t *a = gp_onednn_thread_buffer(0, (size_t)rblocks * t->kb * 512 * 2 * 2);
+    if (!a) return GEPARD_ERR_NOMEM;
     const bool amx = !strcmp(mode, "amx");
     if (amx)
-        gp_matmul_tiles_split_avx512(x, n, ldx, m->cols, rows, kpad, hi, lo);
+        gp_matmul_tiles_split_avx512(x, n, ldx, m->cols, rblocks, t->kb, a);
     else
-        split_plain(x, n, ldx, m->cols, rows, kpad, hi, lo);
+        split_plain(x, n, ldx, m->cols, rblocks, t->kb, a);
     tiles_matmul_job tj;
     memset(&tj, 0, sizeof tj);
-    tj.base = (gp_matmul_tiles_job){t->b, t->kb,   0, 0,       hi, lo,  kpad,
-                                    0,    rblocks, n, m->rows, y,  ldy, NULL};
+    tj.base = (gp_matmul_tiles_job){.b = t->b,
+                                    .kb = t->kb,
+                                    .a = a,
+                                    .rblocks = rblocks,
+                                    .r0b = 0,
+                                    .r1b = rblocks,
+                                    .n = n,
+                                    .N = m->rows,
+                                    .y = y,
+                                    .ldy = ldy};
     tj.pairs = t->nb / 2;
     tj.amx = amx;
     const int threads = gp_pool_size(pool);
     tj.tasks = threads * 4 < tj.pairs ? threads * 4 : tj.pairs;
     gp_pool_parallel_for(pool, tj.tasks, tiles_matmul_task, &tj);
-    return GEPARD_OK;
+    return tj.failed ? GEPARD_ERR_NOMEM : GEPARD_OK;
 }
 
 bool gp_tiles_choose(const gp_matrix *probe, bool forced, char *why, size_t why_size) {

@@ -117,24 +117,22 @@ void gp_tiles_epilogue_avx512(const gp_dconv *conv, const gp_dconv_out *o, float
     }
 }
 
-void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rows, int kpad,
-                                  uint16_t *hi, uint16_t *lo) {
-    for (int r = 0; r < rows; r++) {
-        uint16_t *dh = hi + (size_t)r * kpad, *dl = lo + (size_t)r * kpad;
-        if (r >= n) {
-            memset(dh, 0, (size_t)kpad * 2);
-            memset(dl, 0, (size_t)kpad * 2);
-            continue;
-        }
-        const float *s = x + (size_t)r * ldx;
-        for (int i = 0; i < kpad; i += 16) {
-            const __mmask16 m = K - i >= 16 ? (__mmask16)0xffff
-                                : K > i     ? (__mmask16)((1u << (K - i)) - 1u)
-                                            : 0;
+void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rblocks, int kb,
+                                  uint16_t *a) {
+    const size_t term = (size_t)rblocks * kb * 512;
+    for (int r = 0; r < rblocks * 16; r++) {
+        uint16_t *row = a + (size_t)(r / 16) * kb * 512 + (size_t)(r % 16) * 32;
+        const float *s = r < n ? x + (size_t)r * ldx : NULL;
+        for (int i = 0; i < kb * 32; i += 16) {
+            const __mmask16 m = !s            ? 0
+                                : K - i >= 16 ? (__mmask16)0xffff
+                                : K > i       ? (__mmask16)((1u << (K - i)) - 1u)
+                                              : 0;
             __m256i h, l;
-            terms16(_mm512_maskz_loadu_ps(m, s + i), &h, &l);
-            _mm256_storeu_si256((__m256i *)(dh + i), h);
-            _mm256_storeu_si256((__m256i *)(dl + i), l);
+            terms16(_mm512_maskz_loadu_ps(m, s ? s + i : x), &h, &l);
+            uint16_t *d = row + (size_t)(i / 32) * 512 + i % 32;
+            _mm256_storeu_si256((__m256i *)d, h);
+            _mm256_storeu_si256((__m256i *)(d + term), l);
         }
     }
 }

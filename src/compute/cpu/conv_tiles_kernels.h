@@ -64,25 +64,29 @@ void gp_tiles_split_avx512(const float *x, size_t xs, int c_in, int rows, size_t
 
 /* Prefill's y = x·Wᵀ on tiles (compute/matmul_tiles.c, cpu/matmul_tiles_body.h). */
 typedef struct gp_matmul_tiles_job {
-    const uint32_t *b;       /* weights: output block jb, column block k at
-                                (jb * kb + k) * GP_AMX_WORDS: 16 rows (column pairs) x 16
-                                words (the block's 16 outputs), VNNI */
-    int kb;                  /* column blocks of 32 */
-    int j0, j1;              /* output blocks to compute, j1 - j0 even */
-    const uint16_t *hi, *lo; /* activations' bf16 terms [row blocks * 16][kpad] */
-    int kpad;                /* kb * 32 */
-    int r0b, r1b;            /* row blocks */
-    int n, N;                /* real rows and outputs */
+    const uint32_t *b; /* weights: output block jb, column block k at
+                          (jb * kb + k) * GP_AMX_WORDS: 16 rows (column pairs) x 16
+                          words (the block's 16 outputs), VNNI */
+    int kb;            /* column blocks of 32 */
+    int j0, j1;        /* output blocks to compute, j1 - j0 even */
+    const uint16_t *a; /* activations' bf16 terms packed as tiles: term t (hi, lo), row
+                          block rb, column block k at ((t * rblocks + rb) * kb + k) * 512
+                          (16 rows x 32 columns, 1 KB) */
+    int rblocks;       /* row blocks packed in a */
+    int r0b, r1b;      /* row blocks to compute */
+    int kc;            /* column blocks per chunk (the activations kept in L1) */
+    int n, N;          /* real rows and outputs */
     float *y;
     int ldy;
-    float *c; /* 32 x 32 floats of scratch */
+    float *c; /* accumulators: (j1 - j0) / 2 x (r1b - r0b + 1) / 2 x 4 tiles of scratch */
 } gp_matmul_tiles_job;
 
 void gp_matmul_tiles_amx(const gp_matmul_tiles_job *j);
 void gp_matmul_tiles_emulated(const gp_matmul_tiles_job *j);
-/* x rows [n][ldx] (K columns) as bf16 hi and lo terms [rows][kpad], zero-padded. */
-void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rows, int kpad,
-                                  uint16_t *hi, uint16_t *lo);
+/* x rows [n][ldx] (K columns) as bf16 hi and lo terms packed as the job's tiles (a,
+ * rblocks row blocks of kb column blocks), zero-padded. */
+void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rblocks, int kb,
+                                  uint16_t *a);
 
 /* gp_dconv_epilogue_rows's value part (bias, residual, store, accumulator) on AVX-512,
  * bit-identical to it; the caller applies the activation. */

@@ -6,61 +6,95 @@
  * y = x·Wᵀ for row blocks [r0b, r1b) of 16 input rows and output blocks [j0, j1) (j1 - j0
  * even) of 16 features: tiles 0-3 accumulate two row blocks x two output blocks, 4-5 hold
  * the two row blocks' activations (their hi terms, then their lo terms), 6-7 the two
- * weight tiles. Every result is summed over the 32-column blocks ascending, hi before
- * lo in each: a row's values do not depend on the rows it is batched with. */
+ * weight tiles.
+ *
+ * The columns are walked in chunks of kc blocks, every output block of the job inside
+ * each chunk, the accumulators stored to the job's scratch between chunks: a chunk's
+ * activation tiles (packed, 1 KB each) stay in L1 while the weights stream past them
+ * once. The tile-per-row-stride layout read every activation tile from L2 once per
+ * output pair. A stored and reloaded accumulator keeps its f32 bits, so every result is
+ * still summed over the 32-column blocks ascending, hi before lo in each: a row's values
+ * do not depend on the rows it is batched with, nor on kc. */
 
 void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
     TCONFIG();
-    const size_t a_bytes = (size_t)j->kpad * 2, c_bytes = 32 * 4;
-    for (int jb = j->j0; jb < j->j1; jb += 2) {
-        const uint32_t *b0 = j->b + (size_t)jb * j->kb * GP_AMX_WORDS,
-                       *b1 = b0 + (size_t)j->kb * GP_AMX_WORDS;
-        for (int rb = j->r0b; rb < j->r1b; rb += 2) {
-            const bool two = rb + 1 < j->r1b;
-            const uint16_t *h0 = j->hi + (size_t)rb * 16 * j->kpad,
-                           *l0 = j->lo + (size_t)rb * 16 * j->kpad;
-            const uint16_t *h1 = h0 + (size_t)16 * j->kpad, *l1 = l0 + (size_t)16 * j->kpad;
-            TZERO(0);
-            TZERO(1);
-            TZERO(2);
-            TZERO(3);
-            for (int k = 0; k < j->kb; k++) {
-                /* both weight streams, every line, 32 tiles ahead into L2: the
-                 * hardware alone (and one line of b0 per tile, as before) left
-                 * prefill at 71-92 ms for 26 rows on a 2-core Xeon, this 51-68 */
-                const char *pf0 = (const char *)(b0 + (size_t)(k + 32) * GP_AMX_WORDS),
-                           *pf1 = (const char *)(b1 + (size_t)(k + 32) * GP_AMX_WORDS);
-                for (int line = 0; line < GP_AMX_WORDS * 4; line += 64) {
-                    __builtin_prefetch(pf0 + line, 0, 2);
-                    __builtin_prefetch(pf1 + line, 0, 2);
+    const int rpairs = (j->r1b - j->r0b + 1) / 2;
+    const size_t term_words = (size_t)j->rblocks * j->kb * (GP_AMX_WORDS * 2);
+    for (int k0 = 0; k0 < j->kb; k0 += j->kc) {
+        const int k1 = k0 + j->kc < j->kb ? k0 + j->kc : j->kb;
+        for (int jb = j->j0; jb < j->j1; jb += 2) {
+            const uint32_t *b0 = j->b + (size_t)jb * j->kb * GP_AMX_WORDS,
+                           *b1 = b0 + (size_t)j->kb * GP_AMX_WORDS;
+            /* the next pair's tiles of this chunk (or the first pair's of the next
+             * chunk), into L2 while this pair multiplies */
+            const bool last = jb + 2 >= j->j1;
+            const uint32_t *n0 = last ? j->b + (size_t)j->j0 * j->kb * GP_AMX_WORDS
+                                      : b0 + (size_t)2 * j->kb * GP_AMX_WORDS;
+            const int nk0 = last ? k1 : k0, nk1 = last ? k1 + (k1 - k0) : k1;
+            for (int rb = j->r0b; rb < j->r1b; rb += 2) {
+                const bool two = rb + 1 < j->r1b;
+                float *acc = j->c + ((size_t)((jb - j->j0) / 2) * rpairs + (rb - j->r0b) / 2) *
+                                        (4 * GP_AMX_WORDS);
+                if (k0 == 0) {
+                    TZERO(0);
+                    TZERO(1);
+                    TZERO(2);
+                    TZERO(3);
+                } else {
+                    TLOAD(0, acc, 64);
+                    TLOAD(1, acc + GP_AMX_WORDS, 64);
+                    TLOAD(2, acc + 2 * GP_AMX_WORDS, 64);
+                    TLOAD(3, acc + 3 * GP_AMX_WORDS, 64);
                 }
-                TLOAD(6, b0 + (size_t)k * GP_AMX_WORDS, 64);
-                TLOAD(7, b1 + (size_t)k * GP_AMX_WORDS, 64);
-                for (int term = 0; term < 2; term++) { /* hi, then lo */
-                    const size_t at = (size_t)k * 32;
-                    TLOAD(4, (term ? l0 : h0) + at, a_bytes);
-                    if (two) TLOAD(5, (term ? l1 : h1) + at, a_bytes);
-                    TDP(0, 4, 6);
-                    TDP(1, 4, 7);
-                    if (two) {
-                        TDP(2, 5, 6);
-                        TDP(3, 5, 7);
+                for (int k = k0; k < k1; k++) {
+                    if (rb == j->r0b && nk0 + (k - k0) < nk1 && nk0 + (k - k0) < j->kb) {
+                        const char *p0 = (const char *)(n0 + (size_t)(nk0 + k - k0) * GP_AMX_WORDS),
+                                   *p1 = p0 + (size_t)j->kb * GP_AMX_WORDS * 4;
+                        for (int line = 0; line < GP_AMX_WORDS * 4; line += 64) {
+                            __builtin_prefetch(p0 + line, 0, 2);
+                            __builtin_prefetch(p1 + line, 0, 2);
+                        }
+                    }
+                    TLOAD(6, b0 + (size_t)k * GP_AMX_WORDS, 64);
+                    TLOAD(7, b1 + (size_t)k * GP_AMX_WORDS, 64);
+                    for (int term = 0; term < 2; term++) { /* hi, then lo */
+                        const uint16_t *a0 = j->a + term * term_words +
+                                             ((size_t)rb * j->kb + k) * (GP_AMX_WORDS * 2);
+                        TLOAD(4, a0, 64);
+                        if (two) TLOAD(5, a0 + (size_t)j->kb * (GP_AMX_WORDS * 2), 64);
+                        TDP(0, 4, 6);
+                        TDP(1, 4, 7);
+                        if (two) {
+                            TDP(2, 5, 6);
+                            TDP(3, 5, 7);
+                        }
                     }
                 }
+                TSTORE(0, acc, 64);
+                TSTORE(1, acc + GP_AMX_WORDS, 64);
+                if (two) {
+                    TSTORE(2, acc + 2 * GP_AMX_WORDS, 64);
+                    TSTORE(3, acc + 3 * GP_AMX_WORDS, 64);
+                }
             }
-            /* the 32 x 32 results through the caller's scratch */
-            TSTORE(0, j->c, c_bytes);
-            TSTORE(1, j->c + 16, c_bytes);
-            if (two) {
-                TSTORE(2, j->c + 16 * 32, c_bytes);
-                TSTORE(3, j->c + 16 * 32 + 16, c_bytes);
-            }
-            const int rows = (two ? 32 : 16) < j->n - rb * 16 ? (two ? 32 : 16) : j->n - rb * 16;
-            const int n0 = jb * 16, cols = 32 < j->N - n0 ? 32 : j->N - n0;
-            for (int r = 0; r < rows; r++)
-                memcpy(j->y + (size_t)(rb * 16 + r) * j->ldy + n0, j->c + r * 32,
-                       (size_t)cols * sizeof(float));
         }
     }
     TRELEASE();
+    /* the accumulators (tile order: row block, output block) to y */
+    for (int jb = j->j0; jb < j->j1; jb += 2)
+        for (int rb = j->r0b; rb < j->r1b; rb += 2) {
+            const float *acc = j->c + ((size_t)((jb - j->j0) / 2) * rpairs + (rb - j->r0b) / 2) *
+                                          (4 * GP_AMX_WORDS);
+            for (int half = 0; half < 2 && rb + half < j->r1b; half++) {
+                const int r0 = (rb + half) * 16, rows = 16 < j->n - r0 ? 16 : j->n - r0;
+                for (int side = 0; side < 2; side++) {
+                    const int n0 = (jb + side) * 16, cols = 16 < j->N - n0 ? 16 : j->N - n0;
+                    if (cols <= 0) continue;
+                    const float *t = acc + (size_t)(2 * half + side) * GP_AMX_WORDS;
+                    for (int r = 0; r < rows; r++)
+                        memcpy(j->y + (size_t)(r0 + r) * j->ldy + n0, t + r * 16,
+                               (size_t)cols * sizeof(float));
+                }
+            }
+        }
 }

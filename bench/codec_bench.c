@@ -16,6 +16,8 @@
  * GEPARD_KERNELS=avx2 in the environment measures the AVX2 kernels;
  * GEPARD_CODEC_BENCH_EVICT_MB=600 reads 600 MB before each streamed frame, as
  * the engine's backbone step does between two frames (the caches start cold).
+ * GEPARD_CODEC_BENCH_ONLY=1 runs only the MIX (or bf16) path at THREADS threads after the
+ * f32 decode it is compared with: a short run to profile.
  *
  * Last, the accuracy a path with bf16 weights but (near-)f32 inputs could reach — AMX
  * tiles multiply bf16 by bf16, so inputs split into two bf16 terms: the f32 path over the
@@ -269,6 +271,15 @@ int main(int argc, char **argv) {
     int32_t *codes = make_codes(f32, frames, 0);
     float *f32_pcm = malloc(frames * spf * sizeof(float)), *ref_pcm = malloc(2 * spf * 4);
     if (gp_codec_decode(f32, codes, frames, f32_pcm, &err)) return 1;
+    if (getenv("GEPARD_CODEC_BENCH_ONLY")) { /* one path at THREADS threads, for a profiler */
+        gp_codec_free(f32);
+        bench_path(src, GP_CODEC_KERNELS_BF16, threads, frames, f32_pcm, &m, 1);
+        free(codes);
+        free(f32_pcm);
+        free(ref_pcm);
+        gp_codec_source_free(src);
+        return 0;
+    }
     gp_codec *ref = load(src, GP_CODEC_KERNELS_REFERENCE, 1);
     t0 = gp_now_s();
     gp_codec_decode(ref, codes, 2, ref_pcm, &err);

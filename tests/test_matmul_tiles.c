@@ -23,7 +23,8 @@ static double mt_rel(const float *a, const float *b, size_t n) {
 }
 
 TEST(matmul_tiles_match_native_and_are_batch_invariant) {
-    const int shapes[][2] = {{100, 200}, {48, 1000}, {130, 64}};
+    /* 600 outputs: tasks of 4 or more output pairs on one thread, whose columns go in chunks */
+    const int shapes[][2] = {{100, 200}, {48, 1000}, {130, 64}, {600, 1000}};
     const int batches[] = {8, 17, 33, 64, 100}; /* 100: two groups of row blocks */
     const char *modes[2] = {"emulate", "amx"};
     unsetenv("GEPARD_TILES");

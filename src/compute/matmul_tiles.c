@@ -123,8 +123,12 @@ static void tiles_matmul_task(void *ctx, int task, int worker) {
     for (int r0 = 0; r0 < tj->base.r1b; r0 += group) {
         j.r0b = r0;
         j.r1b = r0 + group < tj->base.r1b ? r0 + group : tj->base.r1b;
-        /* 32 KB of activation tiles per chunk: 8 column blocks for two row blocks */
+        /* 32 KB of activation tiles per chunk: 8 column blocks for two row blocks. A
+         * task of fewer than 4 output pairs (many threads) reuses a chunk too few times
+         * to pay for storing and reloading its accumulators: one chunk (on 16 cores of
+         * a Sapphire Rapids, chunks made prefill 10-15 % slower) */
         j.kc = 16 / (j.r1b - j.r0b) > 1 ? 16 / (j.r1b - j.r0b) : 1;
+        if ((j.j1 - j.j0) / 2 < 4) j.kc = j.kb;
         if (tj->amx)
             gp_matmul_tiles_amx(&j);
         else

@@ -16,9 +16,14 @@
  * still summed over the 32-column blocks ascending, hi before lo in each: a row's values
  * do not depend on the rows it is batched with, nor on kc. */
 
+/* The scratch of output pair jb's and row pair rb's four accumulator tiles. */
+static inline float *tiles_acc(const gp_matmul_tiles_job *j, int jb, int rb) {
+    const int rpairs = (j->r1b - j->r0b + 1) / 2;
+    return j->c + ((size_t)((jb - j->j0) / 2) * rpairs + (rb - j->r0b) / 2) * (4 * GP_AMX_WORDS);
+}
+
 void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
     TCONFIG();
-    const int rpairs = (j->r1b - j->r0b + 1) / 2;
     const size_t term_words = (size_t)j->rblocks * j->kb * (GP_AMX_WORDS * 2);
     for (int k0 = 0; k0 < j->kb; k0 += j->kc) {
         const int k1 = k0 + j->kc < j->kb ? k0 + j->kc : j->kb;
@@ -30,11 +35,10 @@ void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
             const bool last = jb + 2 >= j->j1;
             const uint32_t *n0 = last ? j->b + (size_t)j->j0 * j->kb * GP_AMX_WORDS
                                       : b0 + (size_t)2 * j->kb * GP_AMX_WORDS;
-            const int nk0 = last ? k1 : k0, nk1 = last ? k1 + (k1 - k0) : k1;
+            const int next_k0 = last ? k1 : k0;
             for (int rb = j->r0b; rb < j->r1b; rb += 2) {
                 const bool two = rb + 1 < j->r1b;
-                float *acc = j->c + ((size_t)((jb - j->j0) / 2) * rpairs + (rb - j->r0b) / 2) *
-                                        (4 * GP_AMX_WORDS);
+                float *acc = tiles_acc(j, jb, rb);
                 if (k0 == 0) {
                     TZERO(0);
                     TZERO(1);
@@ -47,8 +51,9 @@ void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
                     TLOAD(3, acc + 3 * GP_AMX_WORDS, 64);
                 }
                 for (int k = k0; k < k1; k++) {
-                    if (rb == j->r0b && nk0 + (k - k0) < nk1 && nk0 + (k - k0) < j->kb) {
-                        const char *p0 = (const char *)(n0 + (size_t)(nk0 + k - k0) * GP_AMX_WORDS),
+                    const int next_k = next_k0 + (k - k0);
+                    if (rb == j->r0b && next_k < j->kb) {
+                        const char *p0 = (const char *)(n0 + (size_t)next_k * GP_AMX_WORDS),
                                    *p1 = p0 + (size_t)j->kb * GP_AMX_WORDS * 4;
                         for (int line = 0; line < GP_AMX_WORDS * 4; line += 64) {
                             __builtin_prefetch(p0 + line, 0, 2);
@@ -83,8 +88,7 @@ void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
     /* the accumulators (tile order: row block, output block) to y */
     for (int jb = j->j0; jb < j->j1; jb += 2)
         for (int rb = j->r0b; rb < j->r1b; rb += 2) {
-            const float *acc = j->c + ((size_t)((jb - j->j0) / 2) * rpairs + (rb - j->r0b) / 2) *
-                                          (4 * GP_AMX_WORDS);
+            const float *acc = tiles_acc(j, jb, rb);
             for (int half = 0; half < 2 && rb + half < j->r1b; half++) {
                 const int r0 = (rb + half) * 16, rows = 16 < j->n - r0 ? 16 : j->n - r0;
                 for (int side = 0; side < 2; side++) {

@@ -81,7 +81,8 @@
 #        this build under an environment setting to the alternating runs
 #        (with or without an old build); CODEC_NCU=1 adds scripts/ncu-codec.sh's
 #        kernel times (256 frames) for the old build, this one, the alternative
-#        and each environment variant.
+#        and each environment variant; CODEC_NCU_STREAMS="256 …" those of one call
+#        of that many one-frame streams (this build and each variant).
 # Logs and JSON go to $OUT (the device tool brings that folder back) or
 # ./.device/out when OUT is unset.
 set -u
@@ -230,6 +231,15 @@ for k, v in g.items():
             env $(echo "${v#*:}" | tr '+' ' ') NCU_TAG="new-${v%%:*}" scripts/ncu-codec.sh 256 f16
         done
     fi
+    for n in ${CODEC_NCU_STREAMS:-}; do # kernel times of one call of n one-frame streams
+        echo "ncu: $n streams, one frame each (this build)"
+        NCU_STREAMS=$n NCU_TAG="streams-$n" scripts/ncu-codec.sh 1 f16
+        for v in ${CODEC_ENV_VARIANTS:-}; do
+            echo "ncu: $n streams, variant ${v%%:*}"
+            env $(echo "${v#*:}" | tr '+' ' ') NCU_STREAMS=$n NCU_TAG="streams-$n-${v%%:*}" \
+                scripts/ncu-codec.sh 1 f16
+        done
+    done
     codec_bench f16 f16
     codec_bench tf32 tf32
     [ -n "${CODEC_QUICK:-}" ] || codec_bench f16-tile128 f16 GEPARD_CUDA_CODEC_TILE=128

@@ -11,6 +11,9 @@ import sys
 
 def main():
     rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+    # the profiled program's own output (a bench's JSON) may come first
+    while rows and "Kernel Name" not in rows[0]:
+        rows.pop(0)
     if not rows:
         print("no kernels in %s (did the profiled range run?)" % sys.argv[1])
         return 1

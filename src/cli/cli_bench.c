@@ -16,7 +16,9 @@ static const cli_option bench_options[] = {
     {"threads", 't', "N", "threads (default: all CPUs)"},
     {"frames", 0, "N", "frames per measurement (default 64)"},
     {"text", 0, "TEXT", "the sentence to prefill and time to first audio"},
-    {"streams", 0, "N,N,...", "GPU: batch sizes of the aggregate measurement (default 1,64,256)"},
+    {"streams", 0, "N,N,...",
+     "GPU: batch sizes of the aggregate measurement (default 1,64,256); with --codec-only the "
+     "codec's batches (1: one stream), --frames calls each"},
     {"codec-only", 0, NULL,
      "GPU: only the codec decoder (gpu_codec), in --gpu-precision alone when it names one"},
     CLI_DEVICE_OPTIONS,

@@ -26,7 +26,9 @@ int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_codec *codec,
 /* When the benchmark's device resolves to a GPU: root.gpu_codec — the
  * measured TF32 and f32 GEMM rates and, per decoder precision (tf32, f32),
  * one stream decoded frame by frame and batches of 16/64/256/1024 streams
- * decoding one frame each per call (frames/s, fraction of the GEMM rate). */
+ * decoding one frame each per call (frames/s, fraction of the GEMM rate);
+ * with codec_only and streams, those batch sizes alone (1: the single
+ * stream), `frames` calls each. */
 int gp_bench_gpu_codec(const gepard_bench_params *p, cJSON *root, gp_error *err);
 
 #endif

@@ -68,14 +68,25 @@ static int bench_path(const gepard_bench_params *p, const char *precision, doubl
     cJSON *o = cJSON_AddObjectToObject(into, precision);
     cJSON_AddStringToObject(o, "kernels", gepard_codec_kernels(gc));
     double ms = 0;
-    gp_progress("bench: GPU codec (%s), one stream", precision);
-    int rc = time_batch(c, 1, p->frames, &ms, err);
-    cJSON_AddNumberToObject(o, "single_stream_ms_per_frame", ms);
+    /* --codec-only --streams N,…: those batches alone (1: the single stream),
+     * `frames` calls each (for a profiler's view of one batch size) */
+    static const int default_sizes[] = {16, 64, 256, 1024};
+    const bool chosen = p->codec_only && p->n_streams > 0;
+    const int *sizes = chosen ? p->streams : default_sizes;
+    const int n_sizes = chosen ? p->n_streams : 4, steps = chosen ? p->frames : 16;
+    bool single = !chosen;
+    for (int i = 0; chosen && i < n_sizes; i++) single = single || sizes[i] == 1;
+    int rc = GEPARD_OK;
+    if (single) {
+        gp_progress("bench: GPU codec (%s), one stream", precision);
+        rc = time_batch(c, 1, p->frames, &ms, err);
+        cJSON_AddNumberToObject(o, "single_stream_ms_per_frame", ms);
+    }
     cJSON *arr = cJSON_AddArrayToObject(o, "batches");
-    static const int sizes[] = {16, 64, 256, 1024};
-    for (size_t i = 0; !rc && i < sizeof sizes / sizeof sizes[0]; i++) {
+    for (int i = 0; !rc && i < n_sizes; i++) {
+        if (sizes[i] == 1) continue;
         gp_progress("bench: GPU codec (%s), %d streams", precision, sizes[i]);
-        rc = time_batch(c, sizes[i], 16, &ms, err);
+        rc = time_batch(c, sizes[i], steps, &ms, err);
         if (rc) break;
         const double fps = sizes[i] / (ms * 1e-3);
         cJSON *b = cJSON_CreateObject();

@@ -95,7 +95,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *user) {
         }
     }
     gp_buf_append(&h->body, data, len);
-    if (h->abort_after_bytes && h->body.len >= h->abort_after_bytes) return 0; /* hang up */
+    if (atomic_load(&h->hang_up)) return 0;
     return len;
 }
 

@@ -6,6 +6,7 @@
 #define GEPARD_TEST_SERVER_HARNESS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -59,7 +60,7 @@ typedef struct test_http {
     test_server *watch;
     int active_at_first_body;
     /* background requests */
-    size_t abort_after_bytes; /* hang up after this many body bytes (0: never) */
+    atomic_int hang_up; /* set by the test: hang up at the next body bytes */
     long timeout_ms;
     pthread_t thread;
     char url[256], *post_body, auth[256];

@@ -229,7 +229,30 @@ INLINE void block_cols(int kind, const gp_matrix *w, size_t t, const unsigned ch
     const float *xr[BLOCK_X];
 #pragma GCC unroll 3
     for (int j = 0; j < nb; j++) xr[j] = x + (size_t)j * ldx;
-    for (size_t c = c0; c < c1; c += 8) {
+    size_t c = c0;
+    /* whole 16-column chunks, both halves per pass: no bounds or chunk tests
+     * per half (on a Sapphire Rapids those, not the FMAs, set the pace);
+     * every accumulator still sees its columns in order */
+    for (; c + 16 <= c1; c += 16) {
+        const unsigned char *q = p + (c - c0) / 16 * step;
+        if (pf)
+#pragma GCC unroll 4
+            for (size_t b = 0; b < step; b += 64)
+                _mm_prefetch((const char *)pf + (c - c0) / 16 * step + b, _MM_HINT_T0);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256 xv[BLOCK_X];
+#pragma GCC unroll 3
+            for (int j = 0; j < nb; j++) xv[j] = _mm256_loadu_ps(xr[j] + c + 8 * h);
+#pragma GCC unroll 4
+            for (int i = 0; i < GP_TILE_ROWS; i++) {
+                __m256 wv = load_w(kind, q + (size_t)i * 16 * esz + (size_t)h * 8 * esz);
+#pragma GCC unroll 3
+                for (int j = 0; j < nb; j++) a[i][j] = _mm256_fmadd_ps(wv, xv[j], a[i][j]);
+            }
+        }
+    }
+    for (; c < c1; c += 8) { /* the matrix's last columns */
         const unsigned char *q = p + (c - c0) / 16 * step + (c % 16) * esz;
         if (pf && c % 16 == 0)
 #pragma GCC unroll 4

@@ -137,15 +137,38 @@ static void tiles_matmul_task(void *ctx, int task, int worker) {
 }
 
 /* gp_matmul_tiles_split_avx512 in plain C (the emulated tiles' CPUs may lack AVX-512). */
-static void split_plain(const float *x, int n, int ldx, int K, int rblocks, int kb, uint16_t *a) {
+static void split_plain(const float *x, int n, int ldx, int K, int rblocks, int kb, int r0, int r1,
+                        uint16_t *a) {
     const size_t term = (size_t)rblocks * kb * 512;
-    for (int r = 0; r < rblocks * 16; r++)
+    for (int r = r0; r < r1; r++)
         for (int i = 0; i < kb * 32; i++) {
             const float v = r < n && i < K ? x[(size_t)r * ldx + i] : 0.0f;
             const size_t at = ((size_t)(r / 16) * kb + i / 32) * 512 + (r % 16) * 32 + i % 32;
             gp_tiles_terms(v, &a[at], &a[at + term]);
         }
 }
+
+typedef struct split_job {
+    const float *x;
+    int n, ldx, K, rblocks, kb, parts;
+    bool amx;
+    uint16_t *a;
+} split_job;
+
+static void split_part(void *ctx, int i, int worker) {
+    (void)worker;
+    const split_job *s = ctx;
+    const int rows = s->rblocks * 16;
+    const int r0 = rows * i / s->parts, r1 = rows * (i + 1) / s->parts;
+    if (s->amx)
+        gp_matmul_tiles_split_avx512(s->x, s->n, s->ldx, s->K, s->rblocks, s->kb, r0, r1, s->a);
+    else
+        split_plain(s->x, s->n, s->ldx, s->K, s->rblocks, s->kb, r0, r1, s->a);
+}
+
+/* Rows split on as many threads as give each at least SPLIT_MIN_WORDS of the terms:
+ * on one thread the split was ~0.5 ms of a 26-row prefill, a few % of it on 16 cores. */
+#define SPLIT_MIN_WORDS (16 * 1024)
 
 int gp_tiles_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y, int ldy,
                     gp_pool *pool) {
@@ -157,10 +180,17 @@ int gp_tiles_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y
     uint16_t *a = gp_onednn_thread_buffer(0, (size_t)rblocks * t->kb * 512 * 2 * 2);
     if (!a) return GEPARD_ERR_NOMEM;
     const bool amx = !strcmp(mode, "amx");
-    if (amx)
-        gp_matmul_tiles_split_avx512(x, n, ldx, m->cols, rblocks, t->kb, a);
-    else
-        split_plain(x, n, ldx, m->cols, rblocks, t->kb, a);
+    const int threads = gp_pool_size(pool);
+    split_job sj = {x, n, ldx, m->cols, rblocks, t->kb, 1, amx, a};
+    const long words = (long)rblocks * 16 * t->kb * 32;
+    sj.parts = words / SPLIT_MIN_WORDS < threads ? (int)(words / SPLIT_MIN_WORDS) : threads;
+    if (sj.parts > rblocks * 16) sj.parts = rblocks * 16;
+    if (sj.parts <= 1) {
+        sj.parts = 1;
+        split_part(&sj, 0, 0);
+    } else {
+        gp_pool_parallel_for(pool, sj.parts, split_part, &sj);
+    }
     tiles_matmul_job tj;
     memset(&tj, 0, sizeof tj);
     tj.base = (gp_matmul_tiles_job){.b = t->b,
@@ -175,7 +205,6 @@ int gp_tiles_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y
                                     .ldy = ldy};
     tj.pairs = t->nb / 2;
     tj.amx = amx;
-    const int threads = gp_pool_size(pool);
     tj.tasks = threads * 4 < tj.pairs ? threads * 4 : tj.pairs;
     gp_pool_parallel_for(pool, tj.tasks, tiles_matmul_task, &tj);
     return tj.failed ? GEPARD_ERR_NOMEM : GEPARD_OK;

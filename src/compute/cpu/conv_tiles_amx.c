@@ -118,9 +118,9 @@ void gp_tiles_epilogue_avx512(const gp_dconv *conv, const gp_dconv_out *o, float
 }
 
 void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rblocks, int kb,
-                                  uint16_t *a) {
+                                  int r0, int r1, uint16_t *a) {
     const size_t term = (size_t)rblocks * kb * 512;
-    for (int r = 0; r < rblocks * 16; r++) {
+    for (int r = r0; r < r1; r++) {
         uint16_t *row = a + (size_t)(r / 16) * kb * 512 + (size_t)(r % 16) * 32;
         const float *s = r < n ? x + (size_t)r * ldx : NULL;
         for (int i = 0; i < kb * 32; i += 16) {

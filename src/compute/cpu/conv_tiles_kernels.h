@@ -83,10 +83,11 @@ typedef struct gp_matmul_tiles_job {
 
 void gp_matmul_tiles_amx(const gp_matmul_tiles_job *j);
 void gp_matmul_tiles_emulated(const gp_matmul_tiles_job *j);
-/* x rows [n][ldx] (K columns) as bf16 hi and lo terms packed as the job's tiles (a,
- * rblocks row blocks of kb column blocks), zero-padded. */
+/* Rows [r0, r1) of x [n][ldx] (K columns; rows past n are zeros) as bf16 hi and lo
+ * terms packed as the job's tiles (a, rblocks row blocks of kb column blocks),
+ * zero-padded: each row's words are its own, so row ranges may run in parallel. */
 void gp_matmul_tiles_split_avx512(const float *x, int n, int ldx, int K, int rblocks, int kb,
-                                  uint16_t *a);
+                                  int r0, int r1, uint16_t *a);
 
 /* gp_dconv_epilogue_rows's value part (bias, residual, store, accumulator) on AVX-512,
  * bit-identical to it; the caller applies the activation. */

@@ -38,7 +38,9 @@
 # lm-ncu: Nsight Compute's time of every kernel of two batched decode steps of
 #        LM_NCU_ROWS (256) rows, inside `gepard bench --device cuda --streams ROWS`
 #        (GEPARD_CUDA_PROFILE_STEPS=ROWS:2 brackets them with cudaProfilerStart/Stop):
-#        ncu-lm-ROWS.csv and a per-kernel summary.
+#        ncu-lm-ROWS.csv and a per-kernel summary. That range has never opened
+#        (the plugin's static runtime?): LM_NCU_LAUNCHES=N profiles the bench's first
+#        N kernels from the start instead (`--frames 4`), summed per kernel and grid.
 # engine: `gepard bench --device cuda --frames 64 --streams 16,256,1024` (the
 #        engine with the codec on the GPU: engine_audio), this build under
 #        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0"; NAME:A=1+B=2 sets
@@ -160,7 +162,16 @@ print("1 stream %.3f ms/frame (median %.3f), ttfa %.2f ms;" % (d["backbone_ms_pe
         done
     done
 fi
-if want lm-ncu; then # ncu's time of every kernel of two batched steps of LM_NCU_ROWS rows
+if want lm-ncu && [ -n "${LM_NCU_LAUNCHES:-}" ]; then # the first N kernels from the start
+    for rows in ${LM_NCU_ROWS:-256}; do
+        /usr/local/cuda/bin/ncu --launch-count "$LM_NCU_LAUNCHES" --clock-control none \
+            --cache-control none --metrics gpu__time_duration.sum --csv \
+            "$bin/gepard" bench --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
+            --frames 4 --streams $rows > "$out/ncu-lm-$rows.csv" 2> "$out/ncu-lm-$rows.err"
+        echo "lm-ncu $rows rows (the first $LM_NCU_LAUNCHES kernels of the bench, summed):"
+        python3 scripts/ncu-summary.py "$out/ncu-lm-$rows.csv" 1
+    done
+elif want lm-ncu; then # ncu's time of every kernel of two batched steps of LM_NCU_ROWS rows
     for rows in ${LM_NCU_ROWS:-256}; do
         GEPARD_CUDA_PROFILE_STEPS=$rows:2 /usr/local/cuda/bin/ncu --profile-from-start off \
             --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \

@@ -181,16 +181,11 @@ int gp_tiles_matmul(const gp_matrix *m, const float *x, int n, int ldx, float *y
     if (!a) return GEPARD_ERR_NOMEM;
     const bool amx = !strcmp(mode, "amx");
     const int threads = gp_pool_size(pool);
-    split_job sj = {x, n, ldx, m->cols, rblocks, t->kb, 1, amx, a};
     const long words = (long)rblocks * 16 * t->kb * 32;
-    sj.parts = words / SPLIT_MIN_WORDS < threads ? (int)(words / SPLIT_MIN_WORDS) : threads;
-    if (sj.parts > rblocks * 16) sj.parts = rblocks * 16;
-    if (sj.parts <= 1) {
-        sj.parts = 1;
-        split_part(&sj, 0, 0);
-    } else {
-        gp_pool_parallel_for(pool, sj.parts, split_part, &sj);
-    }
+    long parts = words / SPLIT_MIN_WORDS < threads ? words / SPLIT_MIN_WORDS : threads;
+    if (parts > rblocks * 16) parts = rblocks * 16;
+    split_job sj = {x, n, ldx, m->cols, rblocks, t->kb, parts > 1 ? (int)parts : 1, amx, a};
+    gp_pool_parallel_for(pool, sj.parts, split_part, &sj); /* one part: on this thread */
     tiles_matmul_job tj;
     memset(&tj, 0, sizeof tj);
     tj.base = (gp_matmul_tiles_job){.b = t->b,

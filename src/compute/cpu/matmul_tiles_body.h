@@ -37,6 +37,7 @@ void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
             const uint32_t *n0 = last ? j->b + (size_t)j->j0 * j->kb * GP_AMX_WORDS
                                       : b0 + (size_t)2 * j->kb * GP_AMX_WORDS;
             const int next_k0 = last ? k1 : k0;
+            const bool one_chunk = j->kc >= j->kb;
             for (int rb = j->r0b; rb < j->r1b; rb += 2) {
                 const bool two = rb + 1 < j->r1b;
                 float *acc = tiles_acc(j, jb, rb);
@@ -54,7 +55,6 @@ void MATMUL_TILES_FN(const gp_matmul_tiles_job *j) {
                 for (int k = k0; k < k1; k++) {
                     /* one chunk: this pair's own streams 32 tiles ahead (the next
                      * pair's tiles of this chunk would come kb tiles later) */
-                    const bool one_chunk = j->kc >= j->kb;
                     const int next_k = one_chunk ? k + 32 : next_k0 + (k - k0);
                     if (rb == j->r0b && next_k < j->kb) {
                         const char *p0 = (const char *)((one_chunk ? b0 : n0) +

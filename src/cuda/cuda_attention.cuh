@@ -198,7 +198,7 @@ __device__ __forceinline__ void lane_rope(const float *rope, int half, int rotar
  * FULL_D: the head has exactly 32·DPL dims, so the loads need no bounds
  * (and no code for them: the cluster kernel must stay inside the
  * instruction cache). */
-template <typename KT, int G, int DPL, bool FULL_D = false>
+template <typename KT, int G, int DPL, bool FULL_D = false, int AHEAD = 1>
 __device__ __forceinline__ void
 attention_span(const attn_dims &d, const float *row, const float *q_norm, const float *k_norm,
                const float *rope, float eps, int rotary, int pos, const int *bt, KT *kv, int q0,
@@ -262,21 +262,57 @@ attention_span(const attn_dims &d, const float *row, const float *q_norm, const 
         }
     }
     const float scale = 1.0f / sqrtf((float)d.D);
-    for (; p < end; p++) {
-        float kn[DPL], vn[DPL];
-        if (p + 1 < last) load_kv<KT, DPL>(d, Dk, kv, bt, p + 1, g, lane, kn, vn);
-        if (p == pos) {
-#pragma unroll
-            for (int j = 0; j < DPL; j++) {
-                kk[j] = knew[j];
-                vv[j] = vnew[j];
-            }
-        }
-        attend_position<G, DPL>(qv, kk, vv, scale, m, l, acc);
+    if constexpr (AHEAD > 1) {
+        /* AHEAD positions' keys and values in flight at once (the first
+         * group's beside the queries' loads above): a unit that walks many
+         * positions waits for one memory latency per group, not per position.
+         * The same positions in the same order: the same sums. */
+        float kb[AHEAD][DPL], vb[AHEAD][DPL];
 #pragma unroll
         for (int j = 0; j < DPL; j++) {
-            kk[j] = kn[j];
-            vv[j] = vn[j];
+            kb[0][j] = kk[j];
+            vb[0][j] = vv[j];
+        }
+#pragma unroll
+        for (int i = 1; i < AHEAD; i++)
+            if (p + i < last) load_kv<KT, DPL>(d, Dk, kv, bt, p + i, g, lane, kb[i], vb[i]);
+        for (int p0 = p; p0 < end; p0 += AHEAD) {
+            if (p0 > p) {
+#pragma unroll
+                for (int i = 0; i < AHEAD; i++)
+                    if (p0 + i < last)
+                        load_kv<KT, DPL>(d, Dk, kv, bt, p0 + i, g, lane, kb[i], vb[i]);
+            }
+#pragma unroll
+            for (int i = 0; i < AHEAD; i++) {
+                const int q = p0 + i;
+                if (q >= end) break;
+                float ku[DPL], vu[DPL]; /* the newest position's from this step's projections */
+#pragma unroll
+                for (int j = 0; j < DPL; j++) {
+                    ku[j] = q == pos ? knew[j] : kb[i][j];
+                    vu[j] = q == pos ? vnew[j] : vb[i][j];
+                }
+                attend_position<G, DPL>(qv, ku, vu, scale, m, l, acc);
+            }
+        }
+    } else { /* one position ahead: the next loads while the current is attended */
+        for (; p < end; p++) {
+            float kn[DPL], vn[DPL];
+            if (p + 1 < last) load_kv<KT, DPL>(d, Dk, kv, bt, p + 1, g, lane, kn, vn);
+            if (p == pos) {
+#pragma unroll
+                for (int j = 0; j < DPL; j++) {
+                    kk[j] = knew[j];
+                    vv[j] = vnew[j];
+                }
+            }
+            attend_position<G, DPL>(qv, kk, vv, scale, m, l, acc);
+#pragma unroll
+            for (int j = 0; j < DPL; j++) {
+                kk[j] = kn[j];
+                vv[j] = vn[j];
+            }
         }
     }
 }
@@ -286,7 +322,7 @@ attention_span(const attn_dims &d, const float *row, const float *q_norm, const 
  * (attention_span), written as its own partial (no merge here). Only for
  * steps where every sequence has one row. Used by k_decode_attention
  * (cuda_kernels.cu) and the single-row step kernel (cuda_decode1.cu). */
-template <typename KT, int G, int DPL>
+template <typename KT, int G, int DPL, int AHEAD = 1>
 __device__ __forceinline__ void
 decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
                       const float *k_norm, const float *rope_tab, float eps, int rotary,
@@ -296,10 +332,10 @@ decode_attention_unit(const attn_dims &d, const float *qkv, const float *q_norm,
     const int per = (n + units - 1) / units;
     const int begin = unit * per, end = min(n, begin + per);
     float acc[G][DPL], m[G], l[G];
-    attention_span<KT, G, DPL>(d, qkv + (size_t)r * d.qkv_rows, q_norm, k_norm,
-                               rope_tab + (size_t)r * 2 * d.half, eps, rotary, pos,
-                               block_table + (size_t)seq * d.bt_stride, kv, g * G, g, begin, end,
-                               true, lane, m, l, acc);
+    attention_span<KT, G, DPL, false, AHEAD>(d, qkv + (size_t)r * d.qkv_rows, q_norm, k_norm,
+                                             rope_tab + (size_t)r * 2 * d.half, eps, rotary, pos,
+                                             block_table + (size_t)seq * d.bt_stride, kv, g * G, g,
+                                             begin, end, true, lane, m, l, acc);
     float *out = part + (((size_t)r * d.NKV + g) * units + unit) * (size_t)G * (d.D + 2);
 #pragma unroll
     for (int gg = 0; gg < G; gg++) {

@@ -383,15 +383,21 @@ int grid_for(size_t n) {
 
 /* ---------------- decode attention (one row per sequence) ---------------- */
 
-/* Block (row, kv head, split) of 4 warps, each warp its own unit. */
+/* Block (row, kv head, split) of 4 warps, each warp its own unit. Big
+ * batches run one split (decode_splits_for), so a unit walks a quarter of
+ * its row's context: DECODE_AHEAD positions' keys and values load at once. */
+#ifndef DECODE_AHEAD
+#define DECODE_AHEAD 4
+#endif
 template <typename KT, int G, int DPL>
 __global__ void __launch_bounds__(ATTN_WARPS * 32)
     k_decode_attention(attn_dims d, const float *qkv, const float *q_norm, const float *k_norm,
                        const float *rope_tab, float eps, int rotary, const int *row_seq,
                        const int *row_pos, const int *block_table, KT *kv, int units, float *part) {
-    decode_attention_unit<KT, G, DPL>(d, qkv, q_norm, k_norm, rope_tab, eps, rotary, row_seq,
-                                      row_pos, block_table, kv, units, part, blockIdx.x, blockIdx.y,
-                                      blockIdx.z * ATTN_WARPS + threadIdx.x / 32, threadIdx.x % 32);
+    /* (8 query heads a warp: 2 at once, or the registers spill) */
+    decode_attention_unit<KT, G, DPL, G >= 8 ? 2 : DECODE_AHEAD>(
+        d, qkv, q_norm, k_norm, rope_tab, eps, rotary, row_seq, row_pos, block_table, kv, units,
+        part, blockIdx.x, blockIdx.y, blockIdx.z * ATTN_WARPS + threadIdx.x / 32, threadIdx.x % 32);
 }
 
 /* Block (row, query head). */

@@ -157,7 +157,9 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print("1 stream %.3f ms/frame (median %.3f), ttfa %.2f ms;" % (d["backbone_ms_per_frame"],
       d["backbone_median_ms_per_frame"], d["ttfa_ms"]),
-      " ".join("%d: step %.3f ms gpu %.3f, %.0f f/s" % (a["streams"], a["step_ms"], a["gpu_step_ms"],
+      " ".join("%d: step %.3f ms gpu %.3f (host: queue %.3f, wait %.3f, after %.3f), %.0f f/s" % (
+               a["streams"], a["step_ms"], a["gpu_step_ms"], a.get("step_host_ms", {}).get("queue", 0),
+               a.get("step_host_ms", {}).get("wait", 0), a.get("step_host_ms", {}).get("after", 0),
                a["frames_per_s"]) for a in d["aggregate"]))' "$out/lm-${v%%:*}-$rep.json" 2>&1)"
         done
     done

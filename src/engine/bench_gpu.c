@@ -46,6 +46,9 @@ int gp_bench_gpu_section(const gepard_bench_params *p, cJSON *root, double *band
 
 typedef struct aggregate_numbers {
     double prefill_ms, step_ms, gpu_step_ms, frames_per_s;
+    /* a timed step's host side: planning and queueing it, waiting for the
+     * GPU, then the copies, stop checks and sampling after it */
+    double queue_ms, wait_ms, after_ms;
     int positions; /* mean context length during the timed steps */
 } aggregate_numbers;
 
@@ -96,13 +99,22 @@ static int run_aggregate(gepard_model *gm, const char *text, int n, int frames,
     }
     out->positions = n_ids + warm + frames / 2;
     t0 = gp_now_ns();
-    double gpu_ms = 0;
+    double gpu_ms = 0, queue_s = 0, end_s = 0;
+    const double wait0 = w.wait_seconds;
     for (int k = 0; !rc && k < frames; k++) {
-        int r = gp_gen_step(s, n, kv, &w, 8192, pool, err);
+        const uint64_t ta = gp_now_ns();
+        int r = gp_gen_step_begin(s, n, kv, &w, 8192, pool, err);
+        const uint64_t tb = gp_now_ns();
+        if (r > 0) r = gp_gen_step_end(s, n, kv, &w, pool, err);
+        queue_s += (double)(tb - ta) * 1e-9;
+        end_s += (double)(gp_now_ns() - tb) * 1e-9;
         if (r < 0) rc = -r;
         if (w.runner) gpu_ms += w.plugin->step_gpu_ms(w.runner);
     }
     out->gpu_step_ms = gpu_ms / frames;
+    out->queue_ms = queue_s * 1e3 / frames;
+    out->wait_ms = (w.wait_seconds - wait0) * 1e3 / frames;
+    out->after_ms = (end_s - (w.wait_seconds - wait0)) * 1e3 / frames;
     double t = (double)(gp_now_ns() - t0) * 1e-9;
     out->step_ms = t * 1e3 / frames;
     out->frames_per_s = (double)n * frames / t;
@@ -217,6 +229,10 @@ int gp_bench_gpu_aggregate(gepard_model *gm, const gepard_codec *codec,
         cJSON_AddNumberToObject(o, "prefill_ms", a.prefill_ms);
         cJSON_AddNumberToObject(o, "step_ms", a.step_ms);
         cJSON_AddNumberToObject(o, "gpu_step_ms", a.gpu_step_ms);
+        cJSON *host = cJSON_AddObjectToObject(o, "step_host_ms");
+        cJSON_AddNumberToObject(host, "queue", a.queue_ms);
+        cJSON_AddNumberToObject(host, "wait", a.wait_ms);
+        cJSON_AddNumberToObject(host, "after", a.after_ms);
         cJSON_AddNumberToObject(o, "frames_per_s", a.frames_per_s);
         cJSON_AddNumberToObject(o, "realtime_x", a.frames_per_s / FRAME_RATE);
         cJSON_AddNumberToObject(o, "context_positions", a.positions);

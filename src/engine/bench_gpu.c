@@ -111,10 +111,11 @@ static int run_aggregate(gepard_model *gm, const char *text, int n, int frames,
         if (r < 0) rc = -r;
         if (w.runner) gpu_ms += w.plugin->step_gpu_ms(w.runner);
     }
+    const double wait_s = w.wait_seconds - wait0;
     out->gpu_step_ms = gpu_ms / frames;
     out->queue_ms = queue_s * 1e3 / frames;
-    out->wait_ms = (w.wait_seconds - wait0) * 1e3 / frames;
-    out->after_ms = (end_s - (w.wait_seconds - wait0)) * 1e3 / frames;
+    out->wait_ms = wait_s * 1e3 / frames;
+    out->after_ms = (end_s - wait_s) * 1e3 / frames;
     double t = (double)(gp_now_ns() - t0) * 1e-9;
     out->step_ms = t * 1e3 / frames;
     out->frames_per_s = (double)n * frames / t;

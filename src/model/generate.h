@@ -65,10 +65,12 @@ typedef struct gp_gen_branch {
     gp_kv_seq kv;
     float *rows; /* [n_rows][H] prefill input */
     int n_rows;
-    int fed;       /* prefill rows already run */
-    float *hidden; /* [H] latest final-normed hidden state */
-    float *logits; /* [total_logits] heads of `hidden` when a device computed them */
-    bool used;     /* this branch takes part in the generation */
+    int fed;            /* prefill rows already run */
+    float *hidden;      /* [H] latest final-normed hidden state */
+    float *logits;      /* [total_logits] heads of `hidden` when a device computed them */
+    bool used;          /* this branch takes part in the generation */
+    int slot;           /* its slot in the workspace step slot_step */
+    uint64_t slot_step; /* the step that last ran rows of this branch */
 } gp_gen_branch;
 
 typedef struct gp_gen_stream gp_gen_stream;

@@ -106,6 +106,8 @@ static void add_slot(gp_gen_workspace *w, int *n_slots, gp_gen_stream *s, gp_gen
     w->slots[*n_slots] = (gp_gen_slot){s, b, rows, decode};
     w->seqs[*n_slots] = (gp_backbone_seq){&b->kv, rows, s->lora};
     s->step_mark = w->step_id;
+    b->slot = *n_slots;
+    b->slot_step = w->step_id;
     (*n_slots)++;
 }
 
@@ -308,6 +310,44 @@ static void sample_task(void *ctx, int i, int worker) {
     j->status[i] = gp_gen_sample_frame(s, cond, uncond, &e);
 }
 
+/* With a device's logits: each stream's whole end of step in one task — its
+ * branches' hidden states and logits out of the step's buffers, its stop
+ * check, its draw — so that one pool dispatch covers the step and the copies
+ * run on every thread (the same operations per stream, in the same order, as
+ * the copy loop, stop_task and sample_task). status[i] as stop_task's;
+ * rc[i] the draw's result where status[i] is 0. */
+typedef struct finish_job {
+    gp_gen_stream **streams;
+    const gp_gen_workspace *w;
+    const float *hidden, *logits;
+    int H, total;
+    int *status, *rc;
+} finish_job;
+
+static void finish_task(void *ctx, int i, int worker) {
+    finish_job *j = ctx;
+    gp_gen_stream *s = j->streams[i];
+    gp_gen_branch *branches[2] = {&s->cond, &s->uncond};
+    for (int k = 0; k < 2; k++) {
+        gp_gen_branch *b = branches[k];
+        if (b->slot_step != j->w->step_id) continue;
+        const gp_gen_slot *slot = &j->w->slots[b->slot];
+        if (!slot->decode) b->fed += slot->n_rows;
+        if (slot->decode || b->fed == b->n_rows) {
+            memcpy(b->hidden, j->hidden + (size_t)b->slot * j->H, (size_t)j->H * sizeof(float));
+            memcpy(b->logits, j->logits + (size_t)b->slot * j->total,
+                   (size_t)j->total * sizeof(float));
+        }
+    }
+    stop_job sj = {j->streams, j->status};
+    stop_task(&sj, i, worker);
+    j->rc[i] = 0;
+    if (j->status[i] == 0) {
+        sample_job job = {j->streams, NULL, NULL, j->total, j->rc};
+        sample_task(&job, i, worker);
+    }
+}
+
 int gp_gen_step_begin(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
                       int max_rows, gp_pool *pool, gp_error *err) {
     if (n <= 0) return 0;
@@ -335,6 +375,37 @@ int gp_gen_step_begin(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_wor
     return n_slots;
 }
 
+/* gp_gen_step_end after a device step: one pass per stream on the pool
+ * (finish_task), then the phase changes and KV releases in stream order. */
+static int finish_on_pool(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
+                          const float *hidden, const float *logits, gp_pool *pool, gp_error *err) {
+    const gp_model *m = streams[0]->model;
+    int n_run = 0;
+    gp_gen_stream **run = w->sampling;
+    for (int i = 0; i < n; i++)
+        if (streams[i]->step_mark == w->step_id) run[n_run++] = streams[i];
+    finish_job job = {
+        run,          w,          hidden, logits, m->cfg.backbone.hidden_size, m->cfg.total_logits,
+        w->seq_start, w->seq_rows};
+    run_tasks(pool, n_run, finish_task, &job);
+    for (int i = 0; i < n_run; i++) {
+        gp_gen_stream *s = run[i];
+        if (w->seq_start[i] < 0) continue; /* prefill still running */
+        if (w->seq_start[i] > 0) {
+            s->phase = GP_GEN_DONE;
+            s->stop_reason = GP_STOP_HEAD;
+            gp_gen_release_finished_branches(s, kv);
+            continue;
+        }
+        if (w->seq_rows[i])
+            return -gp_fail(err, w->seq_rows[i], "out of memory storing the frames of a stream");
+        if (s->phase == GP_GEN_PREFILL) s->phase = GP_GEN_DECODE;
+        gp_gen_begin_decode(s); /* ends the stream now if its length limit is reached */
+        gp_gen_release_finished_branches(s, kv);
+    }
+    return n_run;
+}
+
 int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
                     gp_pool *pool, gp_error *err) {
     const int n_slots = w->pending_slots;
@@ -350,6 +421,7 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
         w->wait_seconds += (double)(gp_now_ns() - t0) * 1e-9;
         if (rc) return -gp_device_error(&st, err);
     }
+    if (dev_logits) return finish_on_pool(streams, n, kv, w, hidden, dev_logits, pool, err);
     for (int i = 0; i < n_slots; i++) {
         gp_gen_slot *slot = &w->slots[i];
         if (!slot->decode) slot->branch->fed += slot->n_rows;

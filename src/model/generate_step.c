@@ -310,6 +310,39 @@ static void sample_task(void *ctx, int i, int worker) {
     j->status[i] = gp_gen_sample_frame(s, cond, uncond, &e);
 }
 
+/* A slot's results into its branch: prefill rows counted, and the hidden
+ * state (and the device's logits, when given) once the branch's rows are
+ * all in. */
+static void take_slot(const gp_gen_slot *slot, gp_gen_branch *b, const float *hidden,
+                      const float *logits, int H, int total) {
+    if (!slot->decode) b->fed += slot->n_rows;
+    if (slot->decode || b->fed == b->n_rows) {
+        memcpy(b->hidden, hidden, (size_t)H * sizeof(float));
+        if (logits) memcpy(b->logits, logits, (size_t)total * sizeof(float));
+    }
+}
+
+/* The streams that ran rows in this step, into w->sampling; their count. */
+static int streams_of_step(gp_gen_stream **streams, int n, gp_gen_workspace *w) {
+    int n_run = 0;
+    for (int i = 0; i < n; i++)
+        if (streams[i]->step_mark == w->step_id) w->sampling[n_run++] = streams[i];
+    return n_run;
+}
+
+static void stopped_by_head(gp_gen_stream *s, gp_kv_pool *kv) {
+    s->phase = GP_GEN_DONE;
+    s->stop_reason = GP_STOP_HEAD;
+    gp_gen_release_finished_branches(s, kv);
+}
+
+/* After a stream's frame was drawn. */
+static void frame_drawn(gp_gen_stream *s, gp_kv_pool *kv) {
+    if (s->phase == GP_GEN_PREFILL) s->phase = GP_GEN_DECODE;
+    gp_gen_begin_decode(s); /* ends the stream now if its length limit is reached */
+    gp_gen_release_finished_branches(s, kv);
+}
+
 /* With a device's logits: each stream's whole end of step in one task — its
  * branches' hidden states and logits out of the step's buffers, its stop
  * check, its draw — so that one pool dispatch covers the step and the copies
@@ -331,13 +364,8 @@ static void finish_task(void *ctx, int i, int worker) {
     for (int k = 0; k < 2; k++) {
         gp_gen_branch *b = branches[k];
         if (b->slot_step != j->w->step_id) continue;
-        const gp_gen_slot *slot = &j->w->slots[b->slot];
-        if (!slot->decode) b->fed += slot->n_rows;
-        if (slot->decode || b->fed == b->n_rows) {
-            memcpy(b->hidden, j->hidden + (size_t)b->slot * j->H, (size_t)j->H * sizeof(float));
-            memcpy(b->logits, j->logits + (size_t)b->slot * j->total,
-                   (size_t)j->total * sizeof(float));
-        }
+        take_slot(&j->w->slots[b->slot], b, j->hidden + (size_t)b->slot * j->H,
+                  j->logits + (size_t)b->slot * j->total, j->H, j->total);
     }
     stop_job sj = {j->streams, j->status};
     stop_task(&sj, i, worker);
@@ -380,10 +408,8 @@ int gp_gen_step_begin(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_wor
 static int finish_on_pool(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w,
                           const float *hidden, const float *logits, gp_pool *pool, gp_error *err) {
     const gp_model *m = streams[0]->model;
-    int n_run = 0;
+    const int n_run = streams_of_step(streams, n, w);
     gp_gen_stream **run = w->sampling;
-    for (int i = 0; i < n; i++)
-        if (streams[i]->step_mark == w->step_id) run[n_run++] = streams[i];
     finish_job job = {
         run,          w,          hidden, logits, m->cfg.backbone.hidden_size, m->cfg.total_logits,
         w->seq_start, w->seq_rows};
@@ -392,16 +418,12 @@ static int finish_on_pool(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen
         gp_gen_stream *s = run[i];
         if (w->seq_start[i] < 0) continue; /* prefill still running */
         if (w->seq_start[i] > 0) {
-            s->phase = GP_GEN_DONE;
-            s->stop_reason = GP_STOP_HEAD;
-            gp_gen_release_finished_branches(s, kv);
+            stopped_by_head(s, kv);
             continue;
         }
         if (w->seq_rows[i])
             return -gp_fail(err, w->seq_rows[i], "out of memory storing the frames of a stream");
-        if (s->phase == GP_GEN_PREFILL) s->phase = GP_GEN_DECODE;
-        gp_gen_begin_decode(s); /* ends the stream now if its length limit is reached */
-        gp_gen_release_finished_branches(s, kv);
+        frame_drawn(s, kv);
     }
     return n_run;
 }
@@ -422,25 +444,15 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
         if (rc) return -gp_device_error(&st, err);
     }
     if (dev_logits) return finish_on_pool(streams, n, kv, w, hidden, dev_logits, pool, err);
-    for (int i = 0; i < n_slots; i++) {
-        gp_gen_slot *slot = &w->slots[i];
-        if (!slot->decode) slot->branch->fed += slot->n_rows;
-        if (slot->decode || slot->branch->fed == slot->branch->n_rows) {
-            memcpy(slot->branch->hidden, hidden + (size_t)i * H, (size_t)H * sizeof(float));
-            if (dev_logits)
-                memcpy(slot->branch->logits, dev_logits + (size_t)i * total,
-                       (size_t)total * sizeof(float));
-        }
-    }
+    /* On the CPU: the heads run here, for all streams at once. */
+    for (int i = 0; i < n_slots; i++)
+        take_slot(&w->slots[i], w->slots[i].branch, hidden + (size_t)i * H, NULL, H, total);
     /* Stop checks (cond branch only), then collect the hidden states that
      * need heads: frame 0 after a complete prefill, or a decode step that did
      * not stop. Each stream's check and draw touch only that stream, so with
      * many streams they run on the pool's threads. */
-    int n_run = 0;
+    const int n_run = streams_of_step(streams, n, w);
     gp_gen_stream **sampling = w->sampling;
-    for (int i = 0; i < n; i++)
-        if (streams[i]->step_mark == w->step_id) sampling[n_run++] = streams[i];
-    const int worked = n_run;
     stop_job sj = {sampling, w->seq_start};
     run_tasks(pool, n_run, stop_task, &sj);
     int n_heads = 0;
@@ -448,17 +460,14 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
         gp_gen_stream *s = sampling[i];
         if (w->seq_start[i] < 0) continue; /* prefill still running */
         if (w->seq_start[i] > 0) {
-            s->phase = GP_GEN_DONE;
-            s->stop_reason = GP_STOP_HEAD;
-            gp_gen_release_finished_branches(s, kv);
+            stopped_by_head(s, kv);
             continue;
         }
         sampling[n_heads++] = s;
     }
-    /* One head evaluation for all on the CPU: rows [cond, uncond?] per
-     * sampling stream (a device already left each branch's logits). */
+    /* One head evaluation for all: rows [cond, uncond?] per sampling stream. */
     int head_rows = 0;
-    for (int i = 0; i < n_heads && !dev_logits; i++) {
+    for (int i = 0; i < n_heads; i++) {
         gp_gen_stream *s = sampling[i];
         const bool guided = s->uncond.used && gp_gen_guided(s, s->n_frames);
         gp_gen_branch *b[2] = {&s->cond, &s->uncond};
@@ -467,17 +476,15 @@ int gp_gen_step_end(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_works
             memcpy(w->rows + (size_t)head_rows * H, b[k]->hidden, (size_t)H * sizeof(float));
     }
     if (head_rows) gp_overlay_heads(m, w->rows, head_rows, w->logits, pool);
-    sample_job job = {sampling, w->seq_rows, dev_logits ? NULL : w->logits, total, w->seq_start};
+    sample_job job = {sampling, w->seq_rows, w->logits, total, w->seq_start};
     run_tasks(pool, n_heads, sample_task, &job);
     for (int i = 0; i < n_heads; i++) {
         gp_gen_stream *s = sampling[i];
         if (w->seq_start[i])
             return -gp_fail(err, w->seq_start[i], "out of memory storing the frames of a stream");
-        if (s->phase == GP_GEN_PREFILL) s->phase = GP_GEN_DECODE;
-        gp_gen_begin_decode(s); /* ends the stream now if its length limit is reached */
-        gp_gen_release_finished_branches(s, kv);
+        frame_drawn(s, kv);
     }
-    return worked;
+    return n_run;
 }
 
 int gp_gen_step(gp_gen_stream **streams, int n, gp_kv_pool *kv, gp_gen_workspace *w, int max_rows,

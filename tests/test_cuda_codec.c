@@ -458,6 +458,42 @@ TEST(cuda_codec_padded_batches_equal_oneshot) {
     utterances_close(&u);
 }
 
+/* The FP16 path's inner signals of the residual units in FP16 (the default,
+ * GP_CUDA_CODEC_HALF_TMP) and in f32 (GEPARD_CUDA_CODEC_HALF_SIGNALS=0): both
+ * within 60 dB of NeMo at real size, and the f32 form streams one frame per
+ * call as it decodes one-shot (the default form is what every other test of
+ * the FP16 path runs). */
+TEST(cuda_codec_half_inner_signals) {
+    require_cuda();
+    utterances u;
+    REQUIRE(utterances_open(&u));
+    const size_t T = u.T, n = T * 1024;
+    gp_codec *c = load_codec(u.path, true, GP_DEV_CODEC_F16);
+    REQUIRE(c);
+    float *half[3];
+    REQUIRE(decode_oneshots(c, &u, half));
+    gp_codec_free(c);
+    setenv("GEPARD_CUDA_CODEC_HALF_SIGNALS", "0", 1);
+    c = load_codec(u.path, true, GP_DEV_CODEC_F16);
+    unsetenv("GEPARD_CUDA_CODEC_HALF_SIGNALS");
+    REQUIRE(c);
+    float *full[3];
+    REQUIRE(decode_oneshots(c, &u, full));
+    const double s_half = snr_db(u.ref, half[0], n), s_full = snr_db(u.ref, full[0], n);
+    test_note("FP16 inner signals: SNR %.1f dB against NeMo; f32 inner signals %.1f dB; "
+              "%.1f dB between the two",
+              s_half, s_full, snr_db(full[0], half[0], n));
+    CHECK_MSG(s_half >= 60.0 && s_full >= 60.0, "SNR %.1f / %.1f dB < 60", s_half, s_full);
+    const double e = chunked_vs_oneshot(c, u.codes, T, 1, full[0]);
+    CHECK_MSG(e <= 1e-6, "f32 inner signals, one frame per call: max difference %.3g", e);
+    for (int i = 0; i < 3; i++) {
+        free(half[i]);
+        free(full[i]);
+    }
+    gp_codec_free(c);
+    utterances_close(&u);
+}
+
 TEST(cuda_codec_cli_decode) {
     require_cuda();
     /* `gepard decode --device cuda` on dec5 equals `--device cpu` within 1e-4

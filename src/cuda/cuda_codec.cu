@@ -365,6 +365,9 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
      * (before 2026-12-02, fourth part; for measurements) */
     const char *pow2 = getenv("GEPARD_CUDA_CODEC_GRAPH_POW2");
     c->graph_pow2 = pow2 && !strcmp(pow2, "1");
+    /* GEPARD_CUDA_CODEC_HALF_SIGNALS=0: f32 inner signals (for measurements) */
+    const char *hs = getenv("GEPARD_CUDA_CODEC_HALF_SIGNALS");
+    c->half_tmp = hs ? strcmp(hs, "0") != 0 : GP_CUDA_CODEC_HALF_TMP;
     /* GEPARD_CUDA_CODEC_BRANCHES=0: the residual blocks one after another (for measurements) */
     const char *nb = getenv("GEPARD_CUDA_CODEC_BRANCHES");
     c->n_br = nb && !strcmp(nb, "0") ? 1 : c->nk <= CODEC_MAX_BRANCHES ? c->nk : 1;
@@ -479,10 +482,11 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     float *const *outp = c->ptrs + CODEC_MAX_COLS;
     const gp_cuda_codec_math tc = c->math;
     const bool half = tc == GP_CODEC_MATH_F16; /* FP16 windows */
+    const bool half_tmp = half && c->half_tmp;
     gp_cuda_codec_act ident = {GP_DEV_ACT_IDENTITY, 0, 0.0f, NULL, NULL};
-    gp_cuda_codec_epilogue ep = {GP_CODEC_EP_STORE, c->sig, NULL, 0, 0.0f};
-    gp_cuda_codec_run_window(c->lat, n, T, c->input_dim, c->pre.c_pad, c->pre.hist, &ident, in,
-                             outp, c->pre.st_off, c->win, half, s);
+    gp_cuda_codec_run_window(c->lat, false, n, T, c->input_dim, c->pre.c_pad, c->pre.hist, &ident,
+                             in, outp, c->pre.st_off, c->win, half, s);
+    gp_cuda_codec_epilogue ep = gp_cuda_codec_ep(GP_CODEC_EP_STORE, c->sig, NULL, 0, 0.0f, false);
     gp_cuda_codec_run_conv(&c->pre, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
     /* sig: the stage's input, acc: its output (the blocks' average); branch
      * 0's running signal rotates with them, the other branches own theirs */
@@ -507,21 +511,21 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
             for (int m = 0; m < c->nd; m++) {
                 codec_block *b = &stg->blocks[j * c->nd + m];
                 const float *res = m == 0 ? sig : run;
-                gp_cuda_codec_run_window(res, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
+                gp_cuda_codec_run_window(res, false, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
                                          &b->in_act, in, outp, b->in_conv.st_off, B->win, half, bs);
-                ep = {GP_CODEC_EP_STORE, B->tmp, NULL, 0, 0.0f};
+                ep = gp_cuda_codec_ep(GP_CODEC_EP_STORE, B->tmp, NULL, 0, 0.0f, half_tmp);
                 gp_cuda_codec_run_conv(&b->in_conv, B->win, n, T, &ep, tc, B->partial, B->tickets,
                                        bs);
-                gp_cuda_codec_run_window(B->tmp, n, T, C, b->skip_conv.c_pad, b->skip_conv.hist,
-                                         &b->skip_act, in, outp, b->skip_conv.st_off, B->win, half,
-                                         bs);
+                gp_cuda_codec_run_window(B->tmp, half_tmp, n, T, C, b->skip_conv.c_pad,
+                                         b->skip_conv.hist, &b->skip_act, in, outp,
+                                         b->skip_conv.st_off, B->win, half, bs);
                 if (m < c->nd - 1) {
-                    ep = {GP_CODEC_EP_RESIDUAL, run, res, 0, 0.0f};
+                    ep = gp_cuda_codec_ep(GP_CODEC_EP_RESIDUAL, run, res, 0, 0.0f, false);
                 } else {
                     /* the sum into acc in block order */
                     if (forked && j > 0) cudaStreamWaitEvent(bs, c->br[j - 1].done, 0);
-                    ep = {GP_CODEC_EP_BRANCH, acc, res, j == 0,
-                          j == c->nk - 1 ? (float)c->nk : 0.0f};
+                    ep = gp_cuda_codec_ep(GP_CODEC_EP_BRANCH, acc, res, j == 0,
+                                          j == c->nk - 1 ? (float)c->nk : 0.0f, false);
                 }
                 gp_cuda_codec_run_conv(&b->skip_conv, B->win, n, T, &ep, tc, B->partial, B->tickets,
                                        bs);
@@ -533,9 +537,10 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
         sig = acc;
         acc = t;
     }
-    gp_cuda_codec_run_window(sig, n, T, c->post.c_in, c->post.c_pad, c->post.hist, &c->post_act, in,
-                             outp, c->post.st_off, c->win, half, s);
-    ep = {c->clamp ? GP_CODEC_EP_CLAMP : GP_CODEC_EP_TANH, c->pcm, NULL, 0, 0.0f};
+    gp_cuda_codec_run_window(sig, false, n, T, c->post.c_in, c->post.c_pad, c->post.hist,
+                             &c->post_act, in, outp, c->post.st_off, c->win, half, s);
+    ep = gp_cuda_codec_ep(c->clamp ? GP_CODEC_EP_CLAMP : GP_CODEC_EP_TANH, c->pcm, NULL, 0, 0.0f,
+                          false);
     gp_cuda_codec_run_conv(&c->post, c->win, n, T, &ep, tc, c->partial, c->tickets, s);
 }
 

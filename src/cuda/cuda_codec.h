@@ -53,18 +53,35 @@ enum {
     GP_CODEC_EP_CLAMP,     /* out = clamp(v, −1, 1) */
     GP_CODEC_EP_TANH,      /* out = tanh(v) */
 };
+/* half: out and res hold FP16 values (the sums and the epilogue's arithmetic
+ * stay f32; the result is rounded once, on its store). */
 typedef struct gp_cuda_codec_epilogue {
     int mode;
     float *out;
     const float *res;
     int first;
     float divide;
+    int half;
 } gp_cuda_codec_epilogue;
+#ifdef __cplusplus
+static inline gp_cuda_codec_epilogue gp_cuda_codec_ep(int mode, void *out, const void *res,
+                                                      int first, float divide, bool half) {
+    gp_cuda_codec_epilogue e;
+    e.mode = mode;
+    e.out = (float *)out;
+    e.res = (const float *)res;
+    e.first = first;
+    e.divide = divide;
+    e.half = half;
+    return e;
+}
+#endif
 
 /* win [n][hist + T][Cp] = [history | act(x)] per stream (channels C .. Cp − 1
  * zero), f32 or (half) rounded to FP16; the last hist rows become the
- * stream's next history in f32 (st_out, which must not be st_in; [hist][C]). */
-void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int hist,
+ * stream's next history in f32 (st_out, which must not be st_in; [hist][C]).
+ * x is f32, or FP16 when x_half. */
+void gp_cuda_codec_run_window(const void *x, bool x_half, int n, int T, int C, int Cp, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, void *win, bool half,
                               cudaStream_t s);
@@ -85,6 +102,15 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int h
 #define GP_CUDA_CODEC_SLICE_F16 64
 #define GP_CUDA_CODEC_WIDEST_TILE 32
 #define GP_CUDA_CODEC_WIDEST_TILE_F16 64
+/* The FP16 path keeps each residual unit's inner signal (its first
+ * convolution's output, read only by the window of its second, which rounds
+ * it to FP16 after the activation anyway) in FP16 — half the bytes of the
+ * tmp buffers. H200, 256 one-frame streams: 43.9-44.2k → 44.4-44.9k frames/s,
+ * 1024: 45.0-45.2k → 45.7-46.4k; real size 69.1 → 68.9 dB against NeMo. Every
+ * signal of the 27- and 54-channel stages in FP16 as well was slower (42.1-42.7k)
+ * and 65.5 dB: those stages are bound by their memory instructions, not
+ * bytes (docs/NOTES.md). GEPARD_CUDA_CODEC_HALF_SIGNALS=0: f32 (measurements). */
+#define GP_CUDA_CODEC_HALF_TMP 1
 /* Let the convolution kernels use more than 48 KB of shared memory (once). */
 cudaError_t gp_cuda_codec_kernels_init(void);
 /* Set cv->tm, cv->splits and cv->ks for its shape. */
@@ -135,6 +161,31 @@ template <int VEC> __device__ __forceinline__ void codec_stv(float *p, const flo
     else
         *p = d[0];
 }
+/* The same for VEC consecutive FP16 values (8-, 4- or 2-byte aligned), widened
+ * to f32 on the load and rounded to nearest on the store. */
+template <int VEC> __device__ __forceinline__ void codec_ldv(float (&d)[VEC], const __half *p) {
+    if constexpr (VEC == 4) {
+        const uint2 t = __ldg(reinterpret_cast<const uint2 *>(p));
+        const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&t.x));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&t.y));
+        d[0] = a.x, d[1] = a.y, d[2] = b.x, d[3] = b.y;
+    } else if constexpr (VEC == 2) {
+        const float2 a = __half22float2(__ldg(reinterpret_cast<const __half2 *>(p)));
+        d[0] = a.x, d[1] = a.y;
+    } else {
+        d[0] = __half2float(__ldg(p));
+    }
+}
+template <int VEC> __device__ __forceinline__ void codec_stv(__half *p, const float (&d)[VEC]) {
+    if constexpr (VEC == 4) {
+        __align__(8) __half2 h[2] = {__floats2half2_rn(d[0], d[1]), __floats2half2_rn(d[2], d[3])};
+        *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(h);
+    } else if constexpr (VEC == 2) {
+        *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(d[0], d[1]);
+    } else {
+        *p = __float2half_rn(d[0]);
+    }
+}
 
 /* The store of a finished tile: v = sum + bias, then ep.mode, VEC channels
  * at a time (C_out a multiple of VEC, so a thread's channels are one aligned
@@ -142,10 +193,12 @@ template <int VEC> __device__ __forceinline__ void codec_stv(float *p, const flo
  * all issued before any of its stores — one memory latency per group, not
  * per element (out and res may alias, so the compiler cannot hoist them
  * itself). The arithmetic of every element is the same whatever VEC. */
-template <int TM, int TN, int THREADS, int VEC>
+template <int TM, int TN, int THREADS, int VEC, typename SigT>
 __device__ __forceinline__ void codec_conv_store(float (*sc)[TM + 4], int co0, int col0, int cols,
                                                  int C_out, const float *__restrict__ bias,
                                                  const gp_cuda_codec_epilogue &ep) {
+    SigT *const out = reinterpret_cast<SigT *>(ep.out);
+    const SigT *const resp = reinterpret_cast<const SigT *>(ep.res);
     constexpr int UNITS_PER_ROW = TM / VEC, PER = TM * TN / VEC / THREADS;
     constexpr int G = 8 / VEC < PER ? 8 / VEC : PER;
     static_assert(PER % G == 0, "tile units must split into whole groups");
@@ -170,8 +223,8 @@ __device__ __forceinline__ void codec_conv_store(float (*sc)[TM + 4], int co0, i
             if (ok[q]) codec_ldv<VEC>(b, bias + co);
 #pragma unroll
             for (int k = 0; k < VEC; k++) v[q][k] = ok[q] ? sc[j][r + k] + b[k] : 0.0f;
-            if (ok[q] && reads_res) codec_ldv<VEC>(res[q], ep.res + o[q]);
-            if (ok[q] && reads_out) codec_ldv<VEC>(prev[q], ep.out + o[q]);
+            if (ok[q] && reads_res) codec_ldv<VEC>(res[q], resp + o[q]);
+            if (ok[q] && reads_out) codec_ldv<VEC>(prev[q], out + o[q]);
         }
 #pragma unroll
         for (int q = 0; q < G; q++) {
@@ -194,9 +247,22 @@ __device__ __forceinline__ void codec_conv_store(float (*sc)[TM + 4], int co0, i
                 default: y[k] = x; break;
                 }
             }
-            codec_stv<VEC>(ep.out + o[q], y);
+            codec_stv<VEC>(out + o[q], y);
         }
     }
+}
+
+/* codec_conv_store with the widest access C_out allows. */
+template <int TM, int TN, int THREADS, typename SigT>
+__device__ __forceinline__ void
+codec_conv_store_vec(float (*sc)[TM + 4], int co0, int col0, int cols, int C_out,
+                     const float *__restrict__ bias, const gp_cuda_codec_epilogue &ep) {
+    if (C_out % 4 == 0)
+        codec_conv_store<TM, TN, THREADS, 4, SigT>(sc, co0, col0, cols, C_out, bias, ep);
+    else if (C_out % 2 == 0)
+        codec_conv_store<TM, TN, THREADS, 2, SigT>(sc, co0, col0, cols, C_out, bias, ep);
+    else
+        codec_conv_store<TM, TN, THREADS, 1, SigT>(sc, co0, col0, cols, C_out, bias, ep);
 }
 
 /* The end of every convolution tile, whatever computed it: `sc` holds the
@@ -230,12 +296,10 @@ __device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, 
         }
         __syncthreads();
     }
-    if (C_out % 4 == 0)
-        codec_conv_store<TM, TN, THREADS, 4>(sc, co0, col0, cols, C_out, bias, ep);
-    else if (C_out % 2 == 0)
-        codec_conv_store<TM, TN, THREADS, 2>(sc, co0, col0, cols, C_out, bias, ep);
+    if (ep.half)
+        codec_conv_store_vec<TM, TN, THREADS, __half>(sc, co0, col0, cols, C_out, bias, ep);
     else
-        codec_conv_store<TM, TN, THREADS, 1>(sc, co0, col0, cols, C_out, bias, ep);
+        codec_conv_store_vec<TM, TN, THREADS, float>(sc, co0, col0, cols, C_out, bias, ep);
 }
 #endif
 /* win [left + n + right][Cp] = pad(act(x [n][C])) for the encoder (mode: 0 zeros,
@@ -305,6 +369,8 @@ struct gp_dev_codec {
     int device;
     gp_cuda_codec_math math;
     int input_dim, spf, n_stages, nk, nd, clamp;
+    /* FP16 (math F16 only) residual units' inner signals (GP_CUDA_CODEC_HALF_TMP) */
+    bool half_tmp;
     gp_cuda_codec_conv pre, post;
     gp_cuda_codec_act post_act;
     codec_stage stages[GP_DEV_CODEC_MAX_STAGES];

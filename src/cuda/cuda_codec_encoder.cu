@@ -84,7 +84,7 @@ static size_t enc_layer(const gp_dev_codec *c, const gp_cuda_codec_conv *cv,
 static size_t enc_forward(const gp_dev_codec *c, size_t n, enc_bufs *b) {
     const codec_encoder *e = &c->enc;
     const gp_cuda_codec_act ident = {GP_DEV_ACT_IDENTITY, 0, 0.0f, NULL, NULL};
-    gp_cuda_codec_epilogue ep = {GP_CODEC_EP_STORE, b->sig, NULL, 0, 0.0f};
+    gp_cuda_codec_epilogue ep = gp_cuda_codec_ep(GP_CODEC_EP_STORE, b->sig, NULL, 0, 0.0f, false);
     size_t m = enc_layer(c, &e->pre, &ident, b->audio, n, b, &ep);
     for (int i = 0; i < e->n_stages; i++) {
         const codec_enc_stage *st = &e->stages[i];
@@ -92,20 +92,20 @@ static size_t enc_forward(const gp_dev_codec *c, size_t n, enc_bufs *b) {
             for (int k = 0; k < c->nd; k++) {
                 const codec_block *blk = &st->blocks[j * c->nd + k];
                 const float *res = k == 0 ? b->sig : b->run;
-                ep = {GP_CODEC_EP_STORE, b->tmp, NULL, 0, 0.0f};
+                ep = gp_cuda_codec_ep(GP_CODEC_EP_STORE, b->tmp, NULL, 0, 0.0f, false);
                 enc_layer(c, &blk->in_conv, &blk->in_act, res, m, b, &ep);
                 if (k < c->nd - 1)
-                    ep = {GP_CODEC_EP_RESIDUAL, b->run, res, 0, 0.0f};
+                    ep = gp_cuda_codec_ep(GP_CODEC_EP_RESIDUAL, b->run, res, 0, 0.0f, false);
                 else
-                    ep = {GP_CODEC_EP_BRANCH, b->acc, res, j == 0,
-                          j == c->nk - 1 ? (float)c->nk : 0.0f};
+                    ep = gp_cuda_codec_ep(GP_CODEC_EP_BRANCH, b->acc, res, j == 0,
+                                          j == c->nk - 1 ? (float)c->nk : 0.0f, false);
                 enc_layer(c, &blk->skip_conv, &blk->skip_act, b->tmp, m, b, &ep);
             }
         }
-        ep = {GP_CODEC_EP_STORE, b->sig, NULL, 0, 0.0f};
+        ep = gp_cuda_codec_ep(GP_CODEC_EP_STORE, b->sig, NULL, 0, 0.0f, false);
         m = enc_layer(c, &st->down, &st->act, b->acc, m, b, &ep);
     }
-    ep = {GP_CODEC_EP_STORE, b->out, NULL, 0, 0.0f};
+    ep = gp_cuda_codec_ep(GP_CODEC_EP_STORE, b->out, NULL, 0, 0.0f, false);
     return enc_layer(c, &e->post, &e->post_act, b->sig, m, b, &ep);
 }
 

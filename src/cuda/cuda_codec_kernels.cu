@@ -63,8 +63,11 @@ __device__ __forceinline__ void win_store8(__half *w, const float (&v)[8]) {
     *reinterpret_cast<uint4 *>(w) = *reinterpret_cast<const uint4 *>(h);
 }
 
-template <typename WinT>
-__global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned T, unsigned C,
+__device__ __forceinline__ float sig_ld(const float *p) { return *p; }
+__device__ __forceinline__ float sig_ld(const __half *p) { return __half2float(*p); }
+
+template <typename XT, typename WinT>
+__global__ void k_codec_window(const XT *__restrict__ x, unsigned n, unsigned T, unsigned C,
                                unsigned Cp, unsigned hist, gp_cuda_codec_act act,
                                const float *const *st_in, float *const *st_out, unsigned st_off,
                                WinT *__restrict__ win) {
@@ -81,10 +84,11 @@ __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned
 #pragma unroll
             for (int k = 0; k < 8; k++) v[k] = c0 + k < C ? src[c0 + k] : 0.0f;
         } else {
-            const float *src = x + (b * T + (r - hist)) * C;
+            const XT *src = x + (b * T + (r - hist)) * C;
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                v[k] = c0 + k < C ? codec_act<FAST>(act, src[c0 + k], (int)(c0 + k)) : 0.0f;
+                v[k] =
+                    c0 + k < C ? codec_act<FAST>(act, sig_ld(src + c0 + k), (int)(c0 + k)) : 0.0f;
         }
         win_store8(win + (size_t)rows * Cp + c0, v);
         if (r >= T) {
@@ -96,7 +100,7 @@ __global__ void k_codec_window(const float *__restrict__ x, unsigned n, unsigned
     }
 }
 
-void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int hist,
+void gp_cuda_codec_run_window(const void *x, bool x_half, int n, int T, int C, int Cp, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, void *win, bool half,
                               cudaStream_t s) {
@@ -105,14 +109,17 @@ void gp_cuda_codec_run_window(const float *x, int n, int T, int C, int Cp, int h
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
-    if (half)
-        k_codec_window<__half><<<(unsigned)blocks, threads, 0, s>>>(
-            x, (unsigned)n, (unsigned)T, (unsigned)C, (unsigned)Cp, (unsigned)hist, *act, st_in,
-            st_out, (unsigned)st_off, (__half *)win);
+    const unsigned un = (unsigned)n, uT = (unsigned)T, uC = (unsigned)C, uCp = (unsigned)Cp,
+                   uh = (unsigned)hist, uo = (unsigned)st_off;
+    if (half && x_half) /* FP16 signals exist only beside FP16 windows */
+        k_codec_window<__half, __half><<<(unsigned)blocks, threads, 0, s>>>(
+            (const __half *)x, un, uT, uC, uCp, uh, *act, st_in, st_out, uo, (__half *)win);
+    else if (half)
+        k_codec_window<float, __half><<<(unsigned)blocks, threads, 0, s>>>(
+            (const float *)x, un, uT, uC, uCp, uh, *act, st_in, st_out, uo, (__half *)win);
     else
-        k_codec_window<float><<<(unsigned)blocks, threads, 0, s>>>(
-            x, (unsigned)n, (unsigned)T, (unsigned)C, (unsigned)Cp, (unsigned)hist, *act, st_in,
-            st_out, (unsigned)st_off, (float *)win);
+        k_codec_window<float, float><<<(unsigned)blocks, threads, 0, s>>>(
+            (const float *)x, un, uT, uC, uCp, uh, *act, st_in, st_out, uo, (float *)win);
 }
 
 /* ---------------- the convolution as an implicit GEMM ---------------- */

@@ -253,6 +253,14 @@ TEST(cuda_codec_fixed_convt_equals_generic) {
                      "the fixed-shape transposed convolution differs");
 }
 
+/* A tile holding every output channel stores its outputs as one flat run
+ * (codec_conv_store_flat, cuda_codec.h) with the per-channel store's
+ * arithmetic: equal bit for bit (GEPARD_CUDA_CODEC_FLAT_STORE=0). */
+TEST(cuda_codec_flat_store_equals_channel_store) {
+    check_fp16_equal("GEPARD_CUDA_CODEC_FLAT_STORE", NULL,
+                     "the flat and the per-channel epilogue stores differ");
+}
+
 /* The residual blocks of a stage on CUDA streams of their own (cuda_codec.cu,
  * codec_run) run the same kernels on the same values and sum into the
  * stage's output in block order: the samples equal the blocks run one after

@@ -54,16 +54,20 @@ enum {
     GP_CODEC_EP_TANH,      /* out = tanh(v) */
 };
 /* half: out and res hold FP16 values (the sums and the epilogue's arithmetic
- * stay f32; the result is rounded once, on its store). */
+ * stay f32; the result is rounded once, on its store). flat: a tile holding
+ * every output channel stores as one contiguous run (codec_conv_store_flat). */
 typedef struct gp_cuda_codec_epilogue {
     int mode;
     float *out;
     const float *res;
     int first;
     float divide;
-    int half;
+    int half, flat;
 } gp_cuda_codec_epilogue;
-#ifdef __cplusplus
+/* Whether epilogues store whole-channel tiles flat: 1, or 0 with
+ * GEPARD_CUDA_CODEC_FLAT_STORE=0 (for measurements; cuda_codec.cu reads it
+ * when a codec is created). */
+extern int gp_cuda_codec_flat_store;
 static inline gp_cuda_codec_epilogue gp_cuda_codec_ep(int mode, void *out, const void *res,
                                                       int first, float divide, bool half) {
     gp_cuda_codec_epilogue e;
@@ -73,9 +77,9 @@ static inline gp_cuda_codec_epilogue gp_cuda_codec_ep(int mode, void *out, const
     e.first = first;
     e.divide = divide;
     e.half = half;
+    e.flat = gp_cuda_codec_flat_store;
     return e;
 }
-#endif
 
 /* win [n][hist + T][Cp] = [history | act(x)] per stream (channels C .. Cp − 1
  * zero), f32 or (half) rounded to FP16; the last hist rows become the
@@ -187,6 +191,24 @@ template <int VEC> __device__ __forceinline__ void codec_stv(__half *p, const fl
     }
 }
 
+/* One output of ep.mode from x = sum + bias, the residual and the running
+ * branch sum. */
+__device__ __forceinline__ float codec_ep_apply(const gp_cuda_codec_epilogue &ep, float x,
+                                                float res, float prev) {
+    switch (ep.mode) {
+    case GP_CODEC_EP_STORE: return x;
+    case GP_CODEC_EP_RESIDUAL: return res + x;
+    case GP_CODEC_EP_BRANCH: {
+        const float run = res + x;
+        const float acc = ep.first ? run : prev + run;
+        return ep.divide > 0.0f ? acc / ep.divide : acc;
+    }
+    case GP_CODEC_EP_CLAMP: return x < -1.0f ? -1.0f : x > 1.0f ? 1.0f : x;
+    case GP_CODEC_EP_TANH: return tanhf(x);
+    default: return x;
+    }
+}
+
 /* The store of a finished tile: v = sum + bias, then ep.mode, VEC channels
  * at a time (C_out a multiple of VEC, so a thread's channels are one aligned
  * access). The loads of a group of G units (residual, running branch sum) are
@@ -231,22 +253,7 @@ __device__ __forceinline__ void codec_conv_store(float (*sc)[TM + 4], int co0, i
             if (!ok[q]) continue;
             float y[VEC];
 #pragma unroll
-            for (int k = 0; k < VEC; k++) {
-                const float x = v[q][k];
-                switch (ep.mode) {
-                case GP_CODEC_EP_STORE: y[k] = x; break;
-                case GP_CODEC_EP_RESIDUAL: y[k] = res[q][k] + x; break;
-                case GP_CODEC_EP_BRANCH: {
-                    const float run = res[q][k] + x;
-                    const float acc = ep.first ? run : prev[q][k] + run;
-                    y[k] = ep.divide > 0.0f ? acc / ep.divide : acc;
-                    break;
-                }
-                case GP_CODEC_EP_CLAMP: y[k] = x < -1.0f ? -1.0f : x > 1.0f ? 1.0f : x; break;
-                case GP_CODEC_EP_TANH: y[k] = tanhf(x); break;
-                default: y[k] = x; break;
-                }
-            }
+            for (int k = 0; k < VEC; k++) y[k] = codec_ep_apply(ep, v[q][k], res[q][k], prev[q][k]);
             codec_stv<VEC>(out + o[q], y);
         }
     }
@@ -263,6 +270,64 @@ codec_conv_store_vec(float (*sc)[TM + 4], int co0, int col0, int cols, int C_out
         codec_conv_store<TM, TN, THREADS, 2, SigT>(sc, co0, col0, cols, C_out, bias, ep);
     else
         codec_conv_store<TM, TN, THREADS, 1, SigT>(sc, co0, col0, cols, C_out, bias, ep);
+}
+
+/* The store of a finished tile that holds every output channel (co0 = 0,
+ * C_out ≤ TM): its outputs are one contiguous run, columns col0 .. col0 + m − 1
+ * of C_out values each, so it is stored as that flat run, 4 values per
+ * access (16 bytes f32, 8 FP16) whatever C_out — a 27-channel tile stores in
+ * 128 values per warp instruction, not 27. Element e is sc[e / C_out][e % C_out]
+ * with the same arithmetic as codec_conv_store, so the results are the same
+ * bits. The run starts 4-value aligned (col0 is a multiple of 4); its last
+ * m · C_out mod 4 values go one at a time. Loads of a group of G vectors
+ * precede their stores, as there. */
+template <int TM, int TN, int THREADS, typename SigT>
+__device__ __forceinline__ void codec_conv_store_flat(float (*sc)[TM + 4], int col0, int cols,
+                                                      int C_out, const float *__restrict__ bias,
+                                                      const gp_cuda_codec_epilogue &ep) {
+    constexpr int G = 2;
+    const int m = cols - col0 < TN ? cols - col0 : TN, total = m * C_out, nv = total / 4;
+    SigT *const out = reinterpret_cast<SigT *>(ep.out) + (size_t)col0 * C_out;
+    const SigT *const resp = reinterpret_cast<const SigT *>(ep.res) + (size_t)col0 * C_out;
+    const bool reads_res = ep.mode == GP_CODEC_EP_RESIDUAL || ep.mode == GP_CODEC_EP_BRANCH;
+    const bool reads_out = ep.mode == GP_CODEC_EP_BRANCH && !ep.first;
+    /* vectors tid, tid + THREADS, …, G at a time; then the tail, one value per thread */
+#pragma unroll 1
+    for (int v0 = threadIdx.x; v0 < nv; v0 += G * THREADS) {
+        float v[G][4], res[G][4], prev[G][4];
+        bool ok[G];
+#pragma unroll
+        for (int q = 0; q < G; q++) {
+            const int vi = v0 + q * THREADS;
+            ok[q] = vi < nv;
+            int e = ok[q] ? 4 * vi : 0, j = e / C_out, r = e - j * C_out;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                v[q][k] = ok[q] ? sc[j][r] + __ldg(bias + r) : 0.0f;
+                res[q][k] = prev[q][k] = 0.0f;
+                if (++r == C_out) r = 0, j++;
+            }
+            if (ok[q] && reads_res) codec_ldv<4>(res[q], resp + 4 * (size_t)vi);
+            if (ok[q] && reads_out) codec_ldv<4>(prev[q], out + 4 * (size_t)vi);
+        }
+#pragma unroll
+        for (int q = 0; q < G; q++) {
+            if (!ok[q]) continue;
+            float y[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) y[k] = codec_ep_apply(ep, v[q][k], res[q][k], prev[q][k]);
+            codec_stv<4>(out + 4 * (size_t)(v0 + q * THREADS), y);
+        }
+    }
+    const int e = 4 * nv + (int)threadIdx.x;
+    if (e < total) {
+        const int j = e / C_out, r = e - j * C_out;
+        float res1[1] = {0.0f}, prev1[1] = {0.0f}, y[1];
+        if (reads_res) codec_ldv<1>(res1, resp + e);
+        if (reads_out) codec_ldv<1>(prev1, out + e);
+        y[0] = codec_ep_apply(ep, sc[j][r] + __ldg(bias + r), res1[0], prev1[0]);
+        codec_stv<1>(out + e, y);
+    }
 }
 
 /* The end of every convolution tile, whatever computed it: `sc` holds the
@@ -296,7 +361,12 @@ __device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, 
         }
         __syncthreads();
     }
-    if (ep.half)
+    const bool flat = ep.flat && co0 == 0 && C_out <= TM;
+    if (flat && ep.half)
+        codec_conv_store_flat<TM, TN, THREADS, __half>(sc, col0, cols, C_out, bias, ep);
+    else if (flat)
+        codec_conv_store_flat<TM, TN, THREADS, float>(sc, col0, cols, C_out, bias, ep);
+    else if (ep.half)
         codec_conv_store_vec<TM, TN, THREADS, __half>(sc, co0, col0, cols, C_out, bias, ep);
     else
         codec_conv_store_vec<TM, TN, THREADS, float>(sc, co0, col0, cols, C_out, bias, ep);

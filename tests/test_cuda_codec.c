@@ -261,6 +261,15 @@ TEST(cuda_codec_flat_store_equals_channel_store) {
                      "the flat and the per-channel epilogue stores differ");
 }
 
+/* The window kernel with its indices by a float reciprocal and its
+ * activation branched once per group of 8 (k_codec_window_fast in
+ * cuda_codec_kernels.cu) computes the same values: equal bit for bit
+ * (GEPARD_CUDA_CODEC_WINDOW_FAST=0). */
+TEST(cuda_codec_fast_window_equals_window) {
+    check_fp16_equal("GEPARD_CUDA_CODEC_WINDOW_FAST", NULL,
+                     "the fast and the plain window kernels differ");
+}
+
 /* The residual blocks of a stage on CUDA streams of their own (cuda_codec.cu,
  * codec_run) run the same kernels on the same values and sum into the
  * stage's output in block order: the samples equal the blocks run one after

@@ -100,6 +100,133 @@ __global__ void k_codec_window(const XT *__restrict__ x, unsigned n, unsigned T,
     }
 }
 
+/* q = n / d, r = n % d for n < 2^22 (GP_WIN_FAST_MAX): n is exact in f32, and
+ * n · (1/d) rounded twice is within 2^-23 of n/d relatively, so under 0.5 in
+ * absolute — the truncated quotient is off by at most one either way, which
+ * the remainder's sign and size correct. ~8 instructions against ~20 for a
+ * 32-bit division by a value known only at run time. */
+#define GP_WIN_FAST_MAX (1u << 22)
+struct win_divisor {
+    unsigned d;
+    float inv;
+};
+__device__ __forceinline__ unsigned win_divmod(unsigned n, win_divisor dv, unsigned &r) {
+    unsigned q = (unsigned)((float)n * dv.inv);
+    int rem = (int)n - (int)(q * dv.d);
+    if (rem < 0) {
+        q--;
+        rem += (int)dv.d;
+    } else if (rem >= (int)dv.d) {
+        q++;
+        rem -= (int)dv.d;
+    }
+    r = (unsigned)rem;
+    return q;
+}
+
+/* act over 8 channels c0 .. c0 + 7 with the kind's branch taken once for the
+ * group, not once per value (the same arithmetic as codec_act); channels from
+ * C on are zero. */
+template <bool FAST>
+__device__ __forceinline__ void win_act8(const gp_cuda_codec_act &a, unsigned c0, unsigned C,
+                                         float (&v)[8]) {
+    switch (a.kind) {
+    case GP_DEV_ACT_SNAKE:
+    case GP_DEV_ACT_HALF_SNAKE: {
+        const unsigned ns = (unsigned)a.n_snake;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const unsigned c = c0 + k;
+            if (c < ns) {
+                const float t = FAST ? __sinf(a.alpha[c] * v[k]) : sinf(a.alpha[c] * v[k]);
+                v[k] = v[k] + a.inv_alpha[c] * (t * t);
+            } else {
+                v[k] = v[k] > 0.0f ? v[k] : a.slope * v[k];
+            }
+        }
+        break;
+    }
+    case GP_DEV_ACT_LRELU:
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = v[k] > 0.0f ? v[k] : a.slope * v[k];
+        break;
+    case GP_DEV_ACT_ELU:
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = v[k] > 0.0f ? v[k] : expm1f(v[k]);
+        break;
+    default: break;
+    }
+    if (c0 + 8 > C) {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (c0 + k >= C) v[k] = 0.0f;
+    }
+}
+
+/* k_codec_window with fewer instructions per group (it is bound by issuing
+ * them: 3 per cycle on an H200, ncu): the indices by win_divmod, the
+ * activation's kind branched once per group of 8, the inputs loaded without a
+ * test per value when the group lies inside C. The same values, bit for bit;
+ * for n · (hist + T) · Cp / 8 < GP_WIN_FAST_MAX. */
+template <typename XT, typename WinT>
+__global__ void k_codec_window_fast(const XT *__restrict__ x, unsigned n, unsigned T, unsigned C,
+                                    unsigned Cp, unsigned hist, win_divisor groups, win_divisor W,
+                                    gp_cuda_codec_act act, const float *const *st_in,
+                                    float *const *st_out, unsigned st_off, WinT *__restrict__ win) {
+    constexpr bool FAST = sizeof(WinT) == 2; /* FP16 windows: the hardware sine */
+    const unsigned total = n * W.d * groups.d;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += gridDim.x * blockDim.x) {
+        unsigned g, r;
+        const unsigned rows = win_divmod(i, groups, g);
+        const unsigned b = win_divmod(rows, W, r);
+        const unsigned c0 = g * 8;
+        const bool whole = c0 + 8 <= C;
+        float v[8];
+        if (r < hist) {
+            const float *src = st_in[b] + st_off + r * C + c0;
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = whole || c0 + k < C ? src[k] : 0.0f;
+        } else {
+            const XT *src = x + (b * T + (r - hist)) * C + c0;
+            if (whole) {
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = sig_ld(src + k);
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = c0 + k < C ? sig_ld(src + k) : 0.0f;
+            }
+            win_act8<FAST>(act, c0, C, v);
+        }
+        win_store8(win + (size_t)rows * Cp + c0, v);
+        if (r >= T) {
+            float *dst = st_out[b] + st_off + (r - T) * C + c0;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (whole || c0 + k < C) dst[k] = v[k];
+        }
+    }
+}
+
+/* GEPARD_CUDA_CODEC_WINDOW_FAST=0: k_codec_window everywhere (for measurements) */
+static bool window_fast = true;
+
+template <typename XT, typename WinT>
+static void launch_window(unsigned blocks, size_t total, const XT *x, unsigned n, unsigned T,
+                          unsigned C, unsigned Cp, unsigned hist, const gp_cuda_codec_act *act,
+                          const float *const *st_in, float *const *st_out, unsigned st_off,
+                          WinT *win, cudaStream_t s) {
+    if (window_fast && total < GP_WIN_FAST_MAX) {
+        const win_divisor groups = {Cp / 8, 1.0f / (float)(Cp / 8)};
+        const win_divisor W = {hist + T, 1.0f / (float)(hist + T)};
+        k_codec_window_fast<XT, WinT><<<blocks, 256, 0, s>>>(x, n, T, C, Cp, hist, groups, W, *act,
+                                                             st_in, st_out, st_off, win);
+    } else {
+        k_codec_window<XT, WinT>
+            <<<blocks, 256, 0, s>>>(x, n, T, C, Cp, hist, *act, st_in, st_out, st_off, win);
+    }
+}
+
 void gp_cuda_codec_run_window(const void *x, bool x_half, int n, int T, int C, int Cp, int hist,
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, void *win, bool half,
@@ -109,17 +236,17 @@ void gp_cuda_codec_run_window(const void *x, bool x_half, int n, int T, int C, i
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
-    const unsigned un = (unsigned)n, uT = (unsigned)T, uC = (unsigned)C, uCp = (unsigned)Cp,
-                   uh = (unsigned)hist, uo = (unsigned)st_off;
+    const unsigned nb = (unsigned)blocks, un = (unsigned)n, uT = (unsigned)T, uC = (unsigned)C,
+                   uCp = (unsigned)Cp, uh = (unsigned)hist, uo = (unsigned)st_off;
     if (half && x_half) /* FP16 signals exist only beside FP16 windows */
-        k_codec_window<__half, __half><<<(unsigned)blocks, threads, 0, s>>>(
-            (const __half *)x, un, uT, uC, uCp, uh, *act, st_in, st_out, uo, (__half *)win);
+        launch_window(nb, total, (const __half *)x, un, uT, uC, uCp, uh, act, st_in, st_out, uo,
+                      (__half *)win, s);
     else if (half)
-        k_codec_window<float, __half><<<(unsigned)blocks, threads, 0, s>>>(
-            (const float *)x, un, uT, uC, uCp, uh, *act, st_in, st_out, uo, (__half *)win);
+        launch_window(nb, total, (const float *)x, un, uT, uC, uCp, uh, act, st_in, st_out, uo,
+                      (__half *)win, s);
     else
-        k_codec_window<float, float><<<(unsigned)blocks, threads, 0, s>>>(
-            (const float *)x, un, uT, uC, uCp, uh, *act, st_in, st_out, uo, (float *)win);
+        launch_window(nb, total, (const float *)x, un, uT, uC, uCp, uh, act, st_in, st_out, uo,
+                      (float *)win, s);
 }
 
 /* ---------------- the convolution as an implicit GEMM ---------------- */
@@ -326,6 +453,8 @@ static bool convt_fixed = true;
 cudaError_t gp_cuda_codec_kernels_init(void) {
     const char *cf = getenv("GEPARD_CUDA_CODEC_CONVT_FIXED");
     convt_fixed = !(cf && !strcmp(cf, "0"));
+    const char *wf = getenv("GEPARD_CUDA_CODEC_WINDOW_FAST");
+    window_fast = !(wf && !strcmp(wf, "0"));
     cudaError_t e = conv_allow_all<true>();
     if (e == cudaSuccess) e = conv_allow_all<false>();
     return e == cudaSuccess ? gp_cuda_codec_mma_init() : e;

@@ -4,6 +4,7 @@
  * fan-out endpoint, voices from a directory and from ref_audio, the
  * `gepard loadtest` tool, and `gepard serve` draining on SIGTERM. */
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -438,6 +439,46 @@ TEST(server_loadtest_command_reports_json) {
     cJSON *ttfa = cJSON_GetObjectItem(j, "ttfa_ms");
     CHECK(cJSON_GetObjectItem(ttfa, "p50") && cJSON_GetObjectItem(ttfa, "p99"));
     CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "rtf"), "p90"));
+    cJSON_Delete(j);
+    test_server_stop(&ts);
+}
+
+/* --threads splits the requests and the concurrency over several event loops
+ * (11 requests, 5 at a time, 3 loops: shares of 3/4/4 requests and 2/2/1 in
+ * flight, the first wave spread over --ramp): every request is run once and
+ * reported once, with its exact audio. */
+TEST(server_loadtest_threads_share_the_requests) {
+    test_server ts;
+    REQUIRE(test_server_start(&ts, NULL) == 0);
+    const char *args[] = {"loadtest",
+                          "--url",
+                          ts.base,
+                          "--concurrency",
+                          "5",
+                          "--requests",
+                          "11",
+                          "--threads",
+                          "3",
+                          "--ramp",
+                          "0.3",
+                          "--body",
+                          "{\"max_frames\":8,\"stop_threshold\":2,\"top_k\":1}",
+                          NULL};
+    cJSON *j = loadtest_json(args);
+    REQUIRE(j);
+    CHECK_EQ_INT(cJSON_GetObjectItem(j, "client_threads")->valueint, 3);
+    CHECK_EQ_INT(cJSON_GetObjectItem(j, "requests")->valueint, 11);
+    CHECK_EQ_INT(cJSON_GetObjectItem(j, "ok")->valueint, 11);
+    CHECK_EQ_INT(cJSON_GetObjectItem(j, "failed")->valueint, 0);
+    const double audio = cJSON_GetObjectItem(j, "audio_seconds")->valuedouble,
+                 want = 11 * 8 * 1024 / 22050.0;
+    CHECK_MSG(fabs(audio - want) < 0.01, "audio_seconds %g, want %g", audio, want);
+    gepard_engine_stats st;
+    test_server_stats(&ts, &st);
+    test_note("engine: %d streams started, largest batch %d", (int)st.streams_started,
+              (int)st.max_batch);
+    CHECK_EQ_INT((int)st.streams_started, 11);
+    CHECK((int)st.max_batch <= 5);
     cJSON_Delete(j);
     test_server_stop(&ts);
 }

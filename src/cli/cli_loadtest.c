@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,9 @@ static const cli_option loadtest_options[] = {
      "scrape the server's /metrics every S seconds (resident memory, open files, streams) and "
      "check its count of answered requests against the client's at the end (default 10 with "
      "--duration, else off)"},
+    {"threads", 0, "N",
+     "event loops, each on its own thread with its share of the requests (default: one per "
+     "256 in flight, at most half the CPUs and 8)"},
 };
 #define N_LOADTEST_OPTIONS ((int)(sizeof loadtest_options / sizeof loadtest_options[0]))
 
@@ -331,9 +335,24 @@ static void lt_scrape_after(lt_run *run, double t) {
     }
 }
 
-/* When request `i` may start: the first `concurrency` spread over --ramp. */
-static double start_time(const lt_run *run, double t0, int i) {
-    return i < run->concurrency ? t0 + run->ramp_s * i / run->concurrency : t0;
+/* One event loop's share of the run: requests lo .. hi − 1 (its own slots of
+ * run->req), at most `conc` in flight; loop w of n starts its k-th request of
+ * the first wave at t0 + ramp · (k · n + w) / concurrency, so together they
+ * spread the first `concurrency` over --ramp as one loop would. Loop 0 also
+ * scrapes /metrics (--sample). */
+typedef struct lt_worker {
+    lt_run *run;
+    int w, n, lo, hi, conc;
+    double t0;
+    int started, rc;
+    pthread_t thread;
+} lt_worker;
+
+/* When this loop's request lo + k may start. */
+static double start_time(const lt_worker *wk, int k) {
+    const lt_run *run = wk->run;
+    if (k >= wk->conc) return wk->t0;
+    return wk->t0 + run->ramp_s * (double)(k * wk->n + wk->w) / run->concurrency;
 }
 
 /* Milliseconds epoll may sleep: until libcurl's timer or the next start. */
@@ -344,31 +363,37 @@ static int wait_ms(const lt_loop *L, double next_start) {
     return until <= now ? 0 : (int)ceil((until - now) * 1e3);
 }
 
-/* Whether request `next` may start now: below the cap and, with --duration,
- * within it. */
-static bool may_start(const lt_run *run, int next, double t0) {
-    return next < run->total && (run->duration_s <= 0 || gp_now_s() < t0 + run->duration_s);
+/* Whether request `next` may start now: below the loop's share and, with
+ * --duration, within it. */
+static bool may_start(const lt_worker *wk, int next) {
+    const lt_run *run = wk->run;
+    return next < wk->hi && (run->duration_s <= 0 || gp_now_s() < wk->t0 + run->duration_s);
 }
 
-/* Keep `concurrency` requests in flight until `total` have finished (with
+/* Keep `conc` requests in flight until the loop's share has finished (with
  * --duration: until it is over and those started have finished); the number
- * started ends up in run->total. */
-static int lt_drive(lt_run *run) {
+ * started ends up in wk->started. */
+static void *lt_drive_worker(void *arg) {
+    lt_worker *wk = arg;
+    lt_run *run = wk->run;
     lt_loop L = {.multi = curl_multi_init(), .epfd = epoll_create1(EPOLL_CLOEXEC), .timer_at = -1};
+    wk->rc = -1;
     if (!L.multi || L.epfd < 0) {
         if (L.multi) curl_multi_cleanup(L.multi);
-        return -1;
+        if (L.epfd >= 0) close(L.epfd);
+        return NULL;
     }
     curl_multi_setopt(L.multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(L.multi, CURLMOPT_SOCKETDATA, &L);
     curl_multi_setopt(L.multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(L.multi, CURLMOPT_TIMERDATA, &L);
     struct epoll_event events[MAX_EVENTS];
-    double t0 = gp_now_s(), next_sample = run->sample_s > 0 ? t0 + run->sample_s : -1;
-    int next = 0, finished = 0, running = 0, rc = 0;
-    while (finished < next || may_start(run, next, t0)) {
-        while (may_start(run, next, t0) && next - finished < run->concurrency &&
-               start_time(run, t0, next) <= gp_now_s())
+    const double t0 = wk->t0;
+    double next_sample = wk->w == 0 && run->sample_s > 0 ? t0 + run->sample_s : -1;
+    int next = wk->lo, finished = 0, running = 0, rc = 0;
+    while (finished < next - wk->lo || may_start(wk, next)) {
+        while (may_start(wk, next) && next - wk->lo - finished < wk->conc &&
+               start_time(wk, next - wk->lo) <= gp_now_s())
             if (lt_add(run, L.multi, next++)) {
                 rc = -1;
                 goto out;
@@ -377,8 +402,8 @@ static int lt_drive(lt_run *run) {
             lt_add_sample(run, gp_now_s() - t0);
             next_sample += run->sample_s;
         }
-        bool waiting = may_start(run, next, t0) && next - finished < run->concurrency;
-        double wake = waiting ? start_time(run, t0, next) : -1;
+        bool waiting = may_start(wk, next) && next - wk->lo - finished < wk->conc;
+        double wake = waiting ? start_time(wk, next - wk->lo) : -1;
         if (next_sample >= 0 && (wake < 0 || next_sample < wake)) wake = next_sample;
         int n = epoll_wait(L.epfd, events, MAX_EVENTS, wait_ms(&L, wake));
         for (int i = 0; i < n; i++) {
@@ -393,9 +418,9 @@ static int lt_drive(lt_run *run) {
         }
         finished += collect_finished(&L);
     }
-    run->total = next;
 out:
-    for (int i = 0; i < run->total; i++)
+    wk->started = next - wk->lo;
+    for (int i = wk->lo; i < next; i++)
         if (run->req[i].easy) {
             curl_multi_remove_handle(L.multi, run->req[i].easy);
             curl_easy_cleanup(run->req[i].easy);
@@ -403,6 +428,45 @@ out:
         }
     curl_multi_cleanup(L.multi);
     close(L.epfd);
+    wk->rc = rc;
+    return NULL;
+}
+
+/* Run the requests on run->threads event loops, each with a contiguous share
+ * of run->req and of the concurrency; afterwards the started requests are
+ * moved to the front of run->req and counted in run->total. */
+static int lt_drive(lt_run *run) {
+    const int n = run->threads;
+    lt_worker *wk = calloc((size_t)n, sizeof *wk);
+    if (!wk) return -1;
+    const double t0 = gp_now_s();
+    int rc = 0, launched = 0;
+    for (int w = 0; w < n; w++) {
+        wk[w] = (lt_worker){.run = run, .w = w, .n = n, .t0 = t0};
+        wk[w].lo = (int)((long long)run->total * w / n);
+        wk[w].hi = (int)((long long)run->total * (w + 1) / n);
+        wk[w].conc = run->concurrency / n + (w < run->concurrency % n);
+    }
+    for (int w = 1; w < n; w++) {
+        if (pthread_create(&wk[w].thread, NULL, lt_drive_worker, &wk[w]) != 0) {
+            wk[w].rc = -1; /* this share runs on no loop: reported as a failure */
+            rc = -1;
+            break;
+        }
+        launched = w;
+    }
+    if (rc == 0) lt_drive_worker(&wk[0]);
+    for (int w = 1; w <= launched; w++) pthread_join(wk[w].thread, NULL);
+    int total = 0;
+    for (int w = 0; w < n; w++) {
+        if (rc == 0 && wk[w].rc) rc = -1;
+        if (wk[w].started && wk[w].lo != total)
+            memmove(&run->req[total], &run->req[wk[w].lo],
+                    (size_t)wk[w].started * sizeof *run->req);
+        total += wk[w].started;
+    }
+    run->total = total;
+    free(wk);
     return rc;
 }
 
@@ -444,8 +508,10 @@ static int lt_options(const cli_args *a, lt_run *run) {
         total = 100000;
         run->sample_s = 10;
     }
+    long long threads = 0;
     if ((rc = cli_get_int(a, "concurrency", 1, 100000, &conc)) ||
         (rc = cli_get_int(a, "requests", 1, 1000000, &total)) ||
+        (rc = cli_get_int(a, "threads", 1, 64, &threads)) ||
         (rc = cli_get_float(a, "timeout", 1, 1e6, &timeout)) ||
         (rc = cli_get_float(a, "ramp", 0, 1e5, &run->ramp_s)) ||
         (rc = cli_get_float(a, "prebuffer-ms", 0, 1e7, &prebuffer_ms)) ||
@@ -456,6 +522,15 @@ static int lt_options(const cli_args *a, lt_run *run) {
                                            "is computed from the bytes)");
     run->concurrency = (int)conc;
     run->total = (int)total;
+    if (!cli_get(a, "threads")) { /* one loop per 256 in flight, at most half the CPUs and 8 */
+        const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (conc + 255) / 256;
+        if (threads > cpus / 2) threads = cpus / 2;
+        if (threads > 8) threads = 8;
+    }
+    if (threads > conc) threads = conc; /* a loop with nothing in flight would idle */
+    if (threads > total) threads = total;
+    run->threads = threads < 1 ? 1 : (int)threads;
     run->timeout_s = (long)timeout;
     run->prebuffer_s = prebuffer_ms / 1e3;
     /* a socket per request in flight, plus libcurl's and the process's own */

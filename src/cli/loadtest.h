@@ -45,6 +45,7 @@ typedef struct lt_run {
     struct curl_slist *headers;
     long timeout_s;
     int concurrency, total;
+    int threads;          /* event loops, each on its own thread (--threads) */
     int default_rate;     /* before any X-Sample-Rate header or WAV header */
     double prebuffer_s;   /* the listener's buffer before it starts playing */
     double ramp_s;        /* the first `concurrency` requests start over this long */

@@ -52,7 +52,7 @@ static const cli_option loadtest_options[] = {
      "--duration, else off)"},
     {"threads", 0, "N",
      "event loops, each on its own thread with its share of the requests (default: one per "
-     "256 in flight, at most half the CPUs and 8)"},
+     "128 in flight, at most half the CPUs and 8)"},
 };
 #define N_LOADTEST_OPTIONS ((int)(sizeof loadtest_options / sizeof loadtest_options[0]))
 
@@ -522,9 +522,9 @@ static int lt_options(const cli_args *a, lt_run *run) {
                                            "is computed from the bytes)");
     run->concurrency = (int)conc;
     run->total = (int)total;
-    if (!cli_get(a, "threads")) { /* one loop per 256 in flight, at most half the CPUs and 8 */
+    if (!cli_get(a, "threads")) { /* one loop per 128 in flight, at most half the CPUs and 8 */
         const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = (conc + 255) / 256;
+        threads = (conc + 127) / 128;
         if (threads > cpus / 2) threads = cpus / 2;
         if (threads > 8) threads = 8;
     }

@@ -270,6 +270,25 @@ TEST(cuda_codec_fast_window_equals_window) {
                      "the fast and the plain window kernels differ");
 }
 
+/* The flat store reading the tile and the bias 4 or 2 values at a time (C_out
+ * a multiple of 4 or 2) adds the same numbers: equal bit for bit to reading
+ * one value at a time (GEPARD_CUDA_CODEC_FLAT_VEC=0). */
+TEST(cuda_codec_flat_store_vector_reads_equal_scalar) {
+    check_fp16_equal("GEPARD_CUDA_CODEC_FLAT_VEC", NULL,
+                     "the flat store's vector and scalar tile reads differ");
+}
+
+/* Calls whose 64-row tiles would leave multiprocessors idle run 32-row tiles
+ * (tile_rows in cuda_codec_mma.cu; below one tile per multiprocessor,
+ * GEPARD_CUDA_CODEC_SMALL_GRID=100, the real-size one-shot decode of 40
+ * frames does so at the 432- and 216-channel stages): a tile's height changes
+ * no output's order of addition, so the samples equal 64-row tiles' bit for
+ * bit (=0). */
+TEST(cuda_codec_small_grid_tiles_equal_planned_tiles) {
+    check_fp16_equal("GEPARD_CUDA_CODEC_SMALL_GRID", "100",
+                     "32-row tiles for small grids differ from the planned 64-row tiles");
+}
+
 /* The residual blocks of a stage on CUDA streams of their own (cuda_codec.cu,
  * codec_run) run the same kernels on the same values and sum into the
  * stage's output in block order: the samples equal the blocks run one after

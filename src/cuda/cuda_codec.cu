@@ -20,7 +20,7 @@
 
 #define CODEC_SLOT_CHUNK 32 /* slots allocated together */
 
-int gp_cuda_codec_flat_store = 1; /* cuda_codec.h */
+int gp_cuda_codec_flat_store = 2; /* cuda_codec.h */
 
 /* ---------------- the weights ---------------- */
 
@@ -368,7 +368,8 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     const char *pow2 = getenv("GEPARD_CUDA_CODEC_GRAPH_POW2");
     c->graph_pow2 = pow2 && !strcmp(pow2, "1");
     const char *fs = getenv("GEPARD_CUDA_CODEC_FLAT_STORE");
-    gp_cuda_codec_flat_store = !(fs && !strcmp(fs, "0"));
+    const char *fv = getenv("GEPARD_CUDA_CODEC_FLAT_VEC");
+    gp_cuda_codec_flat_store = fs && !strcmp(fs, "0") ? 0 : fv && !strcmp(fv, "0") ? 1 : 2;
     /* GEPARD_CUDA_CODEC_HALF_SIGNALS=0: f32 inner signals (for measurements) */
     const char *hs = getenv("GEPARD_CUDA_CODEC_HALF_SIGNALS");
     c->half_tmp = hs ? strcmp(hs, "0") != 0 : GP_CUDA_CODEC_HALF_TMP;

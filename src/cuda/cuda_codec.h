@@ -64,9 +64,10 @@ typedef struct gp_cuda_codec_epilogue {
     float divide;
     int half, flat;
 } gp_cuda_codec_epilogue;
-/* Whether epilogues store whole-channel tiles flat: 1, or 0 with
- * GEPARD_CUDA_CODEC_FLAT_STORE=0 (for measurements; cuda_codec.cu reads it
- * when a codec is created). */
+/* How epilogues store whole-channel tiles: 2 flat, reading the tile and the
+ * bias 4 or 2 values at a time where C_out allows; 1 flat, one value at a
+ * time (GEPARD_CUDA_CODEC_FLAT_VEC=0); 0 per channel (GEPARD_CUDA_CODEC_FLAT_STORE=0).
+ * For measurements; cuda_codec.cu reads them when a codec is created. */
 extern int gp_cuda_codec_flat_store;
 static inline gp_cuda_codec_epilogue gp_cuda_codec_ep(int mode, void *out, const void *res,
                                                       int first, float divide, bool half) {
@@ -281,7 +282,7 @@ codec_conv_store_vec(float (*sc)[TM + 4], int co0, int col0, int cols, int C_out
  * bits. The run starts 4-value aligned (col0 is a multiple of 4); its last
  * m · C_out mod 4 values go one at a time. Loads of a group of G vectors
  * precede their stores, as there. */
-template <int TM, int TN, int THREADS, typename SigT>
+template <int TM, int TN, int THREADS, typename SigT, int FV>
 __device__ __forceinline__ void codec_conv_store_flat(float (*sc)[TM + 4], int col0, int cols,
                                                       int C_out, const float *__restrict__ bias,
                                                       const gp_cuda_codec_epilogue &ep) {
@@ -302,11 +303,30 @@ __device__ __forceinline__ void codec_conv_store_flat(float (*sc)[TM + 4], int c
             ok[q] = vi < nv;
             int e = ok[q] ? 4 * vi : 0, j = e / C_out, r = e - j * C_out;
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                v[q][k] = ok[q] ? sc[j][r] + __ldg(bias + r) : 0.0f;
-                res[q][k] = prev[q][k] = 0.0f;
-                if (++r == C_out) r = 0, j++;
+            for (int k = 0; k < 4; k++) res[q][k] = prev[q][k] = 0.0f;
+            if constexpr (FV == 4) { /* C_out % 4 == 0: r too, and r + 3 < C_out */
+                const float4 t = *reinterpret_cast<const float4 *>(&sc[j][r]);
+                const float4 b = __ldg(reinterpret_cast<const float4 *>(bias + r));
+                v[q][0] = t.x + b.x, v[q][1] = t.y + b.y, v[q][2] = t.z + b.z, v[q][3] = t.w + b.w;
+            } else if constexpr (FV == 2) { /* C_out even: pairs never straddle a column */
+#pragma unroll
+                for (int k = 0; k < 4; k += 2) {
+                    const float2 t = *reinterpret_cast<const float2 *>(&sc[j][r]);
+                    const float2 b = __ldg(reinterpret_cast<const float2 *>(bias + r));
+                    v[q][k] = t.x + b.x, v[q][k + 1] = t.y + b.y;
+                    r += 2;
+                    if (r == C_out) r = 0, j++;
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    v[q][k] = sc[j][r] + __ldg(bias + r);
+                    if (++r == C_out) r = 0, j++;
+                }
             }
+            if (!ok[q])
+#pragma unroll
+                for (int k = 0; k < 4; k++) v[q][k] = 0.0f;
             if (ok[q] && reads_res) codec_ldv<4>(res[q], resp + 4 * (size_t)vi);
             if (ok[q] && reads_out) codec_ldv<4>(prev[q], out + 4 * (size_t)vi);
         }
@@ -328,6 +348,19 @@ __device__ __forceinline__ void codec_conv_store_flat(float (*sc)[TM + 4], int c
         y[0] = codec_ep_apply(ep, sc[j][r] + __ldg(bias + r), res1[0], prev1[0]);
         codec_stv<1>(out + e, y);
     }
+}
+
+/* codec_conv_store_flat reading fv values of the tile at a time. */
+template <int TM, int TN, int THREADS, typename SigT>
+__device__ __forceinline__ void
+codec_conv_store_flat_fv(int fv, float (*sc)[TM + 4], int col0, int cols, int C_out,
+                         const float *__restrict__ bias, const gp_cuda_codec_epilogue &ep) {
+    if (fv == 4)
+        codec_conv_store_flat<TM, TN, THREADS, SigT, 4>(sc, col0, cols, C_out, bias, ep);
+    else if (fv == 2)
+        codec_conv_store_flat<TM, TN, THREADS, SigT, 2>(sc, col0, cols, C_out, bias, ep);
+    else
+        codec_conv_store_flat<TM, TN, THREADS, SigT, 1>(sc, col0, cols, C_out, bias, ep);
 }
 
 /* The end of every convolution tile, whatever computed it: `sc` holds the
@@ -362,10 +395,11 @@ __device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, 
         __syncthreads();
     }
     const bool flat = ep.flat && co0 == 0 && C_out <= TM;
+    const int fv = ep.flat < 2 ? 1 : C_out % 4 == 0 ? 4 : C_out % 2 == 0 ? 2 : 1;
     if (flat && ep.half)
-        codec_conv_store_flat<TM, TN, THREADS, __half>(sc, col0, cols, C_out, bias, ep);
+        codec_conv_store_flat_fv<TM, TN, THREADS, __half>(fv, sc, col0, cols, C_out, bias, ep);
     else if (flat)
-        codec_conv_store_flat<TM, TN, THREADS, float>(sc, col0, cols, C_out, bias, ep);
+        codec_conv_store_flat_fv<TM, TN, THREADS, float>(fv, sc, col0, cols, C_out, bias, ep);
     else if (ep.half)
         codec_conv_store_vec<TM, TN, THREADS, __half>(sc, co0, col0, cols, C_out, bias, ep);
     else

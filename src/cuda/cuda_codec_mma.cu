@@ -347,7 +347,10 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 && TN == H_TN ? 3 : 2)
  * rows fitting in shared memory. GEPARD_CUDA_CODEC_ROWS=0 turns it off (for
  * measurements). */
 static std::atomic<int> rows_on{1};
-static std::atomic<int> tall_on{0};    /* 128-row tiles for 64-row layers in big calls */
+static std::atomic<int> tall_on{0};       /* 128-row tiles for 64-row layers in big calls */
+/* 32-row tiles where a call's 64-row grid is under this percentage of the
+ * multiprocessors (GEPARD_CUDA_CODEC_SMALL_GRID=P; 0: never; tile_rows) */
+static std::atomic<int> small_grid_percent{50};
 static std::atomic<int> wide_mode{-1}; /* GEPARD_CUDA_CODEC_WIDE: 0 never, 1 always, −1 by size */
 static std::atomic<int> codec_sms{132}; /* the device's multiprocessors */
 
@@ -424,13 +427,23 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     int dev = 0, sms = 0;
     if (e == cudaSuccess) e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const char *small = getenv("GEPARD_CUDA_CODEC_SMALL_GRID");
+    if (small && *small) small_grid_percent.store(atoi(small) < 0 ? 0 : atoi(small));
     const char *no_tall = getenv("GEPARD_CUDA_CODEC_TALL");
     if (e == cudaSuccess && sms > 0) codec_sms.store(sms);
     tall_on.store(e == cudaSuccess && sms > 0 && !(no_tall && !strcmp(no_tall, "0")));
     return e;
 }
 
-/* The tile height for a call with this many output columns. Layers planned
+/* The tile height for a call with this many output columns. A call whose
+ * 64-row grid would fill under half the multiprocessors (any stage of a lone
+ * stream or of 16 streams) runs 32-row tiles: twice the blocks, three per
+ * multiprocessor (and 216 channels padded to 224 rows, not 256). Below one
+ * tile per multiprocessor but above half (the 432-channel stage at 256
+ * streams: 16 x 7 = 112 tiles for 132) the 64-row tiles measured faster: 256
+ * streams 50.5k frames/s against 49.6k with 32-row tiles below 100 %, while
+ * one stream went 0.86 -> 0.68 ms per frame (GEPARD_CUDA_CODEC_SMALL_GRID=P
+ * sets the percentage). Layers planned
  * with 64-row tiles run 128-row tiles instead where that adds no padded rows
  * (108 and 216 channels: 2 x 64 = 128) and the call still gives every
  * multiprocessor one and a half tiles or more: each window column is then
@@ -438,9 +451,14 @@ cudaError_t gp_cuda_codec_mma_init(void) {
  * addition, so batches of any size still give the same samples.
  * GEPARD_CUDA_CODEC_TALL=0 turns it off (for measurements). */
 static int tile_rows(const gp_cuda_codec_conv *cv, int cols) {
-    if (cv->tm != 64 || !tall_on.load(std::memory_order_relaxed)) return cv->tm;
+    if (cv->tm != 64) return cv->tm;
     const int sms = codec_sms.load(std::memory_order_relaxed);
     const int rows128 = (cv->c_out + 127) / 128, rows64 = (cv->c_out + 63) / 64;
+    const long col_tiles = (cols + H_TN - 1) / H_TN;
+    if (col_tiles * rows64 * cv->splits * 100 <
+        (long)sms * small_grid_percent.load(std::memory_order_relaxed))
+        return 32;
+    if (!tall_on.load(std::memory_order_relaxed)) return cv->tm;
     if (rows128 * 128 > rows64 * 64) return cv->tm;
     const long tiles = (long)((cols + H_TN - 1) / H_TN) * rows128 * cv->splits;
     return tiles * 2 >= 3L * sms ? 128 : cv->tm;

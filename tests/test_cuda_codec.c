@@ -289,6 +289,15 @@ TEST(cuda_codec_small_grid_tiles_equal_planned_tiles) {
                      "32-row tiles for small grids differ from the planned 64-row tiles");
 }
 
+/* Every codec kernel launched with programmatic stream serialization
+ * (cuda_launch.cuh: launched while the kernel before it still runs, waiting
+ * in griddepcontrol.wait before it touches memory) computes what it computes
+ * launched plainly: equal bit for bit (GEPARD_CUDA_PDL=0). */
+TEST(cuda_codec_dependent_launch_equals_plain_launch) {
+    check_fp16_equal("GEPARD_CUDA_PDL", NULL,
+                     "kernels launched as programmatic dependents differ from plain launches");
+}
+
 /* The residual blocks of a stage on CUDA streams of their own (cuda_codec.cu,
  * codec_run) run the same kernels on the same values and sum into the
  * stage's output in block order: the samples equal the blocks run one after

@@ -23,6 +23,7 @@
 #include <mma.h>
 
 #include "cuda/cuda_codec.h"
+#include "cuda/cuda_launch.cuh"
 
 using namespace nvcuda;
 
@@ -71,6 +72,7 @@ __global__ void k_codec_window(const XT *__restrict__ x, unsigned n, unsigned T,
                                unsigned Cp, unsigned hist, gp_cuda_codec_act act,
                                const float *const *st_in, float *const *st_out, unsigned st_off,
                                WinT *__restrict__ win) {
+    gp_pdl_enter();
     constexpr bool FAST = sizeof(WinT) == 2; /* FP16 windows: the hardware sine */
     const unsigned W = hist + T, groups = Cp / 8;
     const unsigned total = n * W * groups;
@@ -173,6 +175,7 @@ __global__ void k_codec_window_fast(const XT *__restrict__ x, unsigned n, unsign
                                     unsigned Cp, unsigned hist, win_divisor groups, win_divisor W,
                                     gp_cuda_codec_act act, const float *const *st_in,
                                     float *const *st_out, unsigned st_off, WinT *__restrict__ win) {
+    gp_pdl_enter();
     constexpr bool FAST = sizeof(WinT) == 2; /* FP16 windows: the hardware sine */
     const unsigned total = n * W.d * groups.d;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -219,11 +222,11 @@ static void launch_window(unsigned blocks, size_t total, const XT *x, unsigned n
     if (window_fast && total < GP_WIN_FAST_MAX) {
         const win_divisor groups = {Cp / 8, 1.0f / (float)(Cp / 8)};
         const win_divisor W = {hist + T, 1.0f / (float)(hist + T)};
-        k_codec_window_fast<XT, WinT><<<blocks, 256, 0, s>>>(x, n, T, C, Cp, hist, groups, W, *act,
-                                                             st_in, st_out, st_off, win);
+        gp_launch(k_codec_window_fast<XT, WinT>, blocks, 256, 0, s, x, n, T, C, Cp, hist, groups, W,
+                  *act, st_in, st_out, st_off, win);
     } else {
-        k_codec_window<XT, WinT>
-            <<<blocks, 256, 0, s>>>(x, n, T, C, Cp, hist, *act, st_in, st_out, st_off, win);
+        gp_launch(k_codec_window<XT, WinT>, blocks, 256, 0, s, x, n, T, C, Cp, hist, *act, st_in,
+                  st_out, st_off, win);
     }
 }
 
@@ -274,6 +277,7 @@ __global__ void __launch_bounds__(CONV_THREADS, TM <= 64 ? 3 : 1)
                  const float *__restrict__ win, int n, int T, int wrows, int stride, int C_in,
                  int C_out, int kernel, int dil, int ks, int splits, float *partial,
                  unsigned *tickets, gp_cuda_codec_epilogue ep) {
+    gp_pdl_enter();
     extern __shared__ __align__(128) float dsm[];
     float(*sa)[TM][CONV_LDS] = reinterpret_cast<float(*)[TM][CONV_LDS]>(dsm);
     float(*sb)[CONV_TN][CONV_LDS] =
@@ -451,6 +455,9 @@ template <bool TENSOR> static cudaError_t conv_allow_all() {
 static bool convt_fixed = true;
 
 cudaError_t gp_cuda_codec_kernels_init(void) {
+    gp_cuda_pdl_init();
+    const cudaError_t pe = gp_pdl_set_trigger();
+    if (pe != cudaSuccess) return pe;
     const char *cf = getenv("GEPARD_CUDA_CODEC_CONVT_FIXED");
     convt_fixed = !(cf && !strcmp(cf, "0"));
     const char *wf = getenv("GEPARD_CUDA_CODEC_WINDOW_FAST");
@@ -467,9 +474,10 @@ static void conv_launch(const gp_cuda_codec_conv *cv, const float *win, int n, i
     const int cols = n * T;
     dim3 grid((unsigned)((cols + CONV_TN - 1) / CONV_TN), (unsigned)((cv->c_out + TM - 1) / TM),
               (unsigned)cv->splits);
-    k_codec_conv<TENSOR, TM><<<grid, CONV_THREADS, conv_smem_bytes<TM>(), s>>>(
-        cv->weight, cv->bias, win, n, T, wrows, cv->stride, cv->c_pad, cv->c_out, cv->kernel,
-        cv->dilation, cv->ks, cv->splits, partial, tickets, *ep);
+    gp_launch(k_codec_conv<TENSOR, TM>, grid, CONV_THREADS, conv_smem_bytes<TM>(), s,
+              (const float *)cv->weight, (const float *)cv->bias, win, n, T, wrows, cv->stride,
+              cv->c_pad, cv->c_out, cv->kernel, cv->dilation, cv->ks, cv->splits, partial, tickets,
+              *ep);
 }
 
 template <bool TENSOR>
@@ -508,6 +516,7 @@ void gp_cuda_codec_run_conv(const gp_cuda_codec_conv *cv, const void *win, int n
 __global__ void k_codec_window_pad(const float *__restrict__ x, unsigned n, unsigned C, unsigned Cp,
                                    unsigned left, unsigned right, int mode, gp_cuda_codec_act act,
                                    float *__restrict__ win) {
+    gp_pdl_enter();
     const unsigned W = left + n + right, total = W * Cp;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += gridDim.x * blockDim.x) {
@@ -539,9 +548,8 @@ void gp_cuda_codec_run_window_pad(const float *x, int n, int C, int Cp, int left
     size_t blocks = (total + threads - 1) / threads;
     if (blocks > 65535u * 8u) blocks = 65535u * 8u;
     if (blocks == 0) return;
-    k_codec_window_pad<<<(unsigned)blocks, threads, 0, s>>>(x, (unsigned)n, (unsigned)C,
-                                                            (unsigned)Cp, (unsigned)left,
-                                                            (unsigned)right, mode, *act, win);
+    gp_launch(k_codec_window_pad, (unsigned)blocks, threads, 0, s, x, (unsigned)n, (unsigned)C,
+              (unsigned)Cp, (unsigned)left, (unsigned)right, mode, *act, win);
 }
 
 /* ---------------- grouped causal transposed convolution ---------------- */
@@ -564,6 +572,7 @@ __global__ void k_codec_convt(const float *__restrict__ x, unsigned n, unsigned 
                               gp_cuda_codec_convt cv, gp_cuda_codec_act act,
                               const float *const *st_in, float *const *st_out, unsigned st_off,
                               float *__restrict__ y) {
+    gp_pdl_enter();
     const int s = cv.stride, k = cv.kernel, hist = cv.hist;
     const unsigned cin = (unsigned)cv.c_in, cout = (unsigned)cv.c_out;
     const int ci_g = CIG ? CIG : cv.c_in / cv.groups, co_g = cv.c_out / cv.groups;
@@ -633,9 +642,20 @@ void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_c
     if (blocks == 0) return;
     const bool fixed = convt_fixed && cv->c_in / cv->groups == 2 && cv->hist == 1;
     if (fixed)
-        k_codec_convt<2, 2><<<(unsigned)blocks, threads, 0, s>>>(
-            x, (unsigned)n, (unsigned)T, *cv, *act, st_in, st_out, (unsigned)st_off, y);
+        gp_launch(k_codec_convt<2, 2>, (unsigned)blocks, threads, 0, s, x, (unsigned)n, (unsigned)T,
+                  *cv, *act, st_in, st_out, (unsigned)st_off, y);
     else
-        k_codec_convt<0, 0><<<(unsigned)blocks, threads, 0, s>>>(
-            x, (unsigned)n, (unsigned)T, *cv, *act, st_in, st_out, (unsigned)st_off, y);
+        gp_launch(k_codec_convt<0, 0>, (unsigned)blocks, threads, 0, s, x, (unsigned)n, (unsigned)T,
+                  *cv, *act, st_in, st_out, (unsigned)st_off, y);
+}
+
+/* ---------------- programmatic dependent launch (cuda_launch.cuh) ---------------- */
+
+bool gp_cuda_pdl = true, gp_cuda_pdl_early = false;
+
+void gp_cuda_pdl_init(void) {
+    const char *off = getenv("GEPARD_CUDA_PDL");
+    gp_cuda_pdl = !(off && !strcmp(off, "0"));
+    const char *early = getenv("GEPARD_CUDA_PDL_EARLY");
+    gp_cuda_pdl_early = early && !strcmp(early, "1");
 }

@@ -24,6 +24,7 @@
 #include <atomic>
 
 #include "cuda/cuda_codec.h"
+#include "cuda/cuda_launch.cuh"
 
 #define H_TN 128 /* output columns (stream, time) per tile */
 #define H_THREADS 256
@@ -98,6 +99,7 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
                      const __half *__restrict__ win, int n, int T, int wrows, int stride, int C_in,
                      int C_out, int kernel, int dil, int ks, int splits, float *partial,
                      unsigned *tickets, gp_cuda_codec_epilogue ep) {
+    gp_pdl_enter();
     constexpr int WARPS_M = TM / 32, WARPS_N = 8 / WARPS_M, WN = H_TN / WARPS_N, NT = WN / 8;
     using S = h_slice<KC>;
     constexpr int LDS = S::LDS, STAGES = S::STAGES, RPP = S::RPP;
@@ -244,6 +246,7 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 && TN == H_TN ? 3 : 2)
     k_codec_conv_f16_rows(const __half *__restrict__ Wt, const float *__restrict__ bias,
                           const __half *__restrict__ win, int n, int T, int wrows, int C_in,
                           int C_out, int kernel, int dil, int hist, gp_cuda_codec_epilogue ep) {
+    gp_pdl_enter();
     constexpr int WARPS_M = TM / 32, WARPS_N = 8 / WARPS_M, WN = TN / WARPS_N, NT = WN / 8;
     constexpr int LDS = R_KC + 8, CPR = R_KC / 8, RPP = H_THREADS / CPR;
     constexpr int A_ROWS_PER_THREAD = (TM + RPP - 1) / RPP;
@@ -368,10 +371,10 @@ template <int TM, int TN>
 static void rows_launch_tn(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
                            const gp_cuda_codec_epilogue *ep, cudaStream_t s) {
     dim3 grid((unsigned)(n * T / TN), (unsigned)((cv->c_out + TM - 1) / TM), 1);
-    k_codec_conv_f16_rows<TM, TN>
-        <<<grid, H_THREADS, rows_smem_bytes<TM, TN>(cv->c_pad, cv->hist), s>>>(
-            cv->weight_h, cv->bias, win, n, T, wrows, cv->c_pad, cv->c_out, cv->kernel,
-            cv->dilation, cv->hist, *ep);
+    gp_launch(k_codec_conv_f16_rows<TM, TN>, grid, H_THREADS,
+              rows_smem_bytes<TM, TN>(cv->c_pad, cv->hist), s, (const __half *)cv->weight_h,
+              (const float *)cv->bias, win, n, T, wrows, cv->c_pad, cv->c_out, cv->kernel,
+              cv->dilation, cv->hist, *ep);
 }
 
 /* Wide tiles where the layer's columns per stream allow them, they fit, and
@@ -413,7 +416,8 @@ template <int KC> static cudaError_t mma_allow_all() {
 }
 
 cudaError_t gp_cuda_codec_mma_init(void) {
-    cudaError_t e = mma_allow_all<32>();
+    cudaError_t e = gp_pdl_set_trigger();
+    if (e == cudaSuccess) e = mma_allow_all<32>();
     if (e == cudaSuccess) e = mma_allow_all<64>();
     if (e == cudaSuccess) e = rows_allow_smem<32, H_TN>();
     if (e == cudaSuccess) e = rows_allow_smem<64, H_TN>();
@@ -471,9 +475,10 @@ static void mma_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, i
     const int cols = n * T;
     dim3 grid((unsigned)((cols + H_TN - 1) / H_TN), (unsigned)((cv->c_out + TM - 1) / TM),
               (unsigned)cv->splits);
-    k_codec_conv_f16<TM, KC><<<grid, H_THREADS, h_smem_bytes<TM, KC>(), s>>>(
-        cv->weight_h, cv->bias, win, n, T, wrows, cv->stride, cv->c_pad, cv->c_out, cv->kernel,
-        cv->dilation, cv->ks, cv->splits, partial, tickets, *ep);
+    gp_launch(k_codec_conv_f16<TM, KC>, grid, H_THREADS, h_smem_bytes<TM, KC>(), s,
+              (const __half *)cv->weight_h, (const float *)cv->bias, win, n, T, wrows, cv->stride,
+              cv->c_pad, cv->c_out, cv->kernel, cv->dilation, cv->ks, cv->splits, partial, tickets,
+              *ep);
 }
 
 template <int KC>

@@ -318,6 +318,19 @@ typedef struct gepard_engine_stats {
 
 void gepard_engine_get_stats(gepard_engine *engine, gepard_engine_stats *stats);
 
+/* Run short synthetic batches through the engine before real requests: 1, 2,
+ * 3, 4, 6, 8, 12, 16, 24 ... up to max_batch streams at once (0 or more than
+ * max_streams: max_streams), `frames` frames each (0: 8), audio decoded and
+ * dropped. What a device builds on first use then exists before the first
+ * burst of listeners: a GPU's CUDA graphs per batch size, kernels loaded on
+ * first launch, library plans. And the real-time admission has measured a
+ * cycle at each size, so a burst is admitted at once instead of doubling
+ * from one stream. Afterwards gepard_engine_get_stats counts from zero
+ * again. Call it before starting real streams; *seconds (may be NULL)
+ * receives the time it took. Fails with the first failing stream's status. */
+gepard_status gepard_engine_warm_up(gepard_engine *engine, int max_batch, int frames,
+                                    double *seconds);
+
 /* ======================================================================
  * Benchmark (`gepard bench`)
  * ====================================================================== */

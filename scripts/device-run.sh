@@ -46,6 +46,7 @@
 #        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0"; NAME:A=1+B=2 sets
 #        two) and as built,
 #        alternating, twice (engine-*.json; ENGINE_STREAMS, ENGINE_FRAMES).
+#        serve12-nowarm: serve12 without the warm-up before ready (--warm-up 0);
 #        serve12-noprio: serve12 with every CUDA stream at the same priority;
 #        serve12-pow2 with the codec's graphs for power-of-two batches only.
 # codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
@@ -308,7 +309,8 @@ serve12() { # NAME [serve options...]
         --port 18080 --max-streams 1024 --max-queue 4096 --max-connections 8192 \
         --max-connections-per-client 8192 "$@" > "$out/$name.log" 2>&1 &
     pid=$!
-    for i in $(seq 1 60); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
+    for i in $(seq 1 240); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
+    grep "warm" "$out/$name.log"
     twelve="Please remember to bring your umbrella tomorrow because the forecast says rain."
     "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c 1 -n 20 --text "$twelve" \
         --body '{"max_frames":86,"stop_threshold":2,"seed":1}' > "$out/$name-1.json"
@@ -336,6 +338,9 @@ PY
 }
 if want serve12; then
     serve12 serve12
+fi
+if want serve12-nowarm; then # no warm-up before ready (before 2026-12-04)
+    serve12 serve12-nowarm --warm-up 0
 fi
 if want serve12-noprio; then # every CUDA stream at the default priority (before 2026-12-02, fourth part)
     GEPARD_CUDA_PRIORITIES=0 serve12 serve12-noprio

@@ -252,3 +252,43 @@ TEST(engine_many_threads_at_once) {
     CHECK(st.max_batch > 1 && st.max_batch <= 4);
     fixture_close(&f);
 }
+
+/* gepard_engine_warm_up runs waves of 1, 2, 3, 4, 6 streams (max_streams 6)
+ * through the engine, leaves nothing held, and the counters start again
+ * from zero — exactly, not less the last cycle's times — while the cycle
+ * the admission measured stays. A stream after it counts alone. */
+TEST(engine_warm_up_runs_batches_and_restarts_counters) {
+    fixture f;
+    REQUIRE_MSG(fixture_open(&f, 6, 0) == 0, "%s", gepard_last_error());
+    double seconds = -1;
+    REQUIRE_MSG(gepard_engine_warm_up(f.engine, 0, 4, &seconds) == GEPARD_OK, "%s",
+                gepard_last_error());
+    test_note("warm-up %.3f s", seconds);
+    CHECK(seconds > 0);
+    gepard_engine_stats st;
+    gepard_engine_get_stats(f.engine, &st);
+    CHECK_EQ_INT(st.steps, 0);
+    CHECK_EQ_INT(st.frames, 0);
+    CHECK_EQ_INT(st.streams_started, 0);
+    CHECK_EQ_INT(st.streams_finished, 0);
+    CHECK_EQ_INT(st.max_batch, 0);
+    CHECK_MSG(st.step_seconds == 0 && st.deliver_seconds == 0,
+              "the last warm-up cycle's times leaked in: step %g s, deliver %g s", st.step_seconds,
+              st.deliver_seconds);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK_EQ_INT(st.active_streams, 0);
+    CHECK_MSG(st.cycle_ms > 0, "the admission has no measured cycle after the warm-up");
+    gepard_synth_params p = params_for(7, 5);
+    capture c;
+    memset(&c, 0, sizeof c);
+    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &c};
+    REQUIRE(gepard_synthesize(f.engine, texts[0], &p, &cb, NULL) == GEPARD_OK);
+    gepard_engine_get_stats(f.engine, &st);
+    CHECK_EQ_INT(st.frames, 5);
+    CHECK_EQ_INT(st.streams_started, 1);
+    CHECK_EQ_INT(st.max_batch, 1);
+    CHECK(c.n > 0);
+    free(c.samples);
+    CHECK(gepard_engine_warm_up(NULL, 0, 0, NULL) == GEPARD_ERR_INVALID_ARGUMENT);
+    fixture_close(&f);
+}

@@ -525,9 +525,10 @@ TEST(server_loadtest_soak_samples_the_server) {
     test_server_stop(&ts);
 }
 
-/* Start `gepard serve --port 0`; returns its pid and fills the port from
- * its "listening on" line. */
-static pid_t spawn_serve(int *port, int *err_fd) {
+/* Start `gepard serve --port 0 --warm-up 3`; returns its pid, fills the
+ * port from its "listening on" line and `said` with what it wrote up to
+ * "ready". */
+static pid_t spawn_serve(int *port, int *err_fd, char *said, size_t said_size) {
     int p[2];
     if (pipe(p)) return -1;
     const char *bin = getenv("GEPARD_BIN");
@@ -538,12 +539,12 @@ static pid_t spawn_serve(int *port, int *err_fd) {
         close(p[0]);
         close(p[1]);
         execl(bin, bin, "serve", "--model", TS_MODEL, "--codec", TS_CODEC, "--port", "0",
-              "--threads", "1", "--drain", "20", (char *)NULL);
+              "--threads", "1", "--drain", "20", "--warm-up", "3", (char *)NULL);
         _exit(127);
     }
     close(p[1]);
     *err_fd = p[0];
-    char line[4096];
+    char line[4096] = {0};
     size_t len = 0;
     double until = gp_now_s() + 20;
     *port = 0;
@@ -561,13 +562,19 @@ static pid_t spawn_serve(int *port, int *err_fd) {
             break;
         }
     }
+    snprintf(said, said_size, "%s", line);
     return pid;
 }
 
 TEST(server_cli_drains_streams_on_sigterm) {
     int port = 0, err_fd = -1;
-    pid_t pid = spawn_serve(&port, &err_fd);
+    char said[4096] = {0};
+    pid_t pid = spawn_serve(&port, &err_fd, said, sizeof said);
     REQUIRE(pid > 0);
+    /* the warm-up ran before "ready" (batches of 1, 2, 3 streams) */
+    CHECK_MSG(strstr(said, "warming up (batches of 1 to 3 streams)") &&
+                  strstr(said, "warmed up in"),
+              "no warm-up before ready: %s", said);
     if (port <= 0) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);

@@ -72,6 +72,10 @@ static const cli_option serve_options[] = {
     {"threads", 't', "N", "compute threads (default: all CPUs)"},
     {"dtype", 0, "FMT", "weight format: f32, bf16 (default), int8 or q4"},
     {"kv-cache-mb", 0, "N", "KV cache size (default: enough for every slot's worst case)"},
+    {"warm-up", 0, "N",
+     "before saying ready, run synthetic batches of 1 to N streams so the GPU's graphs and "
+     "kernels exist and admission has timed each size (default: --max-streams on a GPU; "
+     "0, off, on the CPU)"},
     {"revision", 0, "REV", "Hub revision of the model (default main)"},
     {"offline", 0, NULL, "use only files already in the Hugging Face cache"},
     CLI_DEVICE_OPTIONS,
@@ -87,6 +91,7 @@ typedef struct serve_config {
     const char *model, *codec, *voices;
     const char *codec_device;
     bool streams_given, queue_given, margin_given; /* else set for the device once loaded */
+    long long warm_up; /* largest warm-up batch; -1: by device (load_backend) */
 } serve_config;
 
 static int parse_dtype(const cli_args *a, gepard_weight_format *w) {
@@ -135,6 +140,7 @@ static int read_config(const cli_args *a, serve_config *c) {
     long long port = c->server.port, streams = c->engine.max_streams, queue = c->engine.max_queue;
     long long chars = (long long)c->server.max_input_chars, body_mb = 16, threads = 0, kv = 0;
     long long frames = c->server.max_frames_limit;
+    c->warm_up = -1;
     double timeout = c->server.request_timeout_s;
     long long conns = c->server.max_connections, per_client = c->server.max_connections_per_client;
     long long http_threads = c->server.http_threads;
@@ -147,6 +153,7 @@ static int read_config(const cli_args *a, serve_config *c) {
         (rc = cli_get_int(a, "max-frames", 1, 1000000, &frames)) ||
         (rc = cli_get_int(a, "threads", 0, 1024, &threads)) ||
         (rc = cli_get_int(a, "kv-cache-mb", 0, 1 << 20, &kv)) ||
+        (rc = cli_get_int(a, "warm-up", 0, 4096, &c->warm_up)) ||
         (rc = cli_get_float(a, "request-timeout", 0.1, 1e6, &timeout)) ||
         (rc = cli_get_float(a, "drain", 0, 1e6, &c->drain_s)) ||
         (rc = cli_get_float(a, "realtime-margin", 0, 100, &c->engine.realtime_margin)) ||
@@ -224,13 +231,26 @@ static int load_backend(serve_config *c, serve_backend *b) {
         if (!c->streams_given) c->engine.max_streams = GPU_DEFAULT_STREAMS;
         if (!c->queue_given) c->engine.max_queue = 4 * c->engine.max_streams;
         if (!c->margin_given) c->engine.realtime_margin = SERVE_REALTIME_MARGIN_GPU;
+        if (c->warm_up < 0) c->warm_up = c->engine.max_streams;
     }
+    if (c->warm_up < 0) c->warm_up = 0;
     gp_error err;
     gp_error_clear(&err);
     if (gp_voices_load(b->model, b->codec, c->voices, &b->voices, &err))
         return cli_runtime_error("%s", err.message);
     if (gepard_engine_create(b->model, b->codec, &c->engine, &b->engine) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());
+    if (c->warm_up > 0) {
+        const int n = c->warm_up < c->engine.max_streams ? (int)c->warm_up : c->engine.max_streams;
+        fprintf(stderr, "gepard serve: warming up (batches of 1 to %d stream%s)\n", n,
+                n == 1 ? "" : "s");
+        double seconds = 0;
+        if (gepard_engine_warm_up(b->engine, n, 0, &seconds) != GEPARD_OK)
+            return cli_runtime_error("%s — the server cannot serve; check the device, or start "
+                                     "it with --warm-up 0 to see requests fail one by one",
+                                     gepard_last_error());
+        fprintf(stderr, "gepard serve: warmed up in %.1f s\n", seconds);
+    }
     return CLI_EXIT_OK;
 }
 

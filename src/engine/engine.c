@@ -300,6 +300,7 @@ static void *engine_thread_main(void *arg) {
             continue;
         }
         e->chunk_frames = gp_engine_chunk_frames(e, e->active_count);
+        e->in_cycle = true;
         pthread_mutex_unlock(&e->lock);
         gp_error err;
         gp_error_clear(&err);
@@ -352,6 +353,8 @@ static void *engine_thread_main(void *arg) {
             pthread_mutex_unlock(&e->lock);
         }
         pthread_mutex_lock(&e->lock);
+        e->in_cycle = false;
+        pthread_cond_broadcast(&e->cycle_done);
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
@@ -422,6 +425,7 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     e->chunk_frames = gp_engine_chunk_frames(e, 0); /* then before every step */
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
+    pthread_cond_init(&e->cycle_done, NULL);
     gp_gen_workspace_init(&e->work);
     const gp_backbone_config *bb = &model->model->cfg.backbone;
     int rc = GEPARD_OK;
@@ -505,6 +509,7 @@ void gepard_engine_free(gepard_engine *e) {
     free(e->decode_pcm);
     gp_admission_free(&e->admission);
     pthread_cond_destroy(&e->wake);
+    pthread_cond_destroy(&e->cycle_done);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -512,11 +517,33 @@ void gepard_engine_free(gepard_engine *e) {
 void gepard_engine_get_stats(gepard_engine *e, gepard_engine_stats *stats) {
     pthread_mutex_lock(&e->lock);
     *stats = e->stats;
+    const gepard_engine_stats *b = &e->stats_base;
+    stats->steps -= b->steps;
+    stats->frames -= b->frames;
+    stats->streams_started -= b->streams_started;
+    stats->streams_finished -= b->streams_finished;
+    stats->step_seconds -= b->step_seconds;
+    stats->deliver_seconds -= b->deliver_seconds;
+    stats->codec_seconds -= b->codec_seconds;
+    stats->codec_batches -= b->codec_batches;
+    stats->step_wait_seconds -= b->step_wait_seconds;
     stats->active_streams = e->active_count;
     stats->queued_streams = e->queued;
-    stats->mean_batch = e->stats.steps ? e->batch_sum / (double)e->stats.steps : 0;
+    stats->mean_batch =
+        stats->steps ? (e->batch_sum - e->batch_sum_base) / (double)stats->steps : 0;
     stats->kv_blocks_total = (size_t)e->kv->num_blocks;
     stats->kv_blocks_used = (size_t)(e->kv->num_blocks - e->kv->free_count);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void gp_engine_restart_counters(gepard_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    /* the cycle that finished the last stream adds its times after the
+     * stream's waiter woke: wait for that accounting */
+    while (e->in_cycle) pthread_cond_wait(&e->cycle_done, &e->lock);
+    e->stats_base = e->stats;
+    e->batch_sum_base = e->batch_sum;
+    e->stats.max_batch = 0;
     pthread_mutex_unlock(&e->lock);
 }
 

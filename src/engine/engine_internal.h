@@ -73,6 +73,8 @@ struct gepard_engine {
     bool thread_started;
     pthread_mutex_t lock;
     pthread_cond_t wake;
+    pthread_cond_t cycle_done; /* broadcast when a cycle's accounting is complete */
+    bool in_cycle;             /* the step thread is between taking and accounting a batch */
     bool stopping;
     gepard_stream *queue_head, *queue_tail;
     int queued;
@@ -98,6 +100,10 @@ struct gepard_engine {
     double wait_headroom;
     gepard_engine_stats stats;
     double batch_sum;
+    /* the counters when they last restarted (gp_engine_restart_counters):
+     * gepard_engine_get_stats reports what came after */
+    gepard_engine_stats stats_base;
+    double batch_sum_base;
 };
 
 /* stream.c: start a stream's next text segment (tokenize, layout, create
@@ -147,6 +153,9 @@ void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
  * and finish it as cancelled (so a cancelled request never holds a queue
  * place until a slot frees). Lock held. */
 void gp_engine_cancel_queued_locked(gepard_engine *e, gepard_stream *s);
+/* engine.c: gepard_engine_get_stats counts from now on (steps, frames,
+ * streams, times, batches; the admission keeps what it measured). */
+void gp_engine_restart_counters(gepard_engine *e);
 /* True on the engine's step thread (inside a callback). */
 bool gp_engine_on_step_thread(const gepard_engine *e);
 

@@ -30,17 +30,8 @@ PKGS := libcjson libpcre2-8 libutf8proc libarchive yaml-0.1 libcurl libmicrohttp
         libopusenc soxr openblas flac libpulse-simple libavcodec libavutil
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # FFmpeg (AAC only) is opened at run time (src/io/avcodec_runtime.c): headers, no link.
-PKG_LIBS = $(shell pkg-config --libs $(filter-out libavcodec libavutil openblas,$(PKGS)) 2>/dev/null) \
-           $(BLAS_LIBS) -lmp3lame -lsonic
-# OpenBLAS's single-threaded build (Debian's libopenblas0-serial) where it is
-# installed: gepard runs its own threads (compute/conv_fast.c asks OpenBLAS for
-# one), and the default pthread build starts a thread per core when the
-# library loads, each spinning ~0.1 s of CPU before it sleeps — 1.5 CPU-seconds
-# at the start of every gepard process on a 16-core host.
-MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
-OPENBLAS_SERIAL := $(wildcard /usr/lib/$(MULTIARCH)/openblas-serial/libopenblas.so.0)
-BLAS_LIBS = $(if $(OPENBLAS_SERIAL),$(OPENBLAS_SERIAL) -Wl$(comma)-rpath$(comma)$(dir $(OPENBLAS_SERIAL)),$(shell pkg-config --libs openblas 2>/dev/null))
-comma := ,
+PKG_LIBS = $(shell pkg-config --libs $(filter-out libavcodec libavutil,$(PKGS)) 2>/dev/null) \
+           -lmp3lame -lsonic
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wno-format-truncation
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-strict-aliasing

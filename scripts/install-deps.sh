@@ -83,7 +83,7 @@ fi
 PACKAGES="gcc make pkg-config libc6-dev \
 libcjson-dev libpcre2-dev libutf8proc-dev libarchive-dev libyaml-dev \
 libcurl4-openssl-dev libmicrohttpd-dev libsndfile1-dev libopusenc-dev \
-libmp3lame-dev libsoxr-dev libopenblas-dev libopenblas0-serial libdnnl-dev libflac-dev libpulse-dev \
+libmp3lame-dev libsoxr-dev libopenblas-dev libdnnl-dev libflac-dev libpulse-dev \
 libsonic-dev libavcodec-dev libavutil-dev"
 
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then

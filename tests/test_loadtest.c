@@ -271,7 +271,12 @@ TEST(server_loadtest_64_concurrent_streams) {
     CHECK(fabs(num(gaps, "max") - gap) <= 1e-3 * gap + 0.01);
     CHECK(num(j, "chunks") >= 64 * 2);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "errors_by_kind")), 0);
-    CHECK(num(j, "client_cpu_seconds") >= 0);
+    /* the loops' own CPU time: never more than their threads could use, and
+     * the busiest loop at most all of it */
+    const double loops = num(j, "client_threads"), cpu = num(j, "client_cpu_seconds");
+    CHECK(cpu >= 0 && cpu <= loops * wall + 0.05);
+    CHECK(num(j, "client_busiest_loop_share") >= 0 &&
+          num(j, "client_busiest_loop_share") <= num(j, "client_cpu_share") + 1e-3);
     cJSON_Delete(j);
     test_cmd_result_free(&r);
     gepard_engine_stats st;

@@ -45,13 +45,15 @@ typedef struct lt_run {
     struct curl_slist *headers;
     long timeout_s;
     int concurrency, total;
-    int threads;          /* event loops, each on its own thread (--threads) */
-    int default_rate;     /* before any X-Sample-Rate header or WAV header */
-    double prebuffer_s;   /* the listener's buffer before it starts playing */
-    double ramp_s;        /* the first `concurrency` requests start over this long */
-    double wall_s, cpu_s; /* the run's wall time and this process's CPU time */
-    double duration_s;    /* > 0: start requests for this long (up to total), then drain */
-    double sample_s;      /* > 0: scrape /metrics this often */
+    int threads;           /* event loops, each on its own thread (--threads) */
+    int default_rate;      /* before any X-Sample-Rate header or WAV header */
+    double prebuffer_s;    /* the listener's buffer before it starts playing */
+    double ramp_s;         /* the first `concurrency` requests start over this long */
+    double wall_s;         /* the run's wall time */
+    double cpu_s;          /* the event loops' CPU time, summed over the loops */
+    double loop_cpu_max_s; /* the busiest loop's CPU time */
+    double duration_s;     /* > 0: start requests for this long (up to total), then drain */
+    double sample_s;       /* > 0: scrape /metrics this often */
     lt_request *req;
     /* /metrics: before the run, every sample_s during it, and after it */
     lt_sample *samples;

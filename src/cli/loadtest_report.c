@@ -194,20 +194,23 @@ void lt_report(const lt_run *run) {
     print_distribution("ttfa_ms", ttfa, ok, ",");
     print_distribution("rtf", rtf, ok, ",");
     print_listening(run, gaps);
+    const double busiest = wall > 0 ? run->loop_cpu_max_s / wall : 0;
     printf("  \"client_threads\": %d,\n  \"client_cpu_seconds\": %.3f,\n"
-           "  \"client_cpu_share\": %.3f,\n",
-           run->threads, run->cpu_s, wall > 0 ? run->cpu_s / wall : 0);
+           "  \"client_cpu_share\": %.3f,\n  \"client_busiest_loop_share\": %.3f,\n",
+           run->threads, run->cpu_s, wall > 0 ? run->cpu_s / wall : 0, busiest);
     print_server(run, ok);
     print_errors(run);
     printf("}\n");
     const int threads = run->threads > 0 ? run->threads : 1;
-    if (wall > 1 && run->cpu_s / wall / threads > 0.8)
+    if (wall > 1 && busiest > 0.8) {
+        char loops[64] = "event loop";
+        if (threads > 1) snprintf(loops, sizeof loops, "busiest of %d event loops", threads);
         fprintf(stderr,
-                "gepard: warning: the load generator's %d event loop%s used %.0f%% of %s; "
-                "its arrival times (gaps, underruns) may include its own delays — use more "
-                "--threads (or several processes)\n",
-                threads, threads == 1 ? "" : "s", 100 * run->cpu_s / wall / threads,
-                threads == 1 ? "a core" : "a core each");
+                "gepard: warning: the load generator's %s used %.0f%% of a core; its arrival "
+                "times (gaps, underruns) may include its own delays — use more --threads (or "
+                "several processes)\n",
+                loops, 100 * busiest);
+    }
     free(ttfa);
     free(rtf);
     free(gaps);

@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 && TN == H_TN ? 3 : 2)
  * rows fitting in shared memory. GEPARD_CUDA_CODEC_ROWS=0 turns it off (for
  * measurements). */
 static std::atomic<int> rows_on{1};
-static std::atomic<int> tall_on{0};       /* 128-row tiles for 64-row layers in big calls */
+static std::atomic<int> tall_on{0}; /* 128-row tiles for 64-row layers in big calls */
 /* 32-row tiles where a call's 64-row grid is under this percentage of the
  * multiprocessors (GEPARD_CUDA_CODEC_SMALL_GRID=P; 0: never; tile_rows) */
 static std::atomic<int> small_grid_percent{50};
@@ -464,7 +464,7 @@ static int tile_rows(const gp_cuda_codec_conv *cv, int cols) {
         return 32;
     if (!tall_on.load(std::memory_order_relaxed)) return cv->tm;
     if (rows128 * 128 > rows64 * 64) return cv->tm;
-    const long tiles = (long)((cols + H_TN - 1) / H_TN) * rows128 * cv->splits;
+    const long tiles = col_tiles * rows128 * cv->splits;
     return tiles * 2 >= 3L * sms ? 128 : cv->tm;
 }
 

@@ -218,8 +218,10 @@ import json, sys
 g = json.load(open(sys.argv[1]))["gpu_codec"]
 for k, v in g.items():
     if isinstance(v, dict):
-        print(k, "1 stream %.2f ms/frame;" % v["single_stream_ms_per_frame"],
-              " ".join("%d: %.0f f/s %.0f TF" % (b["streams"], b["frames_per_s"], b["tflops"])
+        print(k, "1 stream %.2f ms/frame (GPU %.2f);" % (v["single_stream_ms_per_frame"],
+                                                        v.get("single_stream_gpu_ms_per_frame", 0)),
+              " ".join("%d: %.0f f/s %.0f TF (GPU %.2f of %.2f ms)" % (b["streams"], b["frames_per_s"], b["tflops"],
+                                                            b.get("gpu_ms_per_step", 0), b["ms_per_step"])
                        for b in v["batches"]))' "$out/codec-$name.json" 2>&1)"
     }
     if [ -n "$base$alt${CODEC_ENV_VARIANTS:-}" ]; then # old, new and variants alternate, twice

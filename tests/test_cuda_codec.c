@@ -411,6 +411,53 @@ static void utterances_close(utterances *u) {
     golden_close(&u->g);
 }
 
+/* One stream of the real-size codec decoded a frame per call (the calls whose
+ * grids leave most multiprocessors idle) with `env`=`value`: the samples
+ * (the caller frees), or NULL. */
+static float *stream_frames_with(const char *env, const char *value, const utterances *u) {
+    setenv(env, value, 1);
+    gp_codec *c = load_codec(u->path, true, GP_DEV_CODEC_F16);
+    unsetenv(env);
+    if (!c) return NULL;
+    const size_t C = (size_t)c->fsq.channels;
+    float *pcm = malloc(u->T * 1024 * sizeof(float));
+    gp_codec_code_stream *s = NULL;
+    gp_error err;
+    bool ok = pcm && gp_codec_code_stream_create(c, &s, &err) == 0;
+    for (size_t f = 0; ok && f < u->T; f++)
+        ok = gp_codec_code_stream_push(s, u->codes + f * C, 1, pcm + f * 1024, &err) == 0;
+    if (s) gp_codec_code_stream_free(s);
+    gp_codec_free(c);
+    if (!ok) {
+        free(pcm);
+        return NULL;
+    }
+    return pcm;
+}
+
+/* Calls whose grid leaves multiprocessors idle (one stream, a few) run
+ * one-warp tiles of 32 channels × 8 columns (k_codec_conv_f16_narrow,
+ * cuda_codec_mma.cu) with the MMAs of the 128-column kernels in the same
+ * order: one stream decoded a frame per call (every layer narrow, the split
+ * 432-channel ones included) equals the same with GEPARD_CUDA_CODEC_NARROW=0
+ * bit for bit. */
+TEST(cuda_codec_narrow_tiles_equal_wide_tiles) {
+    require_cuda();
+    utterances u;
+    REQUIRE(utterances_open(&u));
+    float *narrow = stream_frames_with("GEPARD_CUDA_CODEC_NARROW", "50", &u);
+    float *wide = stream_frames_with("GEPARD_CUDA_CODEC_NARROW", "0", &u);
+    REQUIRE(narrow && wide);
+    const double d = test_max_abs_diff(narrow, wide, u.T * 1024);
+    test_note("one stream, a frame per call, narrow against 128-column tiles: max difference %g",
+              d);
+    CHECK_MSG(memcmp(narrow, wide, u.T * 1024 * sizeof(float)) == 0,
+              "narrow and 128-column FP16 tiles differ (max %g)", d);
+    free(narrow);
+    free(wide);
+    utterances_close(&u);
+}
+
 TEST(cuda_codec_streaming_equals_oneshot) {
     require_cuda();
     utterances u;

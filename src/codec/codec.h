@@ -52,6 +52,9 @@ typedef struct gp_codec_accel {
     /* The encoder there too (NULL: it runs on the CPU): n samples, a multiple of
      * samples_per_frame, into latent [C][n / samples_per_frame]. */
     int (*encode)(void *impl, const float *audio, size_t n, float *latent, gp_error *err);
+    /* The device time of the last decode call, from its first upload to its
+     * last download (ms; NULL: not measured). */
+    double (*last_gpu_ms)(void *impl);
     void (*release)(void *impl);
 } gp_codec_accel;
 

@@ -62,6 +62,12 @@ __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void *p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
+__device__ __forceinline__ void ldsm_x2(unsigned (&r)[2], const void *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(a));
+}
 __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
                                         unsigned b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
@@ -198,6 +204,134 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
     }
     acc_to_tile<TM, NT>(acc, sc, wm, wn, lane);
     codec_conv_finish<TM, H_TN, H_THREADS>(sc, co0, col0, cols, C_out, bias, splits, partial,
+                                           tickets, ep, &last);
+}
+
+/* ---- one-warp tiles of 32 channels × 8 columns, for calls that leave the GPU idle ---- */
+
+/* A call of one or a few streams makes small grids: one frame of one stream
+ * is 8 columns at the 432-channel stage and 64 at the 216-channel one, so a
+ * 128-column tile computes 94 % (50 %) padding, and the staged-row stages
+ * run 8 blocks of 32 × 128 outputs on 8 of 132 multiprocessors, each block
+ * walking the whole reduction with 8 warps × 4 MMAs per k-step: the layer
+ * takes as long as one multiprocessor needs for its tile (ncu, one stream:
+ * 33 µs for a 432-channel k = 11 convolution, 11 µs for a 108-channel one).
+ * k_codec_conv_f16_narrow gives each warp its own block of 32 channels × 8
+ * columns (two m16n8k16 MMAs a k-step): the grid is 16 times wider for the
+ * same outputs. Its MMAs are those of k_codec_conv_f16 and
+ * k_codec_conv_f16_rows for the same output — the same weight and window
+ * fragments, k-steps of 16 in order from the split's start in slices of the
+ * layer's KC (a slice past the split's end multiplies zeros, as there), the
+ * same splits summed in order by codec_conv_finish — so the samples are the
+ * same bit for bit, and a stream may be decoded by either kernel in any call. */
+#define N_TN 8       /* columns per narrow tile */
+#define N_THREADS 32 /* one warp */
+#define N_STAGES 6   /* slices in flight */
+
+template <int KC> constexpr size_t narrow_smem_bytes() {
+    const size_t in = (size_t)N_STAGES * (32 + N_TN) * (KC + 8) * sizeof(__half);
+    const size_t out = (size_t)N_TN * (32 + 4) * sizeof(float);
+    return in > out ? in : out;
+}
+
+template <int KC>
+__global__ void __launch_bounds__(N_THREADS)
+    k_codec_conv_f16_narrow(const __half *__restrict__ Wt, const float *__restrict__ bias,
+                            const __half *__restrict__ win, int n, int T, int wrows, int stride,
+                            int C_in, int C_out, int kernel, int dil, int ks, int splits,
+                            float *partial, unsigned *tickets, gp_cuda_codec_epilogue ep) {
+    gp_pdl_enter();
+    constexpr int TM = 32, LDS = KC + 8, CPR = KC / 8, RPP = N_THREADS / CPR;
+    constexpr int A_ROWS_PER_THREAD = TM / RPP, B_ROWS_PER_THREAD = N_TN / RPP;
+    static_assert(N_TN % RPP == 0, "every thread copies whole window rows");
+    extern __shared__ __align__(128) unsigned char hsm[];
+    __half(*sa)[TM][LDS] = reinterpret_cast<__half(*)[TM][LDS]>(hsm);
+    __half(*sb)[N_TN][LDS] =
+        reinterpret_cast<__half(*)[N_TN][LDS]>(hsm + (size_t)N_STAGES * TM * LDS * 2);
+    float(*sc)[TM + 4] = reinterpret_cast<float(*)[TM + 4]>(hsm);
+    __shared__ int last;
+    const int lane = threadIdx.x;
+    const int co0 = blockIdx.y * TM, col0 = blockIdx.x * N_TN;
+    const int cols = n * T;
+    const int K = kernel * C_in;
+    const int kbeg = blockIdx.z * ks, kend = min(K, kbeg + ks);
+
+    /* loader: this lane copies 8 halves at k = kbeg + slice + 8q of rows r, r + RPP, …;
+     * its weight rows' addresses are set once. One warp issues every copy of a
+     * slice, and with one warp per scheduler nothing hides its latencies (ncu:
+     * ~210 instructions a slice at 5.4 cycles each): computing the 8 row
+     * addresses per slice cost one stream 0.58 against 0.49 ms per frame. */
+    const int q = lane % CPR, r = lane / CPR;
+    const __half *a_src[A_ROWS_PER_THREAD];
+#pragma unroll
+    for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
+        const int co = co0 + r + RPP * i;
+        a_src[i] = co < C_out ? Wt + (size_t)co * K + kbeg + 8 * q : NULL;
+    }
+    int cbase[B_ROWS_PER_THREAD];
+#pragma unroll
+    for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
+        const int g = col0 + r + RPP * i;
+        cbase[i] = g < cols ? ((g / T) * wrows + (g % T) * stride) * C_in : -1;
+    }
+    int tap = 0, ch = 0;
+    {
+        const int k = kbeg + 8 * q;
+        tap = k / C_in;
+        ch = k - tap * C_in;
+    }
+    auto load = [&](int stage, int kofs) {
+        const bool kin = kbeg + kofs + 8 * q < kend;
+        const int off = tap * dil * C_in + ch;
+#pragma unroll
+        for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
+            const bool ok = kin && a_src[i];
+            cp_async16(&sa[stage][r + RPP * i][8 * q], ok ? a_src[i] + kofs : Wt, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
+            const bool ok = kin && cbase[i] >= 0;
+            cp_async16(&sb[stage][r + RPP * i][8 * q], ok ? win + cbase[i] + off : win, ok);
+        }
+        ch += KC;
+        while (ch >= C_in) {
+            ch -= C_in;
+            tap++;
+        }
+    };
+
+    const int nk = kend > kbeg ? (kend - kbeg + KC - 1) / KC : 0;
+#pragma unroll
+    for (int s = 0; s < N_STAGES - 1; s++) {
+        if (s < nk) load(s, s * KC);
+        cp_async_commit();
+    }
+    float acc[2][1][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[i][0][e] = 0.0f;
+
+    for (int it = 0; it < nk; it++) {
+        cp_async_wait<N_STAGES - 2>();
+        __syncwarp(); /* slice `it` landed for every lane; slice it − 1 is done */
+        const int next = it + N_STAGES - 1;
+        if (next < nk) load(next % N_STAGES, next * KC);
+        cp_async_commit();
+        const int st = it % N_STAGES;
+#pragma unroll
+        for (int kk = 0; kk < KC; kk += 16) {
+            unsigned a[2][4], b[2];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+                ldsm_x4(a[mt], &sa[st][mt * 16 + (lane & 15)][kk + (lane >> 4) * 8]);
+            ldsm_x2(b, &sb[st][lane & 7][kk + ((lane >> 3) & 1) * 8]);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) mma_f16(acc[mt][0], a[mt], b[0], b[1]);
+        }
+    }
+    acc_to_tile<TM, 1>(acc, sc, 0, 0, lane);
+    codec_conv_finish<TM, N_TN, N_THREADS>(sc, co0, col0, cols, C_out, bias, splits, partial,
                                            tickets, ep, &last);
 }
 
@@ -356,6 +490,9 @@ static std::atomic<int> tall_on{0}; /* 128-row tiles for 64-row layers in big ca
 static std::atomic<int> small_grid_percent{50};
 static std::atomic<int> wide_mode{-1}; /* GEPARD_CUDA_CODEC_WIDE: 0 never, 1 always, −1 by size */
 static std::atomic<int> codec_sms{132}; /* the device's multiprocessors */
+/* Narrow tiles where a call's 32 × 128 grid is under this percentage of the
+ * multiprocessors (GEPARD_CUDA_CODEC_NARROW=P; 0: never) */
+static std::atomic<int> narrow_percent{50};
 
 static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     if (!rows_on.load(std::memory_order_relaxed)) return false;
@@ -398,6 +535,12 @@ static void rows_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, 
         rows_launch_tn<TM, H_TN>(cv, win, n, T, wrows, ep, s);
 }
 
+template <int KC> static cudaError_t narrow_allow_smem() {
+    return cudaFuncSetAttribute(k_codec_conv_f16_narrow<KC>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)narrow_smem_bytes<KC>());
+}
+
 template <int TM, int KC> static cudaError_t mma_allow_smem() {
     return cudaFuncSetAttribute(k_codec_conv_f16<TM, KC>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -419,6 +562,8 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     cudaError_t e = gp_pdl_set_trigger();
     if (e == cudaSuccess) e = mma_allow_all<32>();
     if (e == cudaSuccess) e = mma_allow_all<64>();
+    if (e == cudaSuccess) e = narrow_allow_smem<32>();
+    if (e == cudaSuccess) e = narrow_allow_smem<64>();
     if (e == cudaSuccess) e = rows_allow_smem<32, H_TN>();
     if (e == cudaSuccess) e = rows_allow_smem<64, H_TN>();
     if (e == cudaSuccess) e = rows_allow_smem<128, H_TN>();
@@ -434,6 +579,8 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     const char *small = getenv("GEPARD_CUDA_CODEC_SMALL_GRID");
     if (small && *small) small_grid_percent.store(atoi(small) < 0 ? 0 : atoi(small));
     const char *no_tall = getenv("GEPARD_CUDA_CODEC_TALL");
+    const char *narrow = getenv("GEPARD_CUDA_CODEC_NARROW");
+    if (narrow && *narrow) narrow_percent.store(atoi(narrow) < 0 ? 0 : atoi(narrow));
     if (e == cudaSuccess && sms > 0) codec_sms.store(sms);
     tall_on.store(e == cudaSuccess && sms > 0 && !(no_tall && !strcmp(no_tall, "0")));
     return e;
@@ -493,9 +640,50 @@ static void mma_dispatch(const gp_cuda_codec_conv *cv, const __half *win, int n,
         mma_launch<128, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
 }
 
+/* Whether a call runs k_codec_conv_f16_narrow: its grid of 32 × 128 tiles
+ * would fill under narrow_percent of the multiprocessors, and its narrow
+ * tiles fit in one warp per multiprocessor. Beyond that the narrow tiles lose:
+ * each reads its 32 rows of weights for 8 columns, so L2 carries the weights
+ * cols / 8 times (16 streams at the 216-channel stage: 896 warps, 136 MB per
+ * convolution; 16 streams 17.2k → 14.6k frames/s with narrow tiles up to 50 %
+ * of the multiprocessors, H200). One stream, a frame per call: every layer
+ * narrow, 0.67 → 0.49 ms of GPU time per frame; 2 streams 2.8k → 3.7k frames/s,
+ * 4 streams 5.4k → 6.2k, 8 and more unchanged. A layer with several splits
+ * keeps its partial sums in buffers sized for 128-column tiles of the largest
+ * call; narrow tiles of up to 128 columns fit in them. */
+static bool narrow_call(const gp_cuda_codec_conv *cv, int cols) {
+    const long sms = codec_sms.load(std::memory_order_relaxed);
+    const long rows = (cv->c_out + 31) / 32;
+    const long tiles = (long)((cols + H_TN - 1) / H_TN) * rows * cv->splits;
+    const long warps = (long)((cols + N_TN - 1) / N_TN) * rows * cv->splits;
+    if (tiles * 100 >= sms * narrow_percent.load(std::memory_order_relaxed) || warps > sms)
+        return false;
+    return cv->splits == 1 || cols <= H_TN;
+}
+
+template <int KC>
+static void narrow_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
+                          const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
+                          cudaStream_t s) {
+    const int cols = n * T;
+    dim3 grid((unsigned)((cols + N_TN - 1) / N_TN), (unsigned)((cv->c_out + 31) / 32),
+              (unsigned)cv->splits);
+    gp_launch(k_codec_conv_f16_narrow<KC>, grid, N_THREADS, narrow_smem_bytes<KC>(), s,
+              (const __half *)cv->weight_h, (const float *)cv->bias, win, n, T, wrows, cv->stride,
+              cv->c_pad, cv->c_out, cv->kernel, cv->dilation, cv->ks, cv->splits, partial, tickets,
+              *ep);
+}
+
 void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,
                                 int wrows, const gp_cuda_codec_epilogue *ep, float *partial,
                                 unsigned *tickets, cudaStream_t s) {
+    if (narrow_call(cv, n * T)) {
+        if (cv->slice == 64)
+            narrow_launch<64>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        else
+            narrow_launch<32>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        return;
+    }
     const int tm = tile_rows(cv, n * T);
     if (rows_fit(cv, T, wrows, tm)) {
         if (tm == 32)

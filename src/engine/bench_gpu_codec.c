@@ -24,8 +24,10 @@ static void random_codes(const gp_codec *c, uint64_t *state, int32_t *codes, int
 }
 
 /* n streams, `steps` timed calls of one frame each (after two warm-up calls):
- * ms per call. */
-static int time_batch(const gp_codec *c, int n, int steps, double *ms_per_step, gp_error *err) {
+ * ms per call, wall clock and on the device (first upload to last download:
+ * the rest of a call is the host's, launching included). */
+static int time_batch(const gp_codec *c, int n, int steps, double *ms_per_step,
+                      double *gpu_ms_per_step, gp_error *err) {
     const int C = c->fsq.channels, spf = c->cfg.samples_per_frame;
     gp_codec_code_stream **s = calloc((size_t)n, sizeof *s);
     int32_t *codes = malloc((size_t)n * C * sizeof(int32_t));
@@ -40,12 +42,16 @@ static int time_batch(const gp_codec *c, int n, int steps, double *ms_per_step, 
     }
     uint64_t state = 12345;
     uint64_t t0 = 0;
+    double gpu_ms = 0;
     for (int k = -2; !rc && k < steps; k++) {
         random_codes(c, &state, codes, n * C);
         if (k == 0) t0 = gp_now_ns();
         rc = gp_codec_decode_frames_multi(c, s, cp, n, 1, pp, err);
+        if (k >= 0 && c->accel && c->accel->last_gpu_ms)
+            gpu_ms += c->accel->last_gpu_ms(c->accel->impl);
     }
     if (!rc) *ms_per_step = (double)(gp_now_ns() - t0) * 1e-6 / steps;
+    if (!rc) *gpu_ms_per_step = gpu_ms / steps;
     for (int i = 0; s && i < n; i++) gp_codec_code_stream_free(s[i]);
     free(s);
     free(codes);
@@ -67,7 +73,7 @@ static int bench_path(const gepard_bench_params *p, const char *precision, doubl
     const double flop = 2.0 * gp_codec_decoder_macs_per_frame(&c->dec);
     cJSON *o = cJSON_AddObjectToObject(into, precision);
     cJSON_AddStringToObject(o, "kernels", gepard_codec_kernels(gc));
-    double ms = 0;
+    double ms = 0, gpu_ms = 0;
     /* --codec-only --streams N,…: those batches alone (1: the single stream),
      * `frames` calls each (for a profiler's view of one batch size) */
     static const int default_sizes[] = {16, 64, 256, 1024};
@@ -79,19 +85,21 @@ static int bench_path(const gepard_bench_params *p, const char *precision, doubl
     int rc = GEPARD_OK;
     if (single) {
         gp_progress("bench: GPU codec (%s), one stream", precision);
-        rc = time_batch(c, 1, p->frames, &ms, err);
+        rc = time_batch(c, 1, p->frames, &ms, &gpu_ms, err);
         cJSON_AddNumberToObject(o, "single_stream_ms_per_frame", ms);
+        cJSON_AddNumberToObject(o, "single_stream_gpu_ms_per_frame", gpu_ms);
     }
     cJSON *arr = cJSON_AddArrayToObject(o, "batches");
     for (int i = 0; !rc && i < n_sizes; i++) {
         if (sizes[i] == 1) continue;
         gp_progress("bench: GPU codec (%s), %d streams", precision, sizes[i]);
-        rc = time_batch(c, sizes[i], steps, &ms, err);
+        rc = time_batch(c, sizes[i], steps, &ms, &gpu_ms, err);
         if (rc) break;
         const double fps = sizes[i] / (ms * 1e-3);
         cJSON *b = cJSON_CreateObject();
         cJSON_AddNumberToObject(b, "streams", sizes[i]);
         cJSON_AddNumberToObject(b, "ms_per_step", ms);
+        cJSON_AddNumberToObject(b, "gpu_ms_per_step", gpu_ms);
         cJSON_AddNumberToObject(b, "frames_per_s", fps);
         cJSON_AddNumberToObject(b, "realtime_x", fps / FRAME_RATE);
         cJSON_AddNumberToObject(b, "tflops", fps * flop / 1e12);

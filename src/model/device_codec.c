@@ -162,6 +162,11 @@ static int dc_encode(void *impl, const float *audio, size_t n, float *latent, gp
                                                                  : GEPARD_OK;
 }
 
+static double dc_last_gpu_ms(void *impl) {
+    device_codec *d = impl;
+    return d->plugin->codec_gpu_ms(d->dc);
+}
+
 static void dc_release(void *impl) {
     device_codec *d = impl;
     if (!d) return;
@@ -213,6 +218,7 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
     accel->slot_close = dc_slot_close;
     accel->decode = dc_decode;
     accel->encode = d.enc.present ? dc_encode : NULL;
+    accel->last_gpu_ms = dc_last_gpu_ms;
     accel->release = dc_release;
     gp_codec_set_accel(codec, accel);
     return GEPARD_OK;

@@ -76,6 +76,55 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* The window side of a slice's copies, shared by k_codec_conv_f16 and
+ * k_codec_conv_f16_narrow: a thread's window columns g0, g0 + step, … (their
+ * first rows' offsets, −1 past the call) and the (tap, channel) of its 8
+ * pairs at k, advanced a slice at a time. */
+template <int NB> struct h_window_rows {
+    int cbase[NB];
+    int tap, ch;
+    __device__ __forceinline__ h_window_rows(int g0, int step, int cols, int T, int wrows,
+                                             int stride, int C_in, int k) {
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int g = g0 + step * i;
+            cbase[i] = g < cols ? ((g / T) * wrows + (g % T) * stride) * C_in : -1;
+        }
+        tap = k / C_in;
+        ch = k - tap * C_in;
+    }
+    /* this slice's 8 pairs of each column into rows r, r + step, … of `rows`
+     * (zeros where !kin or past the call) */
+    template <int LDS>
+    __device__ __forceinline__ void copy(__half (*rows)[LDS], int r, int step, int q,
+                                         const __half *win, bool kin, int dil, int C_in) const {
+        const int off = tap * dil * C_in + ch;
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const bool ok = kin && cbase[i] >= 0;
+            cp_async16(&rows[r + step * i][8 * q], ok ? win + cbase[i] + off : win, ok);
+        }
+    }
+    __device__ __forceinline__ void advance(int KC, int C_in) {
+        ch += KC;
+        while (ch >= C_in) {
+            ch -= C_in;
+            tap++;
+        }
+    }
+};
+
+/* The first STAGES − 1 slices of a pipeline, one commit group each (empty
+ * groups past the nk slices keep the wait counts of the loop). */
+template <int STAGES, typename Load>
+__device__ __forceinline__ void h_prologue(int nk, const Load &load) {
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nk) load(s);
+        cp_async_commit();
+    }
+}
+
 /* One TM × 128 tile over the reduction slice of split blockIdx.z. 8 warps:
  * TM/32 along the channels × 8·32/TM along the columns, each 32 channels ×
  * WN columns. */
@@ -124,22 +173,10 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
 
     /* loader: this thread copies 8 halves at k = slice + 8q of rows r, r + RPP (…) */
     const int q = tid % S::CPR, r = tid / S::CPR;
-    int cbase[B_ROWS_PER_THREAD]; /* window offset of the thread's columns' first row, or −1 */
-#pragma unroll
-    for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
-        const int g = col0 + r + RPP * i;
-        cbase[i] = g < cols ? ((g / T) * wrows + (g % T) * stride) * C_in : -1;
-    }
-    int tap = 0, ch = 0; /* (tap, channel) of k = kbeg + 8q, advanced a slice per load */
-    {
-        const int k = kbeg + 8 * q;
-        tap = k / C_in;
-        ch = k - tap * C_in;
-    }
+    h_window_rows<B_ROWS_PER_THREAD> wr(col0 + r, RPP, cols, T, wrows, stride, C_in, kbeg + 8 * q);
     auto load = [&](int stage, int k0) {
         const int k = k0 + 8 * q;
         const bool kin = k < kend;
-        const int off = tap * dil * C_in + ch;
 #pragma unroll
         for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
             const int row = r + RPP * i;
@@ -149,24 +186,12 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
                 cp_async16(&sa[stage][row][8 * q], ok ? Wt + (size_t)co * K + k : Wt, ok);
             }
         }
-#pragma unroll
-        for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
-            const bool ok = kin && cbase[i] >= 0;
-            cp_async16(&sb[stage][r + RPP * i][8 * q], ok ? win + cbase[i] + off : win, ok);
-        }
-        ch += KC;
-        while (ch >= C_in) {
-            ch -= C_in;
-            tap++;
-        }
+        wr.copy(sb[stage], r, RPP, q, win, kin, dil, C_in);
+        wr.advance(KC, C_in);
     };
 
     const int nk = kend > kbeg ? (kend - kbeg + KC - 1) / KC : 0;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        if (s < nk) load(s, kbeg + s * KC);
-        cp_async_commit();
-    }
+    h_prologue<STAGES>(nk, [&](int s) { load(s, kbeg + s * KC); });
     const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * WN;
     float acc[2][NT][4];
 #pragma unroll
@@ -268,44 +293,20 @@ __global__ void __launch_bounds__(N_THREADS)
         const int co = co0 + r + RPP * i;
         a_src[i] = co < C_out ? Wt + (size_t)co * K + kbeg + 8 * q : NULL;
     }
-    int cbase[B_ROWS_PER_THREAD];
-#pragma unroll
-    for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
-        const int g = col0 + r + RPP * i;
-        cbase[i] = g < cols ? ((g / T) * wrows + (g % T) * stride) * C_in : -1;
-    }
-    int tap = 0, ch = 0;
-    {
-        const int k = kbeg + 8 * q;
-        tap = k / C_in;
-        ch = k - tap * C_in;
-    }
+    h_window_rows<B_ROWS_PER_THREAD> wr(col0 + r, RPP, cols, T, wrows, stride, C_in, kbeg + 8 * q);
     auto load = [&](int stage, int kofs) {
         const bool kin = kbeg + kofs + 8 * q < kend;
-        const int off = tap * dil * C_in + ch;
 #pragma unroll
         for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
             const bool ok = kin && a_src[i];
             cp_async16(&sa[stage][r + RPP * i][8 * q], ok ? a_src[i] + kofs : Wt, ok);
         }
-#pragma unroll
-        for (int i = 0; i < B_ROWS_PER_THREAD; i++) {
-            const bool ok = kin && cbase[i] >= 0;
-            cp_async16(&sb[stage][r + RPP * i][8 * q], ok ? win + cbase[i] + off : win, ok);
-        }
-        ch += KC;
-        while (ch >= C_in) {
-            ch -= C_in;
-            tap++;
-        }
+        wr.copy(sb[stage], r, RPP, q, win, kin, dil, C_in);
+        wr.advance(KC, C_in);
     };
 
     const int nk = kend > kbeg ? (kend - kbeg + KC - 1) / KC : 0;
-#pragma unroll
-    for (int s = 0; s < N_STAGES - 1; s++) {
-        if (s < nk) load(s, s * KC);
-        cp_async_commit();
-    }
+    h_prologue<N_STAGES>(nk, [&](int s) { load(s, s * KC); });
     float acc[2][1][4];
 #pragma unroll
     for (int i = 0; i < 2; i++)

@@ -49,6 +49,11 @@
 #        serve12-nowarm: serve12 without the warm-up before ready (--warm-up 0);
 #        serve12-noprio: serve12 with every CUDA stream at the same priority;
 #        serve12-pow2 with the codec's graphs for power-of-two batches only.
+# codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
+#        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
+#        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
+#        setting, alternating twice (~1 minute; the alternative plugin's tests
+#        are not rerun): the loop for single-stream codec work.
 # codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
 #        the AMX unit), then codec_bench 16 2 1 MIX for each CODEC_CPU_MIXES ("ttttt
 #        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
@@ -267,6 +272,32 @@ for k, v in g.items():
         GEPARD_CUDA_CODEC_SLICE=${v%:*} GEPARD_CUDA_CODEC_SPLIT_CHUNKS=${v#*:} \
             GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
             "$bin/gepard-tests" cuda_codec_real cuda_codec_stream 2>&1 | grep -E "^ok|FAIL|passed"
+    done
+fi
+if want codec-small; then # small calls: the codec tests, then few-stream batches, A/B alternating
+    GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
+        "$bin/gepard-tests" cuda_codec 2>&1 | tee "$out/codec-tests.log" | grep -E "FAIL|passed"
+    rc=${PIPESTATUS[0]}
+    small_bench() { # NAME [VAR=VALUE ...]
+        local name=$1
+        shift
+        env "$@" "$bin/gepard" bench --codec-only --device cuda --codec /tmp/rs/codec \
+            --streams "${CODEC_SMALL_STREAMS:-1,2,4,8,16}" --frames 64 --gpu-precision f16 \
+            > "$out/codec-small-$name.json" 2> /dev/null
+        echo "codec-small $name: $(python3 -c '
+import json, sys
+g = json.load(open(sys.argv[1]))["gpu_codec"]["f16"]
+print("1 stream %.3f ms (GPU %.3f);" % (g.get("single_stream_ms_per_frame", 0),
+                                        g.get("single_stream_gpu_ms_per_frame", 0)),
+      " ".join("%d: %.0f f/s" % (b["streams"], b["frames_per_s"]) for b in g["batches"]))' \
+            "$out/codec-small-$name.json" 2>&1)"
+    }
+    for rep in 1 2; do
+        small_bench "new-$rep"
+        [ -z "$alt" ] || small_bench "alt-$rep" GEPARD_CUDA_PLUGIN=$alt
+        for v in ${CODEC_ENV_VARIANTS:-}; do
+            small_bench "${v%%:*}-$rep" $(echo "${v#*:}" | tr '+' ' ')
+        done
     done
 fi
 if want soak; then

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "codec/codec.h"
 #include "cuda_common.h"
 #include "gen_cases.h"
@@ -629,6 +631,41 @@ TEST(cuda_codec_cli_decode) {
     test_cmd_result_free(&r1);
     test_cmd_result_free(&r2);
     gp_st_close(g);
+}
+
+/* `gepard bench --codec-only --device cuda` reports, for the single stream and
+ * each batch, the wall time of a call and the device's part of it (first
+ * upload to last download: never more than the wall time, which also holds
+ * the host's launching and copying). */
+TEST(cuda_codec_bench_reports_gpu_time) {
+    require_cuda();
+    const char *codec = test_fixture("codec-tiny/nano-tiny.nemo");
+    const char *args[] = {"bench",     "--codec-only", "--device", "cuda", "--codec",         codec,
+                          "--streams", "1,2",          "--frames", "4",    "--gpu-precision", "f16",
+                          NULL};
+    test_cmd_result r;
+    test_run_gepard(&r, NULL, 0, 300, args);
+    REQUIRE_MSG(r.status == 0, "bench failed: %s", r.err);
+    cJSON *root = cJSON_Parse(r.out);
+    REQUIRE_MSG(root, "bench printed no JSON: %.200s", r.out);
+    const cJSON *f16 = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "gpu_codec"), "f16");
+    REQUIRE(f16);
+    const double wall =
+        cJSON_GetNumberValue(cJSON_GetObjectItem(f16, "single_stream_ms_per_frame"));
+    const double gpu =
+        cJSON_GetNumberValue(cJSON_GetObjectItem(f16, "single_stream_gpu_ms_per_frame"));
+    test_note("one stream: %.3f ms per frame, %.3f ms of it on the GPU", wall, gpu);
+    CHECK(wall > 0 && gpu > 0 && gpu <= wall * 1.01);
+    const cJSON *batches = cJSON_GetObjectItem(f16, "batches");
+    REQUIRE(cJSON_GetArraySize(batches) == 1);
+    const cJSON *b = cJSON_GetArrayItem(batches, 0);
+    const double bw = cJSON_GetNumberValue(cJSON_GetObjectItem(b, "ms_per_step"));
+    const double bg = cJSON_GetNumberValue(cJSON_GetObjectItem(b, "gpu_ms_per_step"));
+    test_note("two streams: %.3f ms per call, %.3f ms of it on the GPU", bw, bg);
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(b, "streams")) == 2);
+    CHECK(bw > 0 && bg > 0 && bg <= bw * 1.01);
+    cJSON_Delete(root);
+    test_cmd_result_free(&r);
 }
 
 /* Codes of `got` against `want` (both [T][C]); a difference counts as a

@@ -16,7 +16,9 @@
  * batch: streaming in any chunking gives the same samples. Layers whose
  * 128-column tiles lie inside one stream (T a multiple of 128) run
  * k_codec_conv_f16_rows, which stages the tile's window rows once and runs
- * the same MMAs (below).
+ * the same MMAs (below); calls too small to fill the GPU (one stream, a few)
+ * run k_codec_conv_f16_narrow, one warp per 32 × 8 outputs, the same MMAs
+ * again.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -309,25 +309,33 @@ TEST(cuda_codec_concurrent_blocks_equal_serial) {
                      "the residual blocks on their own streams differ from serial");
 }
 
+/* One stream of T frames pushed `chunk` frames at a time: the samples (the
+ * caller frees), or NULL. */
+static float *stream_in_chunks(const gp_codec *c, const int32_t *codes, size_t T, size_t chunk) {
+    const size_t C = (size_t)c->fsq.channels;
+    gp_codec_code_stream *s = NULL;
+    gp_error err;
+    float *pcm = malloc(T * 1024 * sizeof(float));
+    bool ok = pcm && gp_codec_code_stream_create(c, &s, &err) == 0;
+    for (size_t f = 0; ok && f < T; f += chunk) {
+        const size_t m = T - f < chunk ? T - f : chunk;
+        ok = gp_codec_code_stream_push(s, codes + f * C, m, pcm + f * 1024, &err) == 0;
+    }
+    if (s) gp_codec_code_stream_free(s);
+    if (!ok) {
+        free(pcm);
+        return NULL;
+    }
+    return pcm;
+}
+
 /* Largest difference between streamed and one-shot samples. */
 static double chunked_vs_oneshot(const gp_codec *c, const int32_t *codes, size_t T, size_t chunk,
                                  const float *oneshot) {
-    const size_t C = (size_t)c->fsq.channels;
-    gp_codec_code_stream *s;
-    gp_error err;
-    if (gp_codec_code_stream_create(c, &s, &err)) return INFINITY;
-    float *pcm = malloc(T * 1024 * sizeof(float));
-    for (size_t f = 0; f < T; f += chunk) {
-        const size_t m = T - f < chunk ? T - f : chunk;
-        if (gp_codec_code_stream_push(s, codes + f * C, m, pcm + f * 1024, &err)) {
-            free(pcm);
-            gp_codec_code_stream_free(s);
-            return INFINITY;
-        }
-    }
+    float *pcm = stream_in_chunks(c, codes, T, chunk);
+    if (!pcm) return INFINITY;
     const double e = test_max_abs_diff(pcm, oneshot, T * 1024);
     free(pcm);
-    gp_codec_code_stream_free(s);
     return e;
 }
 
@@ -421,19 +429,8 @@ static float *stream_frames_with(const char *env, const char *value, const utter
     gp_codec *c = load_codec(u->path, true, GP_DEV_CODEC_F16);
     unsetenv(env);
     if (!c) return NULL;
-    const size_t C = (size_t)c->fsq.channels;
-    float *pcm = malloc(u->T * 1024 * sizeof(float));
-    gp_codec_code_stream *s = NULL;
-    gp_error err;
-    bool ok = pcm && gp_codec_code_stream_create(c, &s, &err) == 0;
-    for (size_t f = 0; ok && f < u->T; f++)
-        ok = gp_codec_code_stream_push(s, u->codes + f * C, 1, pcm + f * 1024, &err) == 0;
-    if (s) gp_codec_code_stream_free(s);
+    float *pcm = stream_in_chunks(c, u->codes, u->T, 1);
     gp_codec_free(c);
-    if (!ok) {
-        free(pcm);
-        return NULL;
-    }
     return pcm;
 }
 

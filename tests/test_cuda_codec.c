@@ -421,17 +421,21 @@ static void utterances_close(utterances *u) {
     golden_close(&u->g);
 }
 
-/* One stream of the real-size codec decoded a frame per call (the calls whose
- * grids leave most multiprocessors idle) with `env`=`value`: the samples
- * (the caller frees), or NULL. */
-static float *stream_frames_with(const char *env, const char *value, const utterances *u) {
+/* One stream of the real-size codec decoded `chunk` frames per call (one:
+ * the calls whose grids leave most multiprocessors idle) with `env`=`value`:
+ * the samples (the caller frees), or NULL. */
+static float *stream_chunks_with(const char *env, const char *value, const utterances *u,
+                                 size_t chunk) {
     setenv(env, value, 1);
     gp_codec *c = load_codec(u->path, true, GP_DEV_CODEC_F16);
     unsetenv(env);
     if (!c) return NULL;
-    float *pcm = stream_in_chunks(c, u->codes, u->T, 1);
+    float *pcm = stream_in_chunks(c, u->codes, u->T, chunk);
     gp_codec_free(c);
     return pcm;
+}
+static float *stream_frames_with(const char *env, const char *value, const utterances *u) {
+    return stream_chunks_with(env, value, u, 1);
 }
 
 /* Calls whose grid leaves multiprocessors idle (one stream, a few) run
@@ -454,6 +458,33 @@ TEST(cuda_codec_narrow_tiles_equal_wide_tiles) {
               "narrow and 128-column FP16 tiles differ (max %g)", d);
     free(narrow);
     free(wide);
+    utterances_close(&u);
+}
+
+/* Calls of few frame columns write each residual unit's windows (but a
+ * stage's first) from the convolution before it, their older rows from one
+ * launch at the call's start (fused windows, cuda_codec.cu): the values the
+ * window kernels write, so one stream decoded 1, 3 and 16 frames per call
+ * equals the same with GEPARD_CUDA_CODEC_FUSED_WINDOWS=0 bit for bit. */
+TEST(cuda_codec_fused_windows_equal_window_kernels) {
+    require_cuda();
+    utterances u;
+    REQUIRE(utterances_open(&u));
+    const size_t chunks[] = {1, 3, 16};
+    for (int i = 0; i < 3; i++) {
+        float *fused = stream_chunks_with("GEPARD_CUDA_CODEC_FUSED_WINDOWS", "16", &u, chunks[i]);
+        float *plain = stream_chunks_with("GEPARD_CUDA_CODEC_FUSED_WINDOWS", "0", &u, chunks[i]);
+        REQUIRE(fused && plain);
+        const double d = test_max_abs_diff(fused, plain, u.T * 1024);
+        test_note("one stream, %zu frames per call, fused windows against window kernels: max "
+                  "difference %g",
+                  chunks[i], d);
+        CHECK_MSG(memcmp(fused, plain, u.T * 1024 * sizeof(float)) == 0,
+                  "fused windows differ from the window kernels at %zu frames per call (max %g)",
+                  chunks[i], d);
+        free(fused);
+        free(plain);
+    }
     utterances_close(&u);
 }
 

@@ -201,6 +201,102 @@ static void codec_layout(gp_dev_codec *c) {
     c->n_tickets = tickets;
 }
 
+/* ---------------- fused windows ---------------- */
+
+/* Frame columns (streams × frames) up to which a call writes its residual
+ * units' windows from the convolutions' epilogues (GEPARD_CUDA_CODEC_FUSED_WINDOWS
+ * overrides; 0: window kernels for every call). Of a stage's 6 windows on
+ * the k = 11 branch's path 5 are no longer kernels of their own. H200, `bench
+ * --codec-only --frames 64`, alternating: one stream 0.466 → 0.441-0.444 ms of
+ * GPU time per frame; 2 to 8 streams the same within noise (3.8k, 6.1k, 9.7k
+ * frames/s); 16 streams 16.4-16.5k against 16.1-16.2k with them fused, so
+ * calls of 16 keep their window kernels. */
+#define CODEC_FUSE_COLS 8
+
+/* A fused window's halves for calls of up to F frame columns: n streams of T
+ * frames with n·T ≤ F have n · (hist + T·R) ≤ F · (hist + R) rows. */
+static size_t fused_win_halves(const gp_cuda_codec_conv *cv, int F, int R) {
+    return ((size_t)F * ((size_t)cv->hist + (size_t)R) * (size_t)cv->c_pad + 63) & ~(size_t)63;
+}
+
+/* Point every fused window into base (none when base is NULL); the halves they take. */
+static size_t codec_fused_place(gp_dev_codec *c, __half *base) {
+    size_t at = 0;
+    int R = 1;
+    for (int i = 0; i < c->n_stages; i++) {
+        codec_stage *st = &c->stages[i];
+        R *= st->rate;
+        for (int b = 0; b < c->nk * c->nd; b++) {
+            codec_block *bl = &st->blocks[b];
+            bl->in_win = NULL;
+            if (b % c->nd) { /* a branch's first block reads the transposed convolution's output */
+                bl->in_win = base ? base + at : NULL;
+                at += fused_win_halves(&bl->in_conv, c->fuse_cols, R);
+            }
+            bl->skip_win = base ? base + at : NULL;
+            at += fused_win_halves(&bl->skip_conv, c->fuse_cols, R);
+        }
+    }
+    return at;
+}
+
+/* Fused windows for this codec, if its shape and precision allow them. */
+static cudaError_t codec_fused_alloc(gp_dev_codec *c) {
+    const char *v = getenv("GEPARD_CUDA_CODEC_FUSED_WINDOWS");
+    int F = v ? atoi(v) : CODEC_FUSE_COLS;
+    if (F < 0) F = 0;
+    if (F > CODEC_MAX_COLS) F = CODEC_MAX_COLS;
+    if (c->math != GP_CODEC_MATH_F16 ||
+        c->n_stages * c->nk * (2 * c->nd - 1) > GP_CUDA_CODEC_MAX_FUSED)
+        F = 0;
+    c->fuse_cols = F;
+    if (!F) return cudaSuccess;
+    const size_t halves = codec_fused_place(c, NULL);
+    cudaError_t e = cudaMalloc(&c->fw, halves * sizeof(__half));
+    /* the padding channels stay zero: nothing writes them after this */
+    if (e == cudaSuccess) e = cudaMemset(c->fw, 0, halves * sizeof(__half));
+    if (e != cudaSuccess) return e;
+    codec_fused_place(c, c->fw);
+    c->bytes += halves * sizeof(__half);
+    return cudaSuccess;
+}
+
+/* The older rows of every fused window for n streams of T frames. */
+static void codec_histories(gp_dev_codec *c, int n, int T, const float *const *st_in,
+                            float *const *st_out, cudaStream_t s) {
+    gp_cuda_codec_histories h;
+    h.n_layers = 0;
+    auto add = [&](__half *win, const gp_cuda_codec_conv *cv) {
+        h.l[h.n_layers++] =
+            (gp_cuda_codec_history){win, cv->hist, T, cv->c_in, cv->c_pad, (unsigned)cv->st_off};
+    };
+    for (int i = 0; i < c->n_stages; i++) {
+        codec_stage *st = &c->stages[i];
+        T *= st->rate;
+        for (int b = 0; b < c->nk * c->nd; b++) {
+            codec_block *bl = &st->blocks[b];
+            if (bl->in_win) add(bl->in_win, &bl->in_conv);
+            add(bl->skip_win, &bl->skip_conv);
+        }
+    }
+    gp_cuda_codec_run_histories(&h, n, st_in, st_out, s);
+}
+
+/* What an epilogue needs to write cv's fused window (act: cv's input activation). */
+static gp_cuda_codec_next_window next_window(__half *win, const gp_cuda_codec_conv *cv,
+                                             const gp_cuda_codec_act *act, int T,
+                                             float *const *st_out) {
+    gp_cuda_codec_next_window w;
+    w.win = win;
+    w.hist = cv->hist;
+    w.cp = cv->c_pad;
+    w.T = T;
+    w.st_off = (unsigned)cv->st_off;
+    w.act = *act;
+    w.st_out = st_out;
+    return w;
+}
+
 static void codec_release(gp_dev_codec *c) {
     if (!c) return;
     cudaSetDevice(c->device);
@@ -217,6 +313,7 @@ static void codec_release(gp_dev_codec *c) {
     cudaFree(c->partial);
     cudaFree(c->tickets);
     cudaFree(c->dummy);
+    cudaFree(c->fw);
     for (int b = 1; b < CODEC_MAX_BRANCHES; b++) {
         codec_branch *br = &c->br[b];
         if (br->stream) cudaStreamSynchronize(br->stream);
@@ -392,6 +489,7 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
         c->bytes +=
             (2 * c->x_floats + c->win_floats + c->partial_floats + c->n_tickets) * sizeof(float);
     }
+    if (e == cudaSuccess) e = codec_fused_alloc(c);
     if (e != cudaSuccess) {
         rc = gp_cuda_check(e, "codec buffers", st);
         codec_release(c);
@@ -488,6 +586,8 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
     const gp_cuda_codec_math tc = c->math;
     const bool half = tc == GP_CODEC_MATH_F16; /* FP16 windows */
     const bool half_tmp = half && c->half_tmp;
+    const bool fused = half && c->fuse_cols > 0 && n * T <= c->fuse_cols;
+    if (fused) codec_histories(c, n, T, in, outp, s);
     gp_cuda_codec_act ident = {GP_DEV_ACT_IDENTITY, 0, 0.0f, NULL, NULL};
     gp_cuda_codec_run_window(c->lat, false, n, T, c->input_dim, c->pre.c_pad, c->pre.hist, &ident,
                              in, outp, c->pre.st_off, c->win, half, s);
@@ -516,24 +616,34 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
             for (int m = 0; m < c->nd; m++) {
                 codec_block *b = &stg->blocks[j * c->nd + m];
                 const float *res = m == 0 ? sig : run;
-                gp_cuda_codec_run_window(res, false, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
-                                         &b->in_act, in, outp, b->in_conv.st_off, B->win, half, bs);
+                /* fused: every window here but the first is written by the
+                 * convolution before it */
+                const void *in_win = fused && b->in_win ? (const void *)b->in_win : B->win;
+                if (in_win == B->win)
+                    gp_cuda_codec_run_window(res, false, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
+                                             &b->in_act, in, outp, b->in_conv.st_off, B->win, half,
+                                             bs);
                 ep = gp_cuda_codec_ep(GP_CODEC_EP_STORE, B->tmp, NULL, 0, 0.0f, half_tmp);
-                gp_cuda_codec_run_conv(&b->in_conv, B->win, n, T, &ep, tc, B->partial, B->tickets,
+                if (fused) ep.nw = next_window(b->skip_win, &b->skip_conv, &b->skip_act, T, outp);
+                gp_cuda_codec_run_conv(&b->in_conv, in_win, n, T, &ep, tc, B->partial, B->tickets,
                                        bs);
-                gp_cuda_codec_run_window(B->tmp, half_tmp, n, T, C, b->skip_conv.c_pad,
-                                         b->skip_conv.hist, &b->skip_act, in, outp,
-                                         b->skip_conv.st_off, B->win, half, bs);
+                if (!fused)
+                    gp_cuda_codec_run_window(B->tmp, half_tmp, n, T, C, b->skip_conv.c_pad,
+                                             b->skip_conv.hist, &b->skip_act, in, outp,
+                                             b->skip_conv.st_off, B->win, half, bs);
+                const void *skip_win = fused ? (const void *)b->skip_win : B->win;
                 if (m < c->nd - 1) {
                     ep = gp_cuda_codec_ep(GP_CODEC_EP_RESIDUAL, run, res, 0, 0.0f, false);
+                    const codec_block *nb = b + 1;
+                    if (fused) ep.nw = next_window(nb->in_win, &nb->in_conv, &nb->in_act, T, outp);
                 } else {
                     /* the sum into acc in block order */
                     if (forked && j > 0) cudaStreamWaitEvent(bs, c->br[j - 1].done, 0);
                     ep = gp_cuda_codec_ep(GP_CODEC_EP_BRANCH, acc, res, j == 0,
                                           j == c->nk - 1 ? (float)c->nk : 0.0f, false);
                 }
-                gp_cuda_codec_run_conv(&b->skip_conv, B->win, n, T, &ep, tc, B->partial, B->tickets,
-                                       bs);
+                gp_cuda_codec_run_conv(&b->skip_conv, skip_win, n, T, &ep, tc, B->partial,
+                                       B->tickets, bs);
             }
             if (forked) cudaEventRecord(B->done, bs);
         }

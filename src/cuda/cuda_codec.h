@@ -53,6 +53,22 @@ enum {
     GP_CODEC_EP_CLAMP,     /* out = clamp(v, −1, 1) */
     GP_CODEC_EP_TANH,      /* out = tanh(v) */
 };
+/* The window of the convolution that reads this one's output, written by
+ * this one's epilogue: rows hist + t of win [n][hist + T][cp] = FP16(act(y))
+ * for each stored output y (as the window kernel would read it back: FP16
+ * signals rounded first), and the rows the next history keeps (those at or
+ * past T) into st_out in f32, the window kernel's values bit for bit. The
+ * window's older rows come from gp_cuda_codec_run_histories. win NULL: none.
+ * For calls of few frame columns, where a window kernel's launch costs more
+ * than its work (cuda_codec.cu: fused windows). */
+typedef struct gp_cuda_codec_next_window {
+    __half *win;
+    int hist, cp, T;
+    unsigned st_off;
+    gp_cuda_codec_act act;
+    float *const *st_out;
+} gp_cuda_codec_next_window;
+
 /* half: out and res hold FP16 values (the sums and the epilogue's arithmetic
  * stay f32; the result is rounded once, on its store). flat: a tile holding
  * every output channel stores as one contiguous run (codec_conv_store_flat). */
@@ -63,6 +79,7 @@ typedef struct gp_cuda_codec_epilogue {
     int first;
     float divide;
     int half, flat;
+    gp_cuda_codec_next_window nw;
 } gp_cuda_codec_epilogue;
 /* How epilogues store whole-channel tiles: 2 flat, reading the tile and the
  * bias 4 or 2 values at a time where C_out allows; 1 flat, one value at a
@@ -79,6 +96,7 @@ static inline gp_cuda_codec_epilogue gp_cuda_codec_ep(int mode, void *out, const
     e.divide = divide;
     e.half = half;
     e.flat = gp_cuda_codec_flat_store;
+    e.nw.win = NULL;
     return e;
 }
 
@@ -90,6 +108,23 @@ void gp_cuda_codec_run_window(const void *x, bool x_half, int n, int T, int C, i
                               const gp_cuda_codec_act *act, const float *const *st_in,
                               float *const *st_out, size_t st_off, void *win, bool half,
                               cudaStream_t s);
+/* The older rows of fused windows (gp_cuda_codec_next_window), which do not
+ * depend on the call's signals, for many layers in one launch: rows r < hist
+ * of each layer's window = FP16(st_in rows r) (channels C .. cp − 1 zero) and
+ * the next history's rows that come from the old one (st_out row r − T =
+ * st_in row r for T ≤ r < hist) — what the window kernel writes there. */
+#define GP_CUDA_CODEC_MAX_FUSED 96
+typedef struct gp_cuda_codec_history {
+    __half *win;
+    int hist, T, C, cp;
+    unsigned st_off;
+} gp_cuda_codec_history;
+typedef struct gp_cuda_codec_histories {
+    int n_layers;
+    gp_cuda_codec_history l[GP_CUDA_CODEC_MAX_FUSED];
+} gp_cuda_codec_histories;
+void gp_cuda_codec_run_histories(const gp_cuda_codec_histories *h, int n, const float *const *st_in,
+                                 float *const *st_out, cudaStream_t s);
 /* Frame columns per decode piece (streams × frames). */
 #define GP_CUDA_CODEC_MAX_COLS 512
 /* The reduction advances CONV_KC (tap, channel) pairs per pass in every kernel. */
@@ -142,6 +177,53 @@ void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win,
 cudaError_t gp_cuda_codec_mma_init(void);
 
 #ifdef __CUDACC__
+/* An activation's parameters for one channel, loaded once where a thread
+ * activates many values of its channel. */
+typedef struct codec_act_channel {
+    int kind;
+    bool snake; /* a snake channel (alpha, inv_alpha), else slope where leaky */
+    float alpha, inv_alpha, slope;
+} codec_act_channel;
+__device__ __forceinline__ codec_act_channel codec_act_of(const gp_cuda_codec_act &a, int c) {
+    codec_act_channel p;
+    p.kind = a.kind;
+    p.slope = a.slope;
+    p.snake = (a.kind == GP_DEV_ACT_SNAKE || a.kind == GP_DEV_ACT_HALF_SNAKE) && c < a.n_snake;
+    p.alpha = p.snake ? a.alpha[c] : 0.0f;
+    p.inv_alpha = p.snake ? a.inv_alpha[c] : 0.0f;
+    return p;
+}
+/* The activation of x in that channel. FAST: the hardware sine (__sinf)
+ * instead of sinf, for values that are rounded to FP16 right after (its
+ * error, ~2^-21 plus 2^-24 of the argument, is far below FP16's 2^-11; the
+ * FP16 path's SNR against NeMo is tested). */
+template <bool FAST = false>
+__device__ __forceinline__ float codec_act_apply(const codec_act_channel &p, float x) {
+    switch (p.kind) {
+    case GP_DEV_ACT_IDENTITY: return x;
+    case GP_DEV_ACT_SNAKE:
+    case GP_DEV_ACT_HALF_SNAKE:
+        if (p.snake) {
+            const float v = FAST ? __sinf(p.alpha * x) : sinf(p.alpha * x);
+            return x + p.inv_alpha * (v * v);
+        }
+        return x > 0.0f ? x : p.slope * x;
+    case GP_DEV_ACT_LRELU: return x > 0.0f ? x : p.slope * x;
+    case GP_DEV_ACT_ELU: return x > 0.0f ? x : expm1f(x);
+    default: return x;
+    }
+}
+/* An activation of channel c. */
+template <bool FAST = false>
+__device__ __forceinline__ float codec_act(const gp_cuda_codec_act &a, float x, int c) {
+    return codec_act_apply<FAST>(codec_act_of(a, c), x);
+}
+
+/* A value as the signal holds it once stored (FP16 signals round it). */
+__device__ __forceinline__ float codec_as_stored(float y, bool half) {
+    return half ? __half2float(__float2half_rn(y)) : y;
+}
+
 /* VEC consecutive floats (16-, 8- or 4-byte aligned) in one read-only
  * access (ld.global.nc: the epilogue reads each residual and running-sum
  * element only before its own thread stores it, and no other thread writes
@@ -233,10 +315,13 @@ __device__ __forceinline__ void codec_conv_store(float (*sc)[TM + 4], int co0, i
         float v[G][VEC], res[G][VEC], prev[G][VEC];
         size_t o[G];
         bool ok[G];
+        int jq[G], rq[G];
 #pragma unroll
         for (int q = 0; q < G; q++) {
             const int unit = tid + (u0 + q) * THREADS;
             const int j = unit / UNITS_PER_ROW, r = (unit % UNITS_PER_ROW) * VEC;
+            jq[q] = j;
+            rq[q] = r;
             const int g = col0 + j, co = co0 + r;
             ok[q] = g < cols && co < C_out;
             o[q] = ok[q] ? (size_t)g * C_out + co : 0;
@@ -256,6 +341,10 @@ __device__ __forceinline__ void codec_conv_store(float (*sc)[TM + 4], int co0, i
 #pragma unroll
             for (int k = 0; k < VEC; k++) y[k] = codec_ep_apply(ep, v[q][k], res[q][k], prev[q][k]);
             codec_stv<VEC>(out + o[q], y);
+            if (ep.nw.win) /* for codec_conv_next_window: the tile becomes the outputs */
+#pragma unroll
+                for (int k = 0; k < VEC; k++)
+                    sc[jq[q]][rq[q] + k] = codec_as_stored(y[k], sizeof(SigT) == 2);
         }
     }
 }
@@ -337,6 +426,15 @@ __device__ __forceinline__ void codec_conv_store_flat(float (*sc)[TM + 4], int c
 #pragma unroll
             for (int k = 0; k < 4; k++) y[k] = codec_ep_apply(ep, v[q][k], res[q][k], prev[q][k]);
             codec_stv<4>(out + 4 * (size_t)(v0 + q * THREADS), y);
+            if (ep.nw.win) { /* for codec_conv_next_window: the tile becomes the outputs */
+                const int e = 4 * (v0 + q * THREADS);
+                int j = e / C_out, r = e - j * C_out;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    sc[j][r] = codec_as_stored(y[k], sizeof(SigT) == 2);
+                    if (++r == C_out) r = 0, j++;
+                }
+            }
         }
     }
     const int e = 4 * nv + (int)threadIdx.x;
@@ -347,6 +445,7 @@ __device__ __forceinline__ void codec_conv_store_flat(float (*sc)[TM + 4], int c
         if (reads_out) codec_ldv<1>(prev1, out + e);
         y[0] = codec_ep_apply(ep, sc[j][r] + __ldg(bias + r), res1[0], prev1[0]);
         codec_stv<1>(out + e, y);
+        if (ep.nw.win) sc[j][r] = codec_as_stored(y[0], sizeof(SigT) == 2);
     }
 }
 
@@ -361,6 +460,40 @@ codec_conv_store_flat_fv(int fv, float (*sc)[TM + 4], int col0, int cols, int C_
         codec_conv_store_flat<TM, TN, THREADS, SigT, 2>(sc, col0, cols, C_out, bias, ep);
     else
         codec_conv_store_flat<TM, TN, THREADS, SigT, 1>(sc, col0, cols, C_out, bias, ep);
+}
+
+/* The next convolution's window rows for this tile's outputs (ep.nw), from
+ * the tile, which the store left holding each output as stored: activated as
+ * the window kernel does (FP16 windows: the fast sine) and rounded to FP16;
+ * the rows the next history keeps also go to st_out in f32. A thread keeps
+ * one channel (its activation's parameters loaded once) and walks columns. */
+template <int TM, int TN, int THREADS>
+__device__ __forceinline__ void codec_conv_next_window(const float (*sc)[TM + 4], int co0, int col0,
+                                                       int cols, int C_out,
+                                                       const gp_cuda_codec_epilogue &ep) {
+    static_assert(THREADS % TM == 0, "a thread keeps one channel");
+    const gp_cuda_codec_next_window &w = ep.nw;
+    const int r = threadIdx.x % TM, co = co0 + r, W = w.hist + w.T;
+    __syncthreads(); /* every thread's outputs are in the tile */
+    if (co >= C_out) return;
+    const codec_act_channel act = codec_act_of(w.act, co);
+    constexpr int STEP = THREADS / TM;
+    const int jend = cols - col0 < TN ? cols - col0 : TN;
+    int j = threadIdx.x / TM, b = (col0 + j) / w.T, t = col0 + j - b * w.T, cur = -1;
+    float *st = NULL;
+    for (; j < jend; j += STEP) { /* column col0 + j is time t of stream b */
+        const int row = w.hist + t;
+        const float a = codec_act_apply<true>(act, sc[j][r]);
+        w.win[((size_t)b * W + row) * w.cp + co] = __float2half_rn(a);
+        if (row >= w.T) {
+            if (b != cur) {
+                st = w.st_out[b] + w.st_off;
+                cur = b;
+            }
+            st[(size_t)(row - w.T) * C_out + co] = a;
+        }
+        for (t += STEP; t >= w.T; t -= w.T) b++;
+    }
 }
 
 /* The end of every convolution tile, whatever computed it: `sc` holds the
@@ -404,6 +537,7 @@ __device__ __forceinline__ void codec_conv_finish(float (*sc)[TM + 4], int co0, 
         codec_conv_store_vec<TM, TN, THREADS, __half>(sc, co0, col0, cols, C_out, bias, ep);
     else
         codec_conv_store_vec<TM, TN, THREADS, float>(sc, co0, col0, cols, C_out, bias, ep);
+    if (ep.nw.win) codec_conv_next_window<TM, TN, THREADS>(sc, co0, col0, cols, C_out, ep);
 }
 #endif
 /* win [left + n + right][Cp] = pad(act(x [n][C])) for the encoder (mode: 0 zeros,
@@ -445,6 +579,9 @@ typedef struct codec_branch {
 typedef struct codec_block {
     gp_cuda_codec_act in_act, skip_act;
     gp_cuda_codec_conv in_conv, skip_conv;
+    /* fused windows (inside gp_dev_codec.fw): the convolution before writes
+     * them; NULL where a window kernel does (a stage's first block's in_win) */
+    __half *in_win, *skip_win;
 } codec_block;
 
 typedef struct codec_stage {
@@ -504,6 +641,13 @@ struct gp_dev_codec {
     bool use_graphs, graph_pow2;
     cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for graph_cols[i] streams */
     int graph_cols[CODEC_GRAPHS];
+    /* Fused windows: calls of at most fuse_cols frame columns (streams ×
+     * frames; GEPARD_CUDA_CODEC_FUSED_WINDOWS, 0: never) have each residual
+     * unit's windows but a stage's first written by the convolution before
+     * (gp_cuda_codec_next_window) into a buffer per layer, whose older rows
+     * one launch fills at the call's start (gp_cuda_codec_run_histories). */
+    int fuse_cols;
+    __half *fw;
     char *h_in;   /* pinned: pointers then latent */
     float *h_pcm; /* pinned */
     size_t x_floats, win_floats;

@@ -27,26 +27,6 @@
 
 using namespace nvcuda;
 
-/* FAST: the hardware sine (__sinf) instead of sinf, for values that are
- * rounded to FP16 right after (its error, ~2^-21 plus 2^-24 of the argument,
- * is far below FP16's 2^-11; the FP16 path's SNR against NeMo is tested). */
-template <bool FAST = false>
-__device__ __forceinline__ float codec_act(const gp_cuda_codec_act &a, float x, int c) {
-    switch (a.kind) {
-    case GP_DEV_ACT_IDENTITY: return x;
-    case GP_DEV_ACT_SNAKE:
-    case GP_DEV_ACT_HALF_SNAKE:
-        if (c < a.n_snake) {
-            const float v = FAST ? __sinf(a.alpha[c] * x) : sinf(a.alpha[c] * x);
-            return x + a.inv_alpha[c] * (v * v);
-        }
-        return x > 0.0f ? x : a.slope * x;
-    case GP_DEV_ACT_LRELU: return x > 0.0f ? x : a.slope * x;
-    case GP_DEV_ACT_ELU: return x > 0.0f ? x : expm1f(x);
-    default: return x;
-    }
-}
-
 /* ---------------- window: [history | act(x)] and the next history ---------------- */
 
 /* 32-bit indices: a piece holds at most GP_CUDA_CODEC_MAX_COLS frame columns, so every
@@ -250,6 +230,50 @@ void gp_cuda_codec_run_window(const void *x, bool x_half, int n, int T, int C, i
     else
         launch_window(nb, total, (const float *)x, un, uT, uC, uCp, uh, act, st_in, st_out, uo,
                       (float *)win, s);
+}
+
+/* ---------------- the older rows of fused windows ---------------- */
+
+/* Layer blockIdx.y of h; a thread per 8 channels of one history row of one
+ * stream (the values and roundings of k_codec_window's rows r < hist). */
+__global__ void k_codec_histories(const gp_cuda_codec_histories h, unsigned n,
+                                  const float *const *st_in, float *const *st_out) {
+    gp_pdl_enter();
+    const gp_cuda_codec_history &L = h.l[blockIdx.y];
+    const unsigned hist = (unsigned)L.hist, T = (unsigned)L.T, C = (unsigned)L.C;
+    const unsigned groups = (unsigned)L.cp / 8, W = hist + T;
+    const unsigned total = n * hist * groups;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += gridDim.x * blockDim.x) {
+        const unsigned c0 = (i % groups) * 8, rows = i / groups;
+        const unsigned r = rows % hist, b = rows / hist;
+        const float *src = st_in[b] + L.st_off + r * C;
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = c0 + k < C ? src[c0 + k] : 0.0f;
+        win_store8(L.win + ((size_t)b * W + r) * (unsigned)L.cp + c0, v);
+        if (r >= T) {
+            float *dst = st_out[b] + L.st_off + (r - T) * C;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (c0 + k < C) dst[c0 + k] = v[k];
+        }
+    }
+}
+
+void gp_cuda_codec_run_histories(const gp_cuda_codec_histories *h, int n, const float *const *st_in,
+                                 float *const *st_out, cudaStream_t s) {
+    size_t most = 0;
+    for (int i = 0; i < h->n_layers; i++) {
+        const size_t t = (size_t)n * (size_t)h->l[i].hist * (size_t)(h->l[i].cp / 8);
+        if (t > most) most = t;
+    }
+    const int threads = 128;
+    size_t blocks = (most + threads - 1) / threads;
+    if (blocks > 1024) blocks = 1024;
+    if (blocks == 0 || h->n_layers == 0) return;
+    gp_launch(k_codec_histories, dim3((unsigned)blocks, (unsigned)h->n_layers), threads, 0, s, *h,
+              (unsigned)n, st_in, st_out);
 }
 
 /* ---------------- the convolution as an implicit GEMM ---------------- */

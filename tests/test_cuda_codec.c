@@ -461,6 +461,27 @@ TEST(cuda_codec_narrow_tiles_equal_wide_tiles) {
     utterances_close(&u);
 }
 
+/* Narrow tiles of 16 output channels (one MMA a k-step) where their grid
+ * fits one warp per multiprocessor run the MMA the 32-channel ones run for
+ * the same outputs: one stream decoded a frame per call equals the same
+ * with GEPARD_CUDA_CODEC_NARROW16=0 bit for bit. */
+TEST(cuda_codec_narrow16_tiles_equal_narrow32_tiles) {
+    require_cuda();
+    utterances u;
+    REQUIRE(utterances_open(&u));
+    float *n16 = stream_frames_with("GEPARD_CUDA_CODEC_NARROW16", "1", &u);
+    float *n32 = stream_frames_with("GEPARD_CUDA_CODEC_NARROW16", "0", &u);
+    REQUIRE(n16 && n32);
+    const double d = test_max_abs_diff(n16, n32, u.T * 1024);
+    test_note(
+        "one stream, a frame per call, 16- against 32-channel narrow tiles: max difference %g", d);
+    CHECK_MSG(memcmp(n16, n32, u.T * 1024 * sizeof(float)) == 0,
+              "16- and 32-channel narrow tiles differ (max %g)", d);
+    free(n16);
+    free(n32);
+    utterances_close(&u);
+}
+
 /* Calls of few frame columns write each residual unit's windows (but a
  * stage's first) from the convolution before it, their older rows from one
  * launch at the call's start (fused windows, cuda_codec.cu): the values the

@@ -198,7 +198,9 @@ static void codec_layout(gp_dev_codec *c) {
     c->x_floats = M * x;
     c->win_floats = M * win;
     c->partial_floats = partial ? partial : 1;
-    c->n_tickets = tickets;
+    /* narrow tiles (cuda_codec_mma.cu) take a ticket each, but never more
+     * tiles than multiprocessors */
+    c->n_tickets = tickets > 1024 ? tickets : 1024;
 }
 
 /* ---------------- fused windows ---------------- */

@@ -132,13 +132,13 @@ __device__ __forceinline__ void h_prologue(int nk, const Load &load) {
  * WN columns. */
 /* A warp's m16n8 accumulators into the block's result tile sc[col][co],
  * once every copy has landed (the staging buffers become the tile). */
-template <int TM, int NT>
-__device__ __forceinline__ void acc_to_tile(const float (&acc)[2][NT][4], float (*sc)[TM + 4],
+template <int TM, int NT, int MT = 2>
+__device__ __forceinline__ void acc_to_tile(const float (&acc)[MT][NT][4], float (*sc)[TM + 4],
                                             int wm, int wn, int lane) {
     cp_async_wait<0>();
     __syncthreads();
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
             const int co = wm + mt * 16 + (lane >> 2), col = wn + nt * 8 + (lane & 3) * 2;
@@ -255,20 +255,23 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
 #define N_THREADS 32 /* one warp */
 #define N_STAGES 6   /* slices in flight */
 
-template <int KC> constexpr size_t narrow_smem_bytes() {
-    const size_t in = (size_t)N_STAGES * (32 + N_TN) * (KC + 8) * sizeof(__half);
-    const size_t out = (size_t)N_TN * (32 + 4) * sizeof(float);
+template <int KC, int TM> constexpr size_t narrow_smem_bytes() {
+    const size_t in = (size_t)N_STAGES * (TM + N_TN) * (KC + 8) * sizeof(__half);
+    const size_t out = (size_t)N_TN * (TM + 4) * sizeof(float);
     return in > out ? in : out;
 }
 
-template <int KC>
+/* TM: 32 output channels per warp (two m16n8k16 MMAs a k-step), or 16 (one:
+ * half the weight copies and fragment loads per slice, the grid twice as
+ * tall; an output's MMA has the same operands either way). */
+template <int KC, int TM>
 __global__ void __launch_bounds__(N_THREADS)
     k_codec_conv_f16_narrow(const __half *__restrict__ Wt, const float *__restrict__ bias,
                             const __half *__restrict__ win, int n, int T, int wrows, int stride,
                             int C_in, int C_out, int kernel, int dil, int ks, int splits,
                             float *partial, unsigned *tickets, gp_cuda_codec_epilogue ep) {
     gp_pdl_enter();
-    constexpr int TM = 32, LDS = KC + 8, CPR = KC / 8, RPP = N_THREADS / CPR;
+    constexpr int MT = TM / 16, LDS = KC + 8, CPR = KC / 8, RPP = N_THREADS / CPR;
     constexpr int A_ROWS_PER_THREAD = TM / RPP, B_ROWS_PER_THREAD = N_TN / RPP;
     static_assert(N_TN % RPP == 0, "every thread copies whole window rows");
     extern __shared__ __align__(128) unsigned char hsm[];
@@ -309,9 +312,9 @@ __global__ void __launch_bounds__(N_THREADS)
 
     const int nk = kend > kbeg ? (kend - kbeg + KC - 1) / KC : 0;
     h_prologue<N_STAGES>(nk, [&](int s) { load(s, s * KC); });
-    float acc[2][1][4];
+    float acc[MT][1][4];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < MT; i++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[i][0][e] = 0.0f;
 
@@ -324,16 +327,16 @@ __global__ void __launch_bounds__(N_THREADS)
         const int st = it % N_STAGES;
 #pragma unroll
         for (int kk = 0; kk < KC; kk += 16) {
-            unsigned a[2][4], b[2];
+            unsigned a[MT][4], b[2];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < MT; mt++)
                 ldsm_x4(a[mt], &sa[st][mt * 16 + (lane & 15)][kk + (lane >> 4) * 8]);
             ldsm_x2(b, &sb[st][lane & 7][kk + ((lane >> 3) & 1) * 8]);
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) mma_f16(acc[mt][0], a[mt], b[0], b[1]);
+            for (int mt = 0; mt < MT; mt++) mma_f16(acc[mt][0], a[mt], b[0], b[1]);
         }
     }
-    acc_to_tile<TM, 1>(acc, sc, 0, 0, lane);
+    acc_to_tile<TM, 1, MT>(acc, sc, 0, 0, lane);
     codec_conv_finish<TM, N_TN, N_THREADS>(sc, co0, col0, cols, C_out, bias, splits, partial,
                                            tickets, ep, &last);
 }
@@ -496,6 +499,9 @@ static std::atomic<int> codec_sms{132}; /* the device's multiprocessors */
 /* Narrow tiles where a call's 32 × 128 grid is under this percentage of the
  * multiprocessors (GEPARD_CUDA_CODEC_NARROW=P; 0: never) */
 static std::atomic<int> narrow_percent{50};
+/* 16-row narrow tiles where their grid needs at most a warp per multiprocessor
+ * (GEPARD_CUDA_CODEC_NARROW16=0: 32-row ones always) */
+static std::atomic<bool> narrow16_on{true};
 
 static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     if (!rows_on.load(std::memory_order_relaxed)) return false;
@@ -538,10 +544,10 @@ static void rows_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, 
         rows_launch_tn<TM, H_TN>(cv, win, n, T, wrows, ep, s);
 }
 
-template <int KC> static cudaError_t narrow_allow_smem() {
-    return cudaFuncSetAttribute(k_codec_conv_f16_narrow<KC>,
+template <int KC, int TM> static cudaError_t narrow_allow_smem() {
+    return cudaFuncSetAttribute(k_codec_conv_f16_narrow<KC, TM>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)narrow_smem_bytes<KC>());
+                                (int)narrow_smem_bytes<KC, TM>());
 }
 
 template <int TM, int KC> static cudaError_t mma_allow_smem() {
@@ -565,8 +571,10 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     cudaError_t e = gp_pdl_set_trigger();
     if (e == cudaSuccess) e = mma_allow_all<32>();
     if (e == cudaSuccess) e = mma_allow_all<64>();
-    if (e == cudaSuccess) e = narrow_allow_smem<32>();
-    if (e == cudaSuccess) e = narrow_allow_smem<64>();
+    if (e == cudaSuccess) e = narrow_allow_smem<32, 32>();
+    if (e == cudaSuccess) e = narrow_allow_smem<64, 32>();
+    if (e == cudaSuccess) e = narrow_allow_smem<32, 16>();
+    if (e == cudaSuccess) e = narrow_allow_smem<64, 16>();
     if (e == cudaSuccess) e = rows_allow_smem<32, H_TN>();
     if (e == cudaSuccess) e = rows_allow_smem<64, H_TN>();
     if (e == cudaSuccess) e = rows_allow_smem<128, H_TN>();
@@ -584,6 +592,8 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     const char *no_tall = getenv("GEPARD_CUDA_CODEC_TALL");
     const char *narrow = getenv("GEPARD_CUDA_CODEC_NARROW");
     if (narrow && *narrow) narrow_percent.store(atoi(narrow) < 0 ? 0 : atoi(narrow));
+    const char *n16 = getenv("GEPARD_CUDA_CODEC_NARROW16");
+    narrow16_on.store(!(n16 && !strcmp(n16, "0")));
     if (e == cudaSuccess && sms > 0) codec_sms.store(sms);
     tall_on.store(e == cudaSuccess && sms > 0 && !(no_tall && !strcmp(no_tall, "0")));
     return e;
@@ -643,35 +653,37 @@ static void mma_dispatch(const gp_cuda_codec_conv *cv, const __half *win, int n,
         mma_launch<128, KC>(cv, win, n, T, wrows, ep, partial, tickets, s);
 }
 
-/* Whether a call runs k_codec_conv_f16_narrow: its grid of 32 × 128 tiles
- * would fill under narrow_percent of the multiprocessors, and its narrow
- * tiles fit in one warp per multiprocessor. Beyond that the narrow tiles lose:
- * each reads its 32 rows of weights for 8 columns, so L2 carries the weights
- * cols / 8 times (16 streams at the 216-channel stage: 896 warps, 136 MB per
- * convolution; 16 streams 17.2k → 14.6k frames/s with narrow tiles up to 50 %
- * of the multiprocessors, H200). One stream, a frame per call: every layer
- * narrow, 0.67 → 0.49 ms of GPU time per frame; 2 streams 2.8k → 3.7k frames/s,
+/* The rows of a call's narrow tiles (k_codec_conv_f16_narrow), or 0 where it
+ * runs the 128-column kernels: narrow where its grid of 32 × 128 tiles would
+ * fill under narrow_percent of the multiprocessors and its narrow tiles fit
+ * in one warp per multiprocessor — 16 rows where those do, else 32. Beyond that the narrow tiles
+ * lose: each reads its 32 rows of weights for 8 columns, so L2 carries the weights cols / 8 times
+ * (16 streams at the 216-channel stage: 896 warps, 136 MB per convolution; 16 streams 17.2k → 14.6k
+ * frames/s with narrow tiles up to 50 % of the multiprocessors, H200). One stream, a frame per
+ * call: every layer narrow, 0.67 → 0.49 ms of GPU time per frame; 2 streams 2.8k → 3.7k frames/s,
  * 4 streams 5.4k → 6.2k, 8 and more unchanged. A layer with several splits
  * keeps its partial sums in buffers sized for 128-column tiles of the largest
  * call; narrow tiles of up to 128 columns fit in them. */
-static bool narrow_call(const gp_cuda_codec_conv *cv, int cols) {
+static int narrow_rows(const gp_cuda_codec_conv *cv, int cols) {
     const long sms = codec_sms.load(std::memory_order_relaxed);
     const long rows = (cv->c_out + 31) / 32;
     const long tiles = (long)((cols + H_TN - 1) / H_TN) * rows * cv->splits;
-    const long warps = (long)((cols + N_TN - 1) / N_TN) * rows * cv->splits;
-    if (tiles * 100 >= sms * narrow_percent.load(std::memory_order_relaxed) || warps > sms)
-        return false;
-    return cv->splits == 1 || cols <= H_TN;
+    const long col_tiles = (long)((cols + N_TN - 1) / N_TN) * cv->splits;
+    if (tiles * 100 >= sms * narrow_percent.load(std::memory_order_relaxed)) return 0;
+    if (cv->splits > 1 && cols > H_TN) return 0;
+    if (narrow16_on.load(std::memory_order_relaxed) && col_tiles * ((cv->c_out + 15) / 16) <= sms)
+        return 16;
+    return col_tiles * rows <= sms ? 32 : 0;
 }
 
-template <int KC>
+template <int KC, int TM>
 static void narrow_launch(const gp_cuda_codec_conv *cv, const __half *win, int n, int T, int wrows,
                           const gp_cuda_codec_epilogue *ep, float *partial, unsigned *tickets,
                           cudaStream_t s) {
     const int cols = n * T;
-    dim3 grid((unsigned)((cols + N_TN - 1) / N_TN), (unsigned)((cv->c_out + 31) / 32),
+    dim3 grid((unsigned)((cols + N_TN - 1) / N_TN), (unsigned)((cv->c_out + TM - 1) / TM),
               (unsigned)cv->splits);
-    gp_launch(k_codec_conv_f16_narrow<KC>, grid, N_THREADS, narrow_smem_bytes<KC>(), s,
+    gp_launch(k_codec_conv_f16_narrow<KC, TM>, grid, N_THREADS, narrow_smem_bytes<KC, TM>(), s,
               (const __half *)cv->weight_h, (const float *)cv->bias, win, n, T, wrows, cv->stride,
               cv->c_pad, cv->c_out, cv->kernel, cv->dilation, cv->ks, cv->splits, partial, tickets,
               *ep);
@@ -680,11 +692,16 @@ static void narrow_launch(const gp_cuda_codec_conv *cv, const __half *win, int n
 void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,
                                 int wrows, const gp_cuda_codec_epilogue *ep, float *partial,
                                 unsigned *tickets, cudaStream_t s) {
-    if (narrow_call(cv, n * T)) {
-        if (cv->slice == 64)
-            narrow_launch<64>(cv, win, n, T, wrows, ep, partial, tickets, s);
+    const int nr = narrow_rows(cv, n * T);
+    if (nr) {
+        if (cv->slice == 64 && nr == 16)
+            narrow_launch<64, 16>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        else if (cv->slice == 64)
+            narrow_launch<64, 32>(cv, win, n, T, wrows, ep, partial, tickets, s);
+        else if (nr == 16)
+            narrow_launch<32, 16>(cv, win, n, T, wrows, ep, partial, tickets, s);
         else
-            narrow_launch<32>(cv, win, n, T, wrows, ep, partial, tickets, s);
+            narrow_launch<32, 32>(cv, win, n, T, wrows, ep, partial, tickets, s);
         return;
     }
     const int tm = tile_rows(cv, n * T);

@@ -502,6 +502,12 @@ static std::atomic<int> narrow_percent{50};
 /* 16-row narrow tiles where their grid needs at most a warp per multiprocessor
  * (GEPARD_CUDA_CODEC_NARROW16=0: 32-row ones always) */
 static std::atomic<bool> narrow16_on{true};
+/* 16-row narrow tiles' warps per multiprocessor at most (GEPARD_CUDA_CODEC_NARROW16_PER_SM):
+ * 4 puts every stage of a lone stream on them. H200, `bench --codec-only`, alternating:
+ * one stream 0.410-0.413 ms GPU per frame with 1, 0.383-0.384 with 4 or 8; 4 streams
+ * 6.15k, 7.05-7.07k, 5.84-5.85k frames/s; 8 streams 9.8k, 11.0k, 10.8k; 16 streams
+ * 16.7k, 16.2k, 17.1k. */
+static std::atomic<int> narrow16_per_sm{4};
 
 static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     if (!rows_on.load(std::memory_order_relaxed)) return false;
@@ -594,6 +600,8 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     if (narrow && *narrow) narrow_percent.store(atoi(narrow) < 0 ? 0 : atoi(narrow));
     const char *n16 = getenv("GEPARD_CUDA_CODEC_NARROW16");
     narrow16_on.store(!(n16 && !strcmp(n16, "0")));
+    const char *n16s = getenv("GEPARD_CUDA_CODEC_NARROW16_PER_SM");
+    if (n16s && atoi(n16s) > 0) narrow16_per_sm.store(atoi(n16s));
     if (e == cudaSuccess && sms > 0) codec_sms.store(sms);
     tall_on.store(e == cudaSuccess && sms > 0 && !(no_tall && !strcmp(no_tall, "0")));
     return e;
@@ -671,7 +679,9 @@ static int narrow_rows(const gp_cuda_codec_conv *cv, int cols) {
     const long col_tiles = (long)((cols + N_TN - 1) / N_TN) * cv->splits;
     if (tiles * 100 >= sms * narrow_percent.load(std::memory_order_relaxed)) return 0;
     if (cv->splits > 1 && cols > H_TN) return 0;
-    if (narrow16_on.load(std::memory_order_relaxed) && col_tiles * ((cv->c_out + 15) / 16) <= sms)
+    if (narrow16_on.load(std::memory_order_relaxed) &&
+        col_tiles * ((cv->c_out + 15) / 16) <=
+            sms * narrow16_per_sm.load(std::memory_order_relaxed))
         return 16;
     return col_tiles * rows <= sms ? 32 : 0;
 }

@@ -434,8 +434,25 @@ static float *stream_chunks_with(const char *env, const char *value, const utter
     gp_codec_free(c);
     return pcm;
 }
-static float *stream_frames_with(const char *env, const char *value, const utterances *u) {
-    return stream_chunks_with(env, value, u, 1);
+
+/* The check of the one-stream kernel-equivalence tests: one stream of the
+ * real-size codec decoded `chunk` frames per call with `env`=`on` and with
+ * `env`=`off` gives the same samples bit for bit (`what` names the two). */
+static void check_stream_settings_equal(const char *env, const char *on, const char *off,
+                                        size_t chunk, const char *what) {
+    require_cuda();
+    utterances u;
+    REQUIRE(utterances_open(&u));
+    float *a = stream_chunks_with(env, on, &u, chunk);
+    float *b = stream_chunks_with(env, off, &u, chunk);
+    const size_t n = u.T * 1024;
+    const double d = a && b ? test_max_abs_diff(a, b, n) : INFINITY;
+    if (a && b) test_note("one stream, %zu frames per call, %s: max difference %g", chunk, what, d);
+    CHECK_MSG(a && b && memcmp(a, b, n * sizeof(float)) == 0,
+              "%s: the samples differ at %zu frames per call (max %g)", what, chunk, d);
+    free(a);
+    free(b);
+    utterances_close(&u);
 }
 
 /* Calls whose grid leaves multiprocessors idle (one stream, a few) run
@@ -443,43 +460,21 @@ static float *stream_frames_with(const char *env, const char *value, const utter
  * cuda_codec_mma.cu) with the MMAs of the 128-column kernels in the same
  * order: one stream decoded a frame per call (every layer narrow, the split
  * 432-channel ones included) equals the same with GEPARD_CUDA_CODEC_NARROW=0
- * bit for bit. */
+ * bit for bit (16-channel narrow tiles off, so the 32-channel ones run). */
 TEST(cuda_codec_narrow_tiles_equal_wide_tiles) {
-    require_cuda();
-    utterances u;
-    REQUIRE(utterances_open(&u));
-    float *narrow = stream_frames_with("GEPARD_CUDA_CODEC_NARROW", "50", &u);
-    float *wide = stream_frames_with("GEPARD_CUDA_CODEC_NARROW", "0", &u);
-    REQUIRE(narrow && wide);
-    const double d = test_max_abs_diff(narrow, wide, u.T * 1024);
-    test_note("one stream, a frame per call, narrow against 128-column tiles: max difference %g",
-              d);
-    CHECK_MSG(memcmp(narrow, wide, u.T * 1024 * sizeof(float)) == 0,
-              "narrow and 128-column FP16 tiles differ (max %g)", d);
-    free(narrow);
-    free(wide);
-    utterances_close(&u);
+    setenv("GEPARD_CUDA_CODEC_NARROW16", "0", 1);
+    check_stream_settings_equal("GEPARD_CUDA_CODEC_NARROW", "50", "0", 1,
+                                "narrow against 128-column tiles");
+    unsetenv("GEPARD_CUDA_CODEC_NARROW16");
 }
 
 /* Narrow tiles of 16 output channels (one MMA a k-step) where their grid
- * fits one warp per multiprocessor run the MMA the 32-channel ones run for
- * the same outputs: one stream decoded a frame per call equals the same
- * with GEPARD_CUDA_CODEC_NARROW16=0 bit for bit. */
+ * fits four warps per multiprocessor run the MMA the 32-channel ones run for
+ * the same outputs: one stream decoded a frame per call (every stage on
+ * them) equals the same with GEPARD_CUDA_CODEC_NARROW16=0 bit for bit. */
 TEST(cuda_codec_narrow16_tiles_equal_narrow32_tiles) {
-    require_cuda();
-    utterances u;
-    REQUIRE(utterances_open(&u));
-    float *n16 = stream_frames_with("GEPARD_CUDA_CODEC_NARROW16", "1", &u);
-    float *n32 = stream_frames_with("GEPARD_CUDA_CODEC_NARROW16", "0", &u);
-    REQUIRE(n16 && n32);
-    const double d = test_max_abs_diff(n16, n32, u.T * 1024);
-    test_note(
-        "one stream, a frame per call, 16- against 32-channel narrow tiles: max difference %g", d);
-    CHECK_MSG(memcmp(n16, n32, u.T * 1024 * sizeof(float)) == 0,
-              "16- and 32-channel narrow tiles differ (max %g)", d);
-    free(n16);
-    free(n32);
-    utterances_close(&u);
+    check_stream_settings_equal("GEPARD_CUDA_CODEC_NARROW16", "1", "0", 1,
+                                "16- against 32-channel narrow tiles");
 }
 
 /* Calls of few frame columns write each residual unit's windows (but a
@@ -488,25 +483,10 @@ TEST(cuda_codec_narrow16_tiles_equal_narrow32_tiles) {
  * window kernels write, so one stream decoded 1, 3 and 16 frames per call
  * equals the same with GEPARD_CUDA_CODEC_FUSED_WINDOWS=0 bit for bit. */
 TEST(cuda_codec_fused_windows_equal_window_kernels) {
-    require_cuda();
-    utterances u;
-    REQUIRE(utterances_open(&u));
     const size_t chunks[] = {1, 3, 16};
-    for (int i = 0; i < 3; i++) {
-        float *fused = stream_chunks_with("GEPARD_CUDA_CODEC_FUSED_WINDOWS", "16", &u, chunks[i]);
-        float *plain = stream_chunks_with("GEPARD_CUDA_CODEC_FUSED_WINDOWS", "0", &u, chunks[i]);
-        REQUIRE(fused && plain);
-        const double d = test_max_abs_diff(fused, plain, u.T * 1024);
-        test_note("one stream, %zu frames per call, fused windows against window kernels: max "
-                  "difference %g",
-                  chunks[i], d);
-        CHECK_MSG(memcmp(fused, plain, u.T * 1024 * sizeof(float)) == 0,
-                  "fused windows differ from the window kernels at %zu frames per call (max %g)",
-                  chunks[i], d);
-        free(fused);
-        free(plain);
-    }
-    utterances_close(&u);
+    for (int i = 0; i < 3; i++)
+        check_stream_settings_equal("GEPARD_CUDA_CODEC_FUSED_WINDOWS", "16", "0", chunks[i],
+                                    "fused windows against window kernels");
 }
 
 TEST(cuda_codec_streaming_equals_oneshot) {

@@ -269,8 +269,17 @@ __global__ void __launch_bounds__(N_THREADS)
     k_codec_conv_f16_narrow(const __half *__restrict__ Wt, const float *__restrict__ bias,
                             const __half *__restrict__ win, int n, int T, int wrows, int stride,
                             int C_in, int C_out, int kernel, int dil, int ks, int splits,
-                            float *partial, unsigned *tickets, gp_cuda_codec_epilogue ep) {
-    gp_pdl_enter();
+                            float *partial, unsigned *tickets, gp_cuda_codec_epilogue ep,
+                            int early) {
+    /* early: the next grid may launch now, and this one's first weight slices
+     * are requested before griddepcontrol.wait (the weights are constant;
+     * everything the grid before writes is read after it) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (early)
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    else
+#endif
+        gp_pdl_enter();
     constexpr int MT = TM / 16, LDS = KC + 8, CPR = KC / 8, RPP = N_THREADS / CPR;
     constexpr int A_ROWS_PER_THREAD = TM / RPP, B_ROWS_PER_THREAD = N_TN / RPP;
     static_assert(N_TN % RPP == 0, "every thread copies whole window rows");
@@ -299,19 +308,35 @@ __global__ void __launch_bounds__(N_THREADS)
         a_src[i] = co < C_out ? Wt + (size_t)co * K + kbeg + 8 * q : NULL;
     }
     h_window_rows<B_ROWS_PER_THREAD> wr(col0 + r, RPP, cols, T, wrows, stride, C_in, kbeg + 8 * q);
-    auto load = [&](int stage, int kofs) {
+    auto load_weights = [&](int stage, int kofs) {
         const bool kin = kbeg + kofs + 8 * q < kend;
 #pragma unroll
         for (int i = 0; i < A_ROWS_PER_THREAD; i++) {
             const bool ok = kin && a_src[i];
             cp_async16(&sa[stage][r + RPP * i][8 * q], ok ? a_src[i] + kofs : Wt, ok);
         }
-        wr.copy(sb[stage], r, RPP, q, win, kin, dil, C_in);
+    };
+    auto load_window = [&](int stage, int kofs) {
+        wr.copy(sb[stage], r, RPP, q, win, kbeg + kofs + 8 * q < kend, dil, C_in);
         wr.advance(KC, C_in);
+    };
+    auto load = [&](int stage, int kofs) {
+        load_weights(stage, kofs);
+        load_window(stage, kofs);
     };
 
     const int nk = kend > kbeg ? (kend - kbeg + KC - 1) / KC : 0;
-    h_prologue<N_STAGES>(nk, [&](int s) { load(s, s * KC); });
+    if (early) {
+        /* the first group then holds every prologue weight copy: waiting for
+         * slice 0 waits for them all, as their order of landing asks */
+        for (int s = 0; s < N_STAGES - 1 && s < nk; s++) load_weights(s, s * KC);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+        h_prologue<N_STAGES>(nk, [&](int s) { load_window(s, s * KC); });
+    } else {
+        h_prologue<N_STAGES>(nk, [&](int s) { load(s, s * KC); });
+    }
     float acc[MT][1][4];
 #pragma unroll
     for (int i = 0; i < MT; i++)
@@ -508,6 +533,15 @@ static std::atomic<bool> narrow16_on{true};
  * 6.15k, 7.05-7.07k, 5.84-5.85k frames/s; 8 streams 9.8k, 11.0k, 10.8k; 16 streams
  * 16.7k, 16.2k, 17.1k. */
 static std::atomic<int> narrow16_per_sm{4};
+/* Narrow tiles let the next grid launch at their start and request their
+ * first weight slices before waiting for the grid before
+ * (GEPARD_CUDA_CODEC_NARROW_EARLY=0: the implicit trigger, as every kernel).
+ * Only calls too small to fill the GPU run narrow tiles, so the blocks that
+ * wait early take multiprocessors nobody needs (a global early trigger cost
+ * 16 and 256 streams 3-12 %: cuda_launch.cuh). H200, alternating: one stream
+ * 0.387-0.388 -> 0.366-0.370 ms GPU per frame, 2 streams 4.19-4.21k ->
+ * 4.32-4.34k frames/s, 4-16 streams the same. */
+static std::atomic<bool> narrow_early{true};
 
 static bool rows_fit(const gp_cuda_codec_conv *cv, int T, int wrows, int tm) {
     if (!rows_on.load(std::memory_order_relaxed)) return false;
@@ -600,6 +634,8 @@ cudaError_t gp_cuda_codec_mma_init(void) {
     if (narrow && *narrow) narrow_percent.store(atoi(narrow) < 0 ? 0 : atoi(narrow));
     const char *n16 = getenv("GEPARD_CUDA_CODEC_NARROW16");
     narrow16_on.store(!(n16 && !strcmp(n16, "0")));
+    const char *ne = getenv("GEPARD_CUDA_CODEC_NARROW_EARLY");
+    narrow_early.store(!(ne && !strcmp(ne, "0")));
     const char *n16s = getenv("GEPARD_CUDA_CODEC_NARROW16_PER_SM");
     if (n16s && atoi(n16s) > 0) narrow16_per_sm.store(atoi(n16s));
     if (e == cudaSuccess && sms > 0) codec_sms.store(sms);
@@ -696,7 +732,7 @@ static void narrow_launch(const gp_cuda_codec_conv *cv, const __half *win, int n
     gp_launch(k_codec_conv_f16_narrow<KC, TM>, grid, N_THREADS, narrow_smem_bytes<KC, TM>(), s,
               (const __half *)cv->weight_h, (const float *)cv->bias, win, n, T, wrows, cv->stride,
               cv->c_pad, cv->c_out, cv->kernel, cv->dilation, cv->ks, cv->splits, partial, tickets,
-              *ep);
+              *ep, narrow_early.load(std::memory_order_relaxed) && gp_cuda_pdl ? 1 : 0);
 }
 
 void gp_cuda_codec_run_conv_f16(const gp_cuda_codec_conv *cv, const __half *win, int n, int T,

@@ -11,6 +11,9 @@
  * gives the same samples because the state carries across pieces. Within
  * a stage the residual blocks run side by side on CUDA streams of their own
  * (codec_branch), their sums into the stage output kept in block order.
+ * Calls of few frame columns (a lone stream's frame) have most windows
+ * written by the convolution before them instead of a kernel each (fused
+ * windows, below).
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -17,8 +17,8 @@
  * 128-column tiles lie inside one stream (T a multiple of 128) run
  * k_codec_conv_f16_rows, which stages the tile's window rows once and runs
  * the same MMAs (below); calls too small to fill the GPU (one stream, a few)
- * run k_codec_conv_f16_narrow, one warp per 32 × 8 outputs, the same MMAs
- * again.
+ * run k_codec_conv_f16_narrow, one warp per 16 × 8 or 32 × 8 outputs, the
+ * same MMAs again, letting the next kernel launch as soon as it starts.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -623,8 +623,9 @@ static void codec_run(gp_dev_codec *c, int n, int T) {
                 const float *res = m == 0 ? sig : run;
                 /* fused: every window here but the first is written by the
                  * convolution before it */
-                const void *in_win = fused && b->in_win ? (const void *)b->in_win : B->win;
-                if (in_win == B->win)
+                const bool in_fused = fused && b->in_win;
+                const void *in_win = in_fused ? (const void *)b->in_win : B->win;
+                if (!in_fused)
                     gp_cuda_codec_run_window(res, false, n, T, C, b->in_conv.c_pad, b->in_conv.hist,
                                              &b->in_act, in, outp, b->in_conv.st_off, B->win, half,
                                              bs);

@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(H_THREADS, TM <= 32 ? 3 : 2) /* TM 32: 3 block
                                            tickets, ep, &last);
 }
 
-/* ---- one-warp tiles of 32 channels × 8 columns, for calls that leave the GPU idle ---- */
+/* ---- one-warp tiles of 16 or 32 channels × 8 columns, for calls that leave the GPU idle ---- */
 
 /* A call of one or a few streams makes small grids: one frame of one stream
  * is 8 columns at the 432-channel stage and 64 at the 216-channel one, so a
@@ -274,11 +274,9 @@ __global__ void __launch_bounds__(N_THREADS)
     /* early: the next grid may launch now, and this one's first weight slices
      * are requested before griddepcontrol.wait (the weights are constant;
      * everything the grid before writes is read after it) */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (early)
-        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+        gp_pdl_launch_dependents();
     else
-#endif
         gp_pdl_enter();
     constexpr int MT = TM / 16, LDS = KC + 8, CPR = KC / 8, RPP = N_THREADS / CPR;
     constexpr int A_ROWS_PER_THREAD = TM / RPP, B_ROWS_PER_THREAD = N_TN / RPP;
@@ -330,9 +328,7 @@ __global__ void __launch_bounds__(N_THREADS)
         /* the first group then holds every prologue weight copy: waiting for
          * slice 0 waits for them all, as their order of landing asks */
         for (int s = 0; s < N_STAGES - 1 && s < nk; s++) load_weights(s, s * KC);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+        gp_pdl_wait();
         h_prologue<N_STAGES>(nk, [&](int s) { load_window(s, s * KC); });
     } else {
         h_prologue<N_STAGES>(nk, [&](int s) { load(s, s * KC); });
@@ -700,12 +696,15 @@ static void mma_dispatch(const gp_cuda_codec_conv *cv, const __half *win, int n,
 /* The rows of a call's narrow tiles (k_codec_conv_f16_narrow), or 0 where it
  * runs the 128-column kernels: narrow where its grid of 32 × 128 tiles would
  * fill under narrow_percent of the multiprocessors and its narrow tiles fit
- * in one warp per multiprocessor — 16 rows where those do, else 32. Beyond that the narrow tiles
- * lose: each reads its 32 rows of weights for 8 columns, so L2 carries the weights cols / 8 times
- * (16 streams at the 216-channel stage: 896 warps, 136 MB per convolution; 16 streams 17.2k → 14.6k
- * frames/s with narrow tiles up to 50 % of the multiprocessors, H200). One stream, a frame per
- * call: every layer narrow, 0.67 → 0.49 ms of GPU time per frame; 2 streams 2.8k → 3.7k frames/s,
- * 4 streams 5.4k → 6.2k, 8 and more unchanged. A layer with several splits
+ * the multiprocessors — 16 rows where their grid needs at most
+ * narrow16_per_sm warps per multiprocessor, else 32 rows where theirs needs
+ * at most one. Beyond that the narrow tiles lose: each reads its rows of
+ * weights for 8 columns, so L2 carries the weights cols / 8 times (16 streams
+ * at the 216-channel stage: 896 warps, 136 MB per convolution; 16 streams
+ * 17.2k → 14.6k frames/s with narrow tiles up to 50 % of the multiprocessors,
+ * H200). One stream, a frame per call: every layer narrow, 0.67 → 0.49 ms of
+ * GPU time per frame with 32-row tiles; 2 streams 2.8k → 3.7k frames/s, 4
+ * streams 5.4k → 6.2k, 8 and more unchanged. A layer with several splits
  * keeps its partial sums in buffers sized for 128-column tiles of the largest
  * call; narrow tiles of up to 128 columns fit in them. */
 static int narrow_rows(const gp_cuda_codec_conv *cv, int cols) {

@@ -36,12 +36,22 @@
  * set by gp_pdl_set_trigger in its init (GEPARD_CUDA_PDL_EARLY). */
 static __constant__ int gp_pdl_trigger_early;
 
-/* Wait for the grids this one depends on, then let the next one launch. */
-__device__ __forceinline__ void gp_pdl_enter() {
+/* Wait for the grids this one depends on (their writes are visible after). */
+__device__ __forceinline__ void gp_pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    if (gp_pdl_trigger_early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+/* Let the next grid launch once every block of this one has called it (or exited). */
+__device__ __forceinline__ void gp_pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* Wait for the grids this one depends on, then let the next one launch. */
+__device__ __forceinline__ void gp_pdl_enter() {
+    gp_pdl_wait();
+    if (gp_pdl_trigger_early) gp_pdl_launch_dependents();
 }
 
 /* Whether launches carry the attribute (gp_cuda_pdl_init: GEPARD_CUDA_PDL). */

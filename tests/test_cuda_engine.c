@@ -4,7 +4,11 @@
  * in one codec call on the GPU (engine.c decode_new_frames_together), with
  * the backbone's step in flight or after it (GEPARD_GPU_OVERLAP_CODEC=0):
  * each stream's audio must equal, sample for sample, the same request run
- * alone. Skipped visibly without a GPU. */
+ * alone. A lone request's audio goes through the codec's queue (decoded
+ * while the engine steps on, engine.c queue_decode), so the runs alone
+ * compare the queued path with the batched one; a third pass waits for
+ * every codec call (GEPARD_ENGINE_QUEUE_CODEC=0). Skipped visibly without a
+ * GPU. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,4 +119,7 @@ TEST(cuda_engine_batched_streams_equal_single_runs) {
     setenv("GEPARD_GPU_OVERLAP_CODEC", "0", 1); /* read when an engine is made */
     batched_equal_single();
     unsetenv("GEPARD_GPU_OVERLAP_CODEC");
+    setenv("GEPARD_ENGINE_QUEUE_CODEC", "0", 1);
+    batched_equal_single();
+    unsetenv("GEPARD_ENGINE_QUEUE_CODEC");
 }

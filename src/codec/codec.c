@@ -164,7 +164,7 @@ void gp_codec_code_stream_reset(gp_codec_code_stream *s) {
 /* Frame-major latents of n streams' codes, decoded on the accelerator. */
 static int accel_decode_codes(const gp_codec *c, gp_codec_code_stream *const *streams,
                               const int32_t *const *codes, int n, size_t frames, float *const *pcm,
-                              gp_error *err) {
+                              bool queue, gp_error *err) {
     const size_t C = (size_t)c->fsq.channels;
     float *lat = malloc((size_t)n * frames * C * sizeof(float));
     int *slots = malloc((size_t)n * sizeof(int));
@@ -177,7 +177,8 @@ static int accel_decode_codes(const gp_codec *c, gp_codec_code_stream *const *st
         gp_fsq_dequantize_frames(&c->fsq, codes[i], frames, lat + (size_t)i * frames * C);
         slots[i] = streams[i]->slot;
     }
-    int rc = c->accel->decode(c->accel->impl, n, slots, frames, lat, pcm, err);
+    int rc = queue ? c->accel->submit(c->accel->impl, n, slots, frames, lat, pcm, err)
+                   : c->accel->decode(c->accel->impl, n, slots, frames, lat, pcm, err);
     free(lat);
     free(slots);
     return rc;
@@ -188,7 +189,7 @@ int gp_codec_code_stream_push(gp_codec_code_stream *s, const int32_t *codes, siz
     const gp_codec *c = s->codec;
     int rc = gp_fsq_check_codes(&c->fsq, codes, frames, err);
     if (rc) return rc;
-    if (s->slot >= 0) return accel_decode_codes(c, &s, &codes, 1, frames, &pcm, err);
+    if (s->slot >= 0) return accel_decode_codes(c, &s, &codes, 1, frames, &pcm, false, err);
     const size_t C = (size_t)c->fsq.channels, spf = (size_t)c->cfg.samples_per_frame;
     for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
         size_t n = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
@@ -214,9 +215,9 @@ int gp_codec_code_stream_push_latent(gp_codec_code_stream *s, const float *laten
     return GEPARD_OK;
 }
 
-int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *const *streams,
-                                 const int32_t *const *codes, int n, size_t frames,
-                                 float *const *pcm, gp_error *err) {
+/* What every multi-stream call checks before decoding anything. */
+static int check_multi(const gp_codec *codec, gp_codec_code_stream *const *streams,
+                       const int32_t *const *codes, int n, size_t frames, gp_error *err) {
     for (int i = 0; i < n; i++) {
         if (streams[i]->codec != codec)
             return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "stream %d belongs to another codec",
@@ -224,7 +225,34 @@ int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *co
         if (gp_fsq_check_codes(&codec->fsq, codes[i], frames, err))
             return gp_error_prefix(err, "stream %d: ", i);
     }
-    if (codec->accel) return accel_decode_codes(codec, streams, codes, n, frames, pcm, err);
+    return GEPARD_OK;
+}
+
+bool gp_codec_can_queue(const gp_codec *codec) {
+    return codec->accel && codec->accel->submit && codec->accel->collect;
+}
+
+int gp_codec_decode_frames_queue(const gp_codec *codec, gp_codec_code_stream *const *streams,
+                                 const int32_t *const *codes, int n, size_t frames,
+                                 float *const *pcm, gp_error *err) {
+    if (!gp_codec_can_queue(codec))
+        return gp_codec_decode_frames_multi(codec, streams, codes, n, frames, pcm, err);
+    int rc = check_multi(codec, streams, codes, n, frames, err);
+    return rc ? rc : accel_decode_codes(codec, streams, codes, n, frames, pcm, true, err);
+}
+
+int gp_codec_collect(const gp_codec *codec, bool wait, bool *done, gp_error *err) {
+    *done = true;
+    if (!gp_codec_can_queue(codec)) return GEPARD_OK;
+    return codec->accel->collect(codec->accel->impl, wait, done, err);
+}
+
+int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *const *streams,
+                                 const int32_t *const *codes, int n, size_t frames,
+                                 float *const *pcm, gp_error *err) {
+    int rc = check_multi(codec, streams, codes, n, frames, err);
+    if (rc) return rc;
+    if (codec->accel) return accel_decode_codes(codec, streams, codes, n, frames, pcm, false, err);
     const size_t C = (size_t)codec->fsq.channels, spf = (size_t)codec->cfg.samples_per_frame;
     for (int g = 0; g < n; g += GP_CODEC_MULTI_MAX) {
         const int count = n - g < GP_CODEC_MULTI_MAX ? n - g : GP_CODEC_MULTI_MAX;

@@ -49,6 +49,13 @@ typedef struct gp_codec_accel {
      * pcm[i] gets frames · samples_per_frame samples. */
     int (*decode)(void *impl, int n, const int *slots, size_t frames, const float *latent,
                   float *const *pcm, gp_error *err);
+    /* The same decode queued without waiting for it (NULL: the accelerator
+     * has no queue). The latents are copied before submit returns; the
+     * samples reach pcm[i] when collect reports *done (wait: block until
+     * then). One decode is queued at a time: any other call waits for it. */
+    int (*submit)(void *impl, int n, const int *slots, size_t frames, const float *latent,
+                  float *const *pcm, gp_error *err);
+    int (*collect)(void *impl, bool wait, bool *done, gp_error *err);
     /* The encoder there too (NULL: it runs on the CPU): n samples, a multiple of
      * samples_per_frame, into latent [C][n / samples_per_frame]. */
     int (*encode)(void *impl, const float *audio, size_t n, float *latent, gp_error *err);
@@ -115,6 +122,21 @@ int gp_codec_code_stream_push_latent(gp_codec_code_stream *s, const float *laten
 int gp_codec_decode_frames_multi(const gp_codec *codec, gp_codec_code_stream *const *streams,
                                  const int32_t *const *codes, int n, size_t frames,
                                  float *const *pcm, gp_error *err);
+
+/* Queued decoding, for a caller with other work meanwhile (the engine's
+ * step thread while the GPU decodes): gp_codec_decode_frames_queue checks
+ * and starts what gp_codec_decode_frames_multi does; the samples are in
+ * pcm[i] once gp_codec_collect sets *done (with `wait`, it blocks until
+ * then). Until then the streams and pcm must stay; a stream freed meanwhile
+ * only loses its own samples. One decode is queued per codec at a time (a
+ * second waits for the first). Without an accelerator that queues
+ * (gp_codec_can_queue false) the decode happens at once and collect reports
+ * done. */
+bool gp_codec_can_queue(const gp_codec *codec);
+int gp_codec_decode_frames_queue(const gp_codec *codec, gp_codec_code_stream *const *streams,
+                                 const int32_t *const *codes, int n, size_t frames,
+                                 float *const *pcm, gp_error *err);
+int gp_codec_collect(const gp_codec *codec, bool wait, bool *done, gp_error *err);
 
 /* One-shot decode: a fresh stream fed all frames. pcm holds frames * samples_per_frame. */
 int gp_codec_decode(const gp_codec *codec, const int32_t *codes, size_t frames, float *pcm,

@@ -577,6 +577,9 @@ extern "C" int gp_cuda_codec_slot_reset(gp_dev_codec *c, int slot, gp_dev_status
 extern "C" void gp_cuda_codec_slot_close(gp_dev_codec *c, int slot) {
     pthread_mutex_lock(&c->lock);
     if (slot >= 0 && slot < c->cap_slots) c->used[slot] = 0;
+    /* a queued decode of this slot keeps running; its samples go nowhere */
+    for (int i = 0; c->queued && i < c->queued_n; i++)
+        if (c->queued_slots[i] == slot) c->queued_pcm[i] = NULL;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -706,11 +709,14 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
     return 0;
 }
 
-/* One piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of each. One
- * frame per stream runs as a captured graph for the batch codec_graph_cols
- * gives (the padding streams decode zeros into a scratch state). */
-static int codec_piece(gp_dev_codec *c, int n, const int *slots, int frames, int f0, int T,
-                       const float *latent, float *const *pcm, gp_dev_status *st) {
+/* Queue one piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of
+ * each; its samples land in h_pcm [n][T·spf] once t1 has passed. One frame
+ * per stream runs as a captured graph for the batch codec_graph_cols gives
+ * (the padding streams decode zeros into a scratch state). The slots'
+ * parities flip now: a later piece of the same slots reads what this one
+ * writes (the stream keeps them in order). */
+static int codec_piece_queue(gp_dev_codec *c, int n, const int *slots, int frames, int f0, int T,
+                             const float *latent, gp_dev_status *st) {
     const size_t D = (size_t)c->input_dim, M = CODEC_MAX_COLS;
     const bool graph = c->use_graphs && T == 1;
     const int nb = graph ? codec_graph_cols(c, n) : n;
@@ -752,26 +758,62 @@ static int codec_piece(gp_dev_codec *c, int n, const int *slots, int frames, int
                                 cudaMemcpyDeviceToHost, s),
                 "codec download");
     GP_CUDA_TRY(cudaEventRecord(c->t1, s), "codec timing");
-    GP_CUDA_TRY(cudaStreamSynchronize(s), "codec decode");
-    float ms = 0.0f;
-    if (cudaEventElapsedTime(&ms, c->t0, c->t1) == cudaSuccess) c->last_ms += ms;
-    for (int i = 0; i < n; i++) {
-        memcpy(pcm[i] + (size_t)f0 * c->spf, c->h_pcm + (size_t)i * samples,
-               samples * sizeof(float));
-        c->parity[slots[i]] ^= 1;
-    }
+    for (int i = 0; i < n; i++) c->parity[slots[i]] ^= 1;
     return 0;
 }
 
-extern "C" int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, int frames,
-                                    const float *latent, float *const *pcm, gp_dev_status *st) {
-    if (n <= 0 || frames <= 0) return 0;
-    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
-    pthread_mutex_lock(&c->lock);
-    int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++)
+/* The queued piece's samples (n streams, T frames) to pcm[i] + f0 frames
+ * once the GPU is done with it (a NULL pcm[i] is skipped); it is waited for
+ * when `wait`, else *done says whether it was ready. */
+static int codec_piece_finish(gp_dev_codec *c, int n, int T, int f0, float *const *pcm, bool wait,
+                              bool *done, gp_dev_status *st) {
+    *done = false;
+    if (wait) {
+        GP_CUDA_TRY(cudaEventSynchronize(c->t1), "codec decode");
+    } else {
+        const cudaError_t e = cudaEventQuery(c->t1);
+        if (e == cudaErrorNotReady) return 0;
+        if (e != cudaSuccess) return gp_cuda_check(e, "codec decode", st);
+    }
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, c->t0, c->t1) == cudaSuccess) c->last_ms += ms;
+    const size_t samples = (size_t)T * c->spf;
+    for (int i = 0; i < n; i++)
+        if (pcm[i])
+            memcpy(pcm[i] + (size_t)f0 * c->spf, c->h_pcm + (size_t)i * samples,
+                   samples * sizeof(float));
+    *done = true;
+    return 0;
+}
+
+/* The queued decode, if any, collected (lock held): *done as in
+ * codec_piece_finish; a failed one is dropped (its samples never come). */
+static int codec_collect_locked(gp_dev_codec *c, bool wait, bool *done, gp_dev_status *st) {
+    *done = true;
+    if (!c->queued) return 0;
+    const int rc =
+        codec_piece_finish(c, c->queued_n, c->queued_T, 0, c->queued_pcm, wait, done, st);
+    if (rc || *done) c->queued = false;
+    return rc;
+}
+
+static int codec_check_slots(const gp_dev_codec *c, int n, const int *slots, gp_dev_status *st) {
+    for (int i = 0; i < n; i++)
         if (slots[i] < 0 || slots[i] >= c->cap_slots || !c->used[slots[i]])
-            rc = gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT, "no codec state slot %d", slots[i]);
+            return gp_cuda_fail(st, GEPARD_ERR_INVALID_ARGUMENT, "no codec state slot %d",
+                                slots[i]);
+    return 0;
+}
+
+/* Whether n streams of `frames` frames go as one piece (queueable). */
+static bool codec_one_piece(int n, int frames) {
+    return n <= CODEC_MAX_COLS && frames <= CODEC_MAX_COLS / n;
+}
+
+/* Decode now, piece after piece (lock held, nothing queued). */
+static int codec_decode_locked(gp_dev_codec *c, int n, const int *slots, int frames,
+                               const float *latent, float *const *pcm, gp_dev_status *st) {
+    int rc = codec_check_slots(c, n, slots, st);
     c->last_ms = 0.0;
     const int group = n < CODEC_MAX_COLS ? n : CODEC_MAX_COLS;
     for (int g = 0; g < n && rc == 0; g += group) {
@@ -779,11 +821,64 @@ extern "C" int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, in
         const int step = CODEC_MAX_COLS / gn;
         for (int f = 0; f < frames && rc == 0; f += step) {
             const int T = frames - f < step ? frames - f : step;
-            rc = codec_piece(c, gn, slots + g, frames, f, T,
-                             latent + (size_t)g * frames * c->input_dim, pcm + g, st);
+            rc = codec_piece_queue(c, gn, slots + g, frames, f, T,
+                                   latent + (size_t)g * frames * c->input_dim, st);
+            bool done = false;
+            if (rc == 0) rc = codec_piece_finish(c, gn, T, f, pcm + g, true, &done, st);
+        }
+    }
+    return rc;
+}
+
+extern "C" int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, int frames,
+                                    const float *latent, float *const *pcm, gp_dev_status *st) {
+    if (n <= 0 || frames <= 0) return 0;
+    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
+    pthread_mutex_lock(&c->lock);
+    bool done = true;
+    int rc = codec_collect_locked(c, true, &done, st);
+    if (rc == 0) rc = codec_decode_locked(c, n, slots, frames, latent, pcm, st);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+extern "C" int gp_cuda_codec_decode_submit(gp_dev_codec *c, int n, const int *slots, int frames,
+                                           const float *latent, float *const *pcm,
+                                           gp_dev_status *st) {
+    if (n <= 0 || frames <= 0) return 0;
+    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
+    pthread_mutex_lock(&c->lock);
+    bool done = true;
+    int rc = codec_collect_locked(c, true, &done, st);
+    if (rc == 0 && !codec_one_piece(n, frames)) {
+        rc = codec_decode_locked(c, n, slots, frames, latent, pcm, st);
+    } else if (rc == 0) {
+        rc = codec_check_slots(c, n, slots, st);
+        c->last_ms = 0.0;
+        if (rc == 0) rc = codec_piece_queue(c, n, slots, frames, 0, frames, latent, st);
+        if (rc == 0) {
+            c->queued = true;
+            c->queued_n = n;
+            c->queued_T = frames;
+            for (int i = 0; i < n; i++) {
+                c->queued_slots[i] = slots[i];
+                c->queued_pcm[i] = pcm[i];
+            }
         }
     }
     pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+extern "C" int gp_cuda_codec_decode_collect(gp_dev_codec *c, int wait, int *done,
+                                            gp_dev_status *st) {
+    *done = 1;
+    GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
+    pthread_mutex_lock(&c->lock);
+    bool ready = true;
+    const int rc = codec_collect_locked(c, wait != 0, &ready, st);
+    pthread_mutex_unlock(&c->lock);
+    *done = ready;
     return rc;
 }
 

@@ -650,6 +650,13 @@ struct gp_dev_codec {
     __half *fw;
     char *h_in;   /* pinned: pointers then latent */
     float *h_pcm; /* pinned */
+    /* A decode queued by gp_cuda_codec_decode_submit: its samples wait in
+     * h_pcm (t1 recorded after their download) until a collect copies them
+     * to queued_pcm (an entry is NULL once its slot closed). */
+    bool queued;
+    int queued_n, queued_T;
+    int queued_slots[CODEC_MAX_COLS];
+    float *queued_pcm[CODEC_MAX_COLS];
     size_t x_floats, win_floats;
     double last_ms;
 };

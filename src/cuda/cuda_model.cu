@@ -499,6 +499,9 @@ void gp_cuda_codec_slot_close(gp_dev_codec *c, int slot);
 int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, int frames, const float *latent,
                          float *const *pcm, gp_dev_status *st);
 double gp_cuda_codec_gpu_ms(gp_dev_codec *c);
+int gp_cuda_codec_decode_submit(gp_dev_codec *c, int n, const int *slots, int frames,
+                                const float *latent, float *const *pcm, gp_dev_status *st);
+int gp_cuda_codec_decode_collect(gp_dev_codec *c, int wait, int *done, gp_dev_status *st);
 int gp_cuda_codec_encode(gp_dev_codec *c, const float *audio, size_t n, float *latent,
                          gp_dev_status *st);
 int gp_cuda_codec_measure(int device, gp_dev_codec_precision precision, double *tflops,
@@ -534,6 +537,8 @@ static const gp_dev_plugin plugin = {
     gp_cuda_codec_slot_close,
     gp_cuda_codec_decode,
     gp_cuda_codec_gpu_ms,
+    gp_cuda_codec_decode_submit,
+    gp_cuda_codec_decode_collect,
     gp_cuda_codec_encode,
     gp_cuda_codec_measure,
 };

@@ -121,7 +121,7 @@ static void decode_new_frames_together(gepard_engine *e, bool only_ending) {
     for (int k = 1; k <= e->max_chunk; k++) {
         int n = 0;
         for (gepard_stream *s = e->active; s; s = s->next) {
-            if (!s->gen || s->pcm_ready || (only_ending && !ends_this_step(s)) ||
+            if (!s->gen || s->pcm_ready || s->pcm_queued || (only_ending && !ends_this_step(s)) ||
                 gp_stream_frames_to_decode(s) != k)
                 continue;
             e->decode_owners[n] = s;
@@ -148,17 +148,100 @@ static void decode_new_frames_together(gepard_engine *e, bool only_ending) {
     }
 }
 
+/* The step thread's time in a codec call (not under the lock). */
+static void account_codec(gepard_engine *e, uint64_t t0) {
+    const double seconds = (double)(gp_now_ns() - t0) * 1e-9;
+    pthread_mutex_lock(&e->lock);
+    e->stats.codec_seconds += seconds;
+    e->stats.codec_batches++;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* The queued decode's streams get their samples (pcm_ready) once it is
+ * done; with `wait` it is waited for. A failed decode stops its streams. */
+static void collect_queued(gepard_engine *e, bool wait) {
+    if (!e->n_queued) return;
+    gp_error err;
+    gp_error_clear(&err);
+    bool done = true;
+    const int rc = gp_codec_collect(e->codec->codec, wait, &done, &err);
+    if (rc == GEPARD_OK && !done) return;
+    for (int i = 0; i < e->n_queued; i++) {
+        gepard_stream *s = e->codec_queued[i];
+        if (rc == GEPARD_OK) {
+            s->pcm_ready = s->pcm_queued;
+        } else {
+            s->status = GEPARD_ERR_INTERNAL;
+            snprintf(s->message, sizeof s->message, "decoding audio: %s", err.message);
+            s->stop_pending = true;
+        }
+        s->pcm_queued = 0;
+    }
+    e->n_queued = 0;
+}
+
+/* Queue the audio of running streams (when nothing is queued): the streams
+ * with one chunk length that are most numerous, as one codec call. */
+static void queue_decode(gepard_engine *e) {
+    if (e->n_queued) return;
+    int best_k = 0, best_n = 0;
+    for (int k = 1; k <= e->max_chunk; k++) {
+        int n = 0;
+        for (gepard_stream *s = e->active; s; s = s->next)
+            if (s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending &&
+                !atomic_load(&s->cancel_requested) && !s->pcm_ready && !s->pcm_queued &&
+                gp_stream_frames_to_decode(s) == k)
+                n++;
+        if (n && n >= best_n) best_k = k, best_n = n;
+    }
+    if (!best_n) return;
+    const int C = e->model->model->cfg.num_channels;
+    int n = 0;
+    for (gepard_stream *s = e->active; s; s = s->next) {
+        if (!s->gen || s->gen->phase == GP_GEN_DONE || s->stop_pending ||
+            atomic_load(&s->cancel_requested) || s->pcm_ready || s->pcm_queued ||
+            gp_stream_frames_to_decode(s) != best_k)
+            continue;
+        e->codec_queued[n] = s;
+        e->decode_streams[n] = s->codec_stream->stream;
+        e->decode_codes[n] = s->gen->frames + (size_t)s->frames_delivered * C;
+        e->decode_pcm[n] = s->pcm;
+        n++;
+    }
+    gp_error err;
+    gp_error_clear(&err);
+    const uint64_t t0 = gp_now_ns();
+    const int rc = gp_codec_decode_frames_queue(e->codec->codec, e->decode_streams, e->decode_codes,
+                                                n, (size_t)best_k, e->decode_pcm, &err);
+    account_codec(e, t0);
+    for (int i = 0; i < n; i++) {
+        gepard_stream *s = e->codec_queued[i];
+        if (rc == GEPARD_OK) {
+            s->pcm_queued = best_k;
+        } else {
+            s->status = GEPARD_ERR_INTERNAL;
+            snprintf(s->message, sizeof s->message, "decoding audio: %s", err.message);
+            s->stop_pending = true;
+        }
+    }
+    e->n_queued = rc == GEPARD_OK ? n : 0;
+}
+
 /* While a device step is in flight: decode and deliver the audio of frames
  * sampled by earlier steps for every stream that is still generating (the
- * codec overlaps the GPU). Nothing is freed or finished here — the step
- * still refers to these streams; a stream whose callback asked to stop is
- * marked and finished after the step. */
+ * codec overlaps the GPU); with a queueing codec, deliver what an earlier
+ * cycle queued and is done, then queue the next call. Nothing is freed or
+ * finished here — the step still refers to these streams; a stream whose
+ * callback asked to stop is marked and finished after the step. */
 static void deliver_during_step(gepard_engine *e) {
-    decode_new_frames_together(e, false);
+    const bool queue = e->queue_this_cycle;
+    collect_queued(e, false);
+    if (!queue) decode_new_frames_together(e, false);
     for (gepard_stream *s = e->active; s; s = s->next) {
         if (!s->gen || s->gen->phase == GP_GEN_DONE || s->stop_pending) continue;
-        if (gp_stream_deliver(e, s)) s->stop_pending = true;
+        if (gp_stream_deliver(e, s, !queue)) s->stop_pending = true;
     }
+    if (queue) queue_decode(e);
 }
 
 /* deliver_during_step, and the seconds it took. */
@@ -174,14 +257,24 @@ static double deliver_timed(gepard_engine *e) {
  * deliver_during_step of the next step; only finished, cancelled or stopped
  * streams are delivered and retired now. */
 static void advance_streams(gepard_engine *e, bool defer_running) {
+    if (e->n_queued) { /* wait for it only where a stream ends now */
+        bool wait = !defer_running;
+        for (int i = 0; i < e->n_queued && !wait; i++)
+            wait = ends_this_step(e->codec_queued[i]) || e->codec_queued[i]->stop_pending;
+        collect_queued(e, wait);
+    }
     decode_new_frames_together(e, defer_running);
     gepard_stream *s = e->active;
     while (s) {
         gepard_stream *next = s->next;
         if (defer_running && s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending &&
             !atomic_load(&s->cancel_requested)) {
-            s = next;
-            continue;
+            /* audio a queued call finished goes now, not a cycle later */
+            if (s->pcm_ready && gp_stream_deliver(e, s, false)) s->stop_pending = true;
+            if (!s->stop_pending) {
+                s = next;
+                continue;
+            }
         }
         if (!s->gen) { /* between segments, waiting for KV blocks */
             if (atomic_load(&s->cancel_requested)) {
@@ -193,7 +286,7 @@ static void advance_streams(gepard_engine *e, bool defer_running) {
             s = next;
             continue;
         }
-        int stop = s->stop_pending ? 1 : gp_stream_deliver(e, s);
+        int stop = s->stop_pending ? 1 : gp_stream_deliver(e, s, true);
         bool cancel = atomic_load(&s->cancel_requested) != 0;
         if (!stop && !cancel && s->gen->phase == GP_GEN_DONE) {
             gp_error err;
@@ -241,6 +334,7 @@ static void count_step(gepard_engine *e, int n) {
 }
 
 static void fail_all_active_locked(gepard_engine *e, const char *message) {
+    collect_queued(e, true); /* its samples must not land in freed buffers */
     while (e->active) {
         gepard_stream *s = e->active;
         active_remove(e, s);
@@ -300,6 +394,7 @@ static void *engine_thread_main(void *arg) {
             continue;
         }
         e->chunk_frames = gp_engine_chunk_frames(e, e->active_count);
+        e->queue_this_cycle = e->queue_codec && e->active_count <= GP_ENGINE_GPU_CHUNK_STREAMS;
         e->in_cycle = true;
         pthread_mutex_unlock(&e->lock);
         gp_error err;
@@ -330,8 +425,13 @@ static void *engine_thread_main(void *arg) {
                 e->prof_deliver += overlapped;
             }
         } else {
+            /* a codec that queues (a GPU's) decodes earlier frames while the
+             * CPU steps, as it does beside a GPU step */
+            if (e->queue_codec) overlapped = deliver_timed(e);
+            const uint64_t ts = gp_now_ns();
             worked = gp_gen_step(e->step_streams, n, e->kv, &e->work, budget, e->pool, &err);
-            e->prof_end += (double)(gp_now_ns() - t0) * 1e-9; /* the whole step, on the CPU */
+            e->prof_end += (double)(gp_now_ns() - ts) * 1e-9; /* the whole step, on the CPU */
+            e->prof_deliver += overlapped;
         }
         uint64_t t1 = gp_now_ns();
         if (worked < 0) {
@@ -339,7 +439,7 @@ static void *engine_thread_main(void *arg) {
             fail_all_active(e, err.message);
         } else {
             count_step(e, n);
-            advance_streams(e, on_device);
+            advance_streams(e, on_device || e->queue_codec);
             uint64_t t2 = gp_now_ns();
             e->prof_advance += (double)(t2 - t1) * 1e-9;
             /* the admission state is the step thread's own: no lock for it */
@@ -415,6 +515,8 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
      * of during it (for measurements) */
     const char *overlap = getenv("GEPARD_GPU_OVERLAP_CODEC");
     e->overlap_codec = !(overlap && !strcmp(overlap, "0"));
+    const char *queue = getenv("GEPARD_ENGINE_QUEUE_CODEC");
+    e->queue_codec = codec && gp_codec_can_queue(codec->codec) && !(queue && !strcmp(queue, "0"));
     /* GEPARD_ENGINE_PROFILE=1: where the step thread's time went, on stderr
      * when the engine is freed */
     const char *profile = getenv("GEPARD_ENGINE_PROFILE");
@@ -453,8 +555,9 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
         e->decode_streams = calloc(n, sizeof *e->decode_streams);
         e->decode_codes = calloc(n, sizeof *e->decode_codes);
         e->decode_pcm = calloc(n, sizeof *e->decode_pcm);
+        e->codec_queued = calloc(n, sizeof *e->codec_queued);
         if (!e->step_streams || !e->decode_owners || !e->decode_streams || !e->decode_codes ||
-            !e->decode_pcm)
+            !e->decode_pcm || !e->codec_queued)
             rc = gp_fail_oom(&err, "engine", 0);
     }
     if (!rc) {
@@ -504,6 +607,7 @@ void gepard_engine_free(gepard_engine *e) {
     if (e->own_pool) gp_pool_free(e->pool);
     free(e->step_streams);
     free(e->decode_owners);
+    free(e->codec_queued);
     free(e->decode_streams);
     free(e->decode_codes);
     free(e->decode_pcm);

@@ -41,6 +41,7 @@ struct gepard_stream {
     gepard_codec_stream *codec_stream;
     float *pcm;        /* samples of up to engine->max_chunk frames */
     int pcm_ready;     /* frames already decoded into pcm by the batched decode (0 = none) */
+    int pcm_queued;    /* frames queued to the codec for pcm (engine->codec_queued; 0 = none) */
     bool stop_pending; /* delivery asked to stop while a device step was in flight */
     /* shared state (engine->lock) */
     stream_state state;
@@ -90,6 +91,14 @@ struct gepard_engine {
     int light_chunk_frames; /* GPU codec: the chunk of a lightly loaded engine */
     int max_chunk;          /* most frames one stream decodes in a call (its pcm buffer) */
     bool overlap_codec;     /* GPU backbone: deliver audio while its step runs */
+    /* A codec that queues (gp_codec_can_queue: the GPU's): while few streams
+     * are active (queue_this_cycle) their audio is decoded while the engine
+     * goes on, one codec call in flight (codec_queued: its streams), its samples
+     * delivered when a later delivery finds it done. GEPARD_ENGINE_QUEUE_CODEC=0
+     * waits for every call instead. */
+    bool queue_codec, queue_this_cycle;
+    gepard_stream **codec_queued; /* [max_streams] */
+    int n_queued;
     /* the step thread's own time per part of its cycle (seconds, summed; printed
      * when the engine is freed with GEPARD_ENGINE_PROFILE=1): queueing the step,
      * the audio during it, collecting it (waiting and sampling; on a CPU the
@@ -112,9 +121,11 @@ struct gepard_engine {
 int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more_segments,
                             gp_error *err);
 /* Deliver frames the current segment produced since the last call (codec
- * decode + callbacks). Returns non-zero when the stream must stop (the
- * callback asked to cancel, or decoding failed; s->status says which). */
-int gp_stream_deliver(gepard_engine *e, gepard_stream *s);
+ * decode + callbacks; with `decode` false only audio already decoded, and
+ * none while the stream's audio is queued). Returns non-zero when the
+ * stream must stop (the callback asked to cancel, or decoding failed;
+ * s->status says which). */
+int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode);
 /* KV positions the stream's current (or next) segment reserves. */
 int gp_stream_positions_needed(const gepard_stream *s);
 /* Audio goes out in chunks of this many frames after the first frame (which

@@ -158,7 +158,7 @@ int gp_stream_frames_to_decode(const gepard_stream *s) {
     return headroom >= 0 && headroom < wait ? now : 0;
 }
 
-int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
+int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
     const int C = e->model->model->cfg.num_channels;
     gp_gen_stream *g = s->gen;
     /* Codes go out as soon as they are sampled. */
@@ -176,9 +176,11 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s) {
         s->frames_delivered = g->n_frames;
         return 0;
     }
-    /* Audio in chunks (see GP_ENGINE_CHUNK_FRAMES and chunk_frames). */
+    /* Audio in chunks (see GP_ENGINE_CHUNK_FRAMES and chunk_frames); a
+     * queued chunk comes first, once collected. */
+    if (s->pcm_queued) return 0;
     for (;;) {
-        int k = s->pcm_ready ? s->pcm_ready : gp_stream_frames_to_decode(s);
+        int k = s->pcm_ready ? s->pcm_ready : decode ? gp_stream_frames_to_decode(s) : 0;
         if (k <= 0) return 0;
         const int32_t *codes = g->frames + (size_t)s->frames_delivered * C;
         if (s->pcm_ready) {

@@ -155,6 +155,27 @@ static int dc_decode(void *impl, int n, const int *slots, size_t frames, const f
                : GEPARD_OK;
 }
 
+static int dc_submit(void *impl, int n, const int *slots, size_t frames, const float *latent,
+                     float *const *pcm, gp_error *err) {
+    device_codec *d = impl;
+    if (frames > (size_t)1 << 24)
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "%zu frames is too many to decode",
+                       frames);
+    gp_dev_status st = {0, ""};
+    return d->plugin->codec_decode_submit(d->dc, n, slots, (int)frames, latent, pcm, &st)
+               ? gp_device_error(&st, err)
+               : GEPARD_OK;
+}
+
+static int dc_collect(void *impl, bool wait, bool *done, gp_error *err) {
+    device_codec *d = impl;
+    gp_dev_status st = {0, ""};
+    int ready = 1;
+    const int rc = d->plugin->codec_decode_collect(d->dc, wait, &ready, &st);
+    *done = ready != 0;
+    return rc ? gp_device_error(&st, err) : GEPARD_OK;
+}
+
 static int dc_encode(void *impl, const float *audio, size_t n, float *latent, gp_error *err) {
     device_codec *d = impl;
     gp_dev_status st = {0, ""};
@@ -217,6 +238,8 @@ int gp_device_codec_attach(gp_codec *codec, const gp_device_spec *spec,
     accel->slot_reset = dc_slot_reset;
     accel->slot_close = dc_slot_close;
     accel->decode = dc_decode;
+    accel->submit = dc_submit;
+    accel->collect = dc_collect;
     accel->encode = d.enc.present ? dc_encode : NULL;
     accel->last_gpu_ms = dc_last_gpu_ms;
     accel->release = dc_release;

@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define GP_DEVICE_PLUGIN_ABI 3
+#define GP_DEVICE_PLUGIN_ABI 4
 #define GP_DEVICE_PLUGIN_SYMBOL "gp_device_plugin_v1"
 
 typedef struct gp_dev_status {
@@ -278,6 +278,17 @@ typedef struct gp_dev_plugin {
                         float *const *pcm, gp_dev_status *st);
     /* GPU time of the last decode call (all its pieces), ms. */
     double (*codec_gpu_ms)(gp_dev_codec *c);
+    /* The same decode queued without waiting for it: the latents are copied
+     * before it returns, the samples reach pcm[i] in codec_decode_collect. One
+     * decode is queued at a time (a second submit, a codec_decode, waits for
+     * the first); a call too large for one queued piece is decoded at once
+     * and is collected at once. A slot closed while queued loses only its own
+     * samples. */
+    int (*codec_decode_submit)(gp_dev_codec *c, int n, const int *slots, int frames,
+                               const float *latent, float *const *pcm, gp_dev_status *st);
+    /* *done = 1 when nothing is queued any more (the queued samples are now in
+     * their pcm), 0 when the GPU is still on it (wait = 0); wait = 1 blocks. */
+    int (*codec_decode_collect)(gp_dev_codec *c, int wait, int *done, gp_dev_status *st);
     /* Encode n samples (a positive multiple of samples_per_frame) into latent
      * [encoded_dim][n / samples_per_frame] (host), in f32 whatever the
      * decoder's precision. Needs desc.enc.present. Synchronous. */

@@ -1,0 +1,374 @@
+/* test_engine_queue.c — the engine with a codec that queues its decodes (a
+ * GPU's: the engine goes on while one call is in flight and delivers its
+ * audio when a later cycle finds it done). The logic is host code, so it is
+ * checked here on a CPU: a test accelerator decodes with the tiny codec's
+ * own CPU decoder, but only when collected, and says "not done yet" to the
+ * first polls of every queued call. The audio must equal the plain CPU
+ * engine's, streams cancelled or freed while their audio is queued must
+ * finish cleanly (every KV block back, nothing written after free: the
+ * sanitizers watch), and the engine must really have gone on meanwhile. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codec/codec.h"
+#include "engine/api_internal.h"
+#include "gepard.h"
+#include "test.h"
+
+#define DEFERRED_SLOTS 16
+
+/* The accelerator: slots are CPU decoder streams; a queued decode runs at
+ * collect, after `defer` polls that found it "running". */
+typedef struct deferred_codec {
+    const gp_codec *codec;
+    gp_codec_stream *slot[DEFERRED_SLOTS];
+    bool used[DEFERRED_SLOTS];
+    pthread_mutex_t lock;
+    bool queued;
+    int n, slots[DEFERRED_SLOTS], polls_left, defer;
+    size_t frames;
+    float *pcm[DEFERRED_SLOTS];
+    float *latent; /* [n][frames][C], copied at submit */
+    /* what happened */
+    int submits, not_ready, collected, late_samples_dropped;
+} deferred_codec;
+
+static void decode_now(deferred_codec *d, int n, const int *slots, size_t frames,
+                       const float *latent, float *const *pcm) {
+    const size_t C = (size_t)d->codec->fsq.channels;
+    const size_t spf = (size_t)d->codec->cfg.samples_per_frame;
+    float *chunk = malloc(C * GP_CODEC_STEP_FRAMES * sizeof(float));
+    float *scratch_pcm = malloc(spf * GP_CODEC_STEP_FRAMES * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        for (size_t f = 0; f < frames; f += GP_CODEC_STEP_FRAMES) {
+            size_t m = frames - f < GP_CODEC_STEP_FRAMES ? frames - f : GP_CODEC_STEP_FRAMES;
+            for (size_t t = 0; t < m; t++) /* frame-major -> channel-major */
+                for (size_t ch = 0; ch < C; ch++)
+                    chunk[ch * GP_CODEC_STEP_FRAMES + t] =
+                        latent[((size_t)i * frames + f + t) * C + ch];
+            /* a slot closed while queued still advances; its samples go nowhere */
+            float *out = pcm[i] ? pcm[i] + f * spf : scratch_pcm;
+            if (!pcm[i]) d->late_samples_dropped++;
+            gp_codec_stream_push_latent(d->slot[slots[i]], chunk, GP_CODEC_STEP_FRAMES, m, out);
+        }
+    }
+    free(chunk);
+    free(scratch_pcm);
+}
+
+static void finish_queued_locked(deferred_codec *d) {
+    if (!d->queued) return;
+    decode_now(d, d->n, d->slots, d->frames, d->latent, d->pcm);
+    free(d->latent);
+    d->latent = NULL;
+    d->queued = false;
+    d->collected++;
+}
+
+static int dq_slot_open(void *impl, int *slot, gp_error *err) {
+    deferred_codec *d = impl;
+    pthread_mutex_lock(&d->lock);
+    int s = 0;
+    while (s < DEFERRED_SLOTS && d->used[s]) s++;
+    int rc = GEPARD_OK;
+    if (s == DEFERRED_SLOTS)
+        rc = gp_fail(err, GEPARD_ERR_BUSY, "test codec: no free slot");
+    else if (!d->slot[s])
+        rc = gp_codec_stream_create(&d->codec->dec, &d->slot[s], err);
+    else
+        gp_codec_stream_reset(d->slot[s]);
+    if (!rc) {
+        d->used[s] = true;
+        *slot = s;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+static int dq_slot_reset(void *impl, int slot, gp_error *err) {
+    (void)err;
+    deferred_codec *d = impl;
+    pthread_mutex_lock(&d->lock);
+    finish_queued_locked(d); /* the GPU keeps order the same way */
+    gp_codec_stream_reset(d->slot[slot]);
+    pthread_mutex_unlock(&d->lock);
+    return GEPARD_OK;
+}
+
+static void dq_slot_close(void *impl, int slot) {
+    deferred_codec *d = impl;
+    pthread_mutex_lock(&d->lock);
+    d->used[slot] = false;
+    for (int i = 0; d->queued && i < d->n; i++)
+        if (d->slots[i] == slot) d->pcm[i] = NULL;
+    pthread_mutex_unlock(&d->lock);
+}
+
+static int dq_decode(void *impl, int n, const int *slots, size_t frames, const float *latent,
+                     float *const *pcm, gp_error *err) {
+    (void)err;
+    deferred_codec *d = impl;
+    pthread_mutex_lock(&d->lock);
+    finish_queued_locked(d);
+    decode_now(d, n, slots, frames, latent, pcm);
+    pthread_mutex_unlock(&d->lock);
+    return GEPARD_OK;
+}
+
+static int dq_submit(void *impl, int n, const int *slots, size_t frames, const float *latent,
+                     float *const *pcm, gp_error *err) {
+    deferred_codec *d = impl;
+    if (n > DEFERRED_SLOTS) return gp_fail(err, GEPARD_ERR_INTERNAL, "test codec: %d streams", n);
+    pthread_mutex_lock(&d->lock);
+    finish_queued_locked(d);
+    const size_t bytes = (size_t)n * frames * (size_t)d->codec->fsq.channels * sizeof(float);
+    d->latent = malloc(bytes);
+    memcpy(d->latent, latent, bytes);
+    d->n = n;
+    d->frames = frames;
+    for (int i = 0; i < n; i++) {
+        d->slots[i] = slots[i];
+        d->pcm[i] = pcm[i];
+    }
+    d->queued = true;
+    d->polls_left = d->defer;
+    d->submits++;
+    pthread_mutex_unlock(&d->lock);
+    return GEPARD_OK;
+}
+
+static int dq_collect(void *impl, bool wait, bool *done, gp_error *err) {
+    (void)err;
+    deferred_codec *d = impl;
+    pthread_mutex_lock(&d->lock);
+    if (d->queued && !wait && d->polls_left > 0) {
+        d->polls_left--;
+        d->not_ready++;
+        *done = false;
+    } else {
+        finish_queued_locked(d);
+        *done = true;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return GEPARD_OK;
+}
+
+/* Freed by the codec (gp_codec_set_accel / gp_codec_free); the test keeps
+ * its counters in `seen` first. */
+static deferred_codec seen;
+
+static void dq_release(void *impl) {
+    deferred_codec *d = impl;
+    seen = *d;
+    seen.queued = d->queued;
+    for (int i = 0; i < DEFERRED_SLOTS; i++) gp_codec_stream_free(d->slot[i]);
+    free(d->latent);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+/* Hand `codec` the test accelerator (before any stream exists). */
+static void install_deferred(gepard_codec *codec, int defer) {
+    deferred_codec *d = calloc(1, sizeof *d);
+    gp_codec_accel *a = calloc(1, sizeof *a);
+    d->codec = codec->codec;
+    d->defer = defer;
+    pthread_mutex_init(&d->lock, NULL);
+    a->impl = d;
+    snprintf(a->name, sizeof a->name, "test queue");
+    a->slot_open = dq_slot_open;
+    a->slot_reset = dq_slot_reset;
+    a->slot_close = dq_slot_close;
+    a->decode = dq_decode;
+    a->submit = dq_submit;
+    a->collect = dq_collect;
+    a->release = dq_release;
+    gp_codec_set_accel(codec->codec, a);
+}
+
+static deferred_codec *deferred_of(gepard_codec *codec) { return codec->codec->accel->impl; }
+
+typedef struct capture {
+    float *samples;
+    size_t n, cap;
+    int frames;
+    int cancel_after_samples; /* 0 = never */
+} capture;
+
+static int cap_frame(const int32_t *codes, int channels, void *user) {
+    (void)codes;
+    (void)channels;
+    ((capture *)user)->frames++;
+    return 0;
+}
+
+static int cap_audio(const float *x, size_t n, void *user) {
+    capture *c = user;
+    if (c->n + n > c->cap) {
+        c->cap = (c->n + n) * 2;
+        c->samples = realloc(c->samples, c->cap * sizeof(float));
+    }
+    memcpy(c->samples + c->n, x, n * sizeof(float));
+    c->n += n;
+    return c->cancel_after_samples && c->n >= (size_t)c->cancel_after_samples;
+}
+
+static gepard_synth_params params_for(uint64_t seed, int frames) {
+    gepard_synth_params p = gepard_synth_default_params();
+    p.random_seed = 0;
+    p.seed = seed;
+    p.temperature = 0.8f;
+    p.stop_threshold = 1.01f;
+    p.max_frames = frames;
+    return p;
+}
+
+typedef struct engine_case {
+    gepard_model *model;
+    gepard_codec *codec;
+    gepard_engine *engine;
+} engine_case;
+
+/* defer < 0: the plain CPU codec; else the queueing test accelerator. */
+static int case_open(engine_case *c, int defer) {
+    memset(c, 0, sizeof *c);
+    gepard_load_params lp = gepard_load_default_params();
+    lp.weights = GEPARD_WEIGHTS_F32;
+    if (gepard_model_load(test_fixture("model-tiny/model"), &lp, &c->model) ||
+        gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &c->codec))
+        return -1;
+    if (defer >= 0) install_deferred(c->codec, defer);
+    gepard_engine_params ep = gepard_engine_default_params();
+    ep.threads = 2;
+    ep.max_streams = 8;
+    ep.max_queue = 8;
+    return gepard_engine_create(c->model, c->codec, &ep, &c->engine) ? -1 : 0;
+}
+
+static void case_close(engine_case *c) {
+    gepard_engine_free(c->engine);
+    gepard_codec_free(c->codec);
+    gepard_model_free(c->model);
+}
+
+static const char *texts[] = {"Hello world!", "The quick brown fox jumps over the lazy dog.", "Hi",
+                              "Another sentence, with a comma."};
+
+/* Four streams at once (frames 20, 27, 34, 41), then the first alone. */
+static int run_streams(engine_case *c, capture out[5]) {
+    memset(out, 0, 5 * sizeof *out);
+    gepard_stream *streams[4];
+    for (int i = 0; i < 4; i++) {
+        gepard_synth_params p = params_for(200 + (uint64_t)i, 20 + 7 * i);
+        gepard_stream_callbacks cb = {
+            .on_audio = cap_audio, .on_frame = cap_frame, .user = &out[i]};
+        if (gepard_stream_start(c->engine, texts[i], &p, &cb, &streams[i]) != GEPARD_OK) return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < 4; i++) {
+        gepard_synth_result r;
+        if (gepard_stream_wait(streams[i], &r) != GEPARD_OK || r.frames != (size_t)(20 + 7 * i))
+            rc = -1;
+        gepard_stream_free(streams[i]);
+    }
+    gepard_synth_params p = params_for(200, 20);
+    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &out[4]};
+    if (gepard_synthesize(c->engine, texts[0], &p, &cb, NULL) != GEPARD_OK) rc = -1;
+    return rc;
+}
+
+TEST(engine_queued_codec_equals_cpu_codec) {
+    engine_case plain, queued;
+    REQUIRE_MSG(case_open(&plain, -1) == 0, "%s", gepard_last_error());
+    REQUIRE_MSG(case_open(&queued, 2) == 0, "%s", gepard_last_error());
+    capture a[5], b[5];
+    CHECK_MSG(run_streams(&plain, a) == 0, "%s", gepard_last_error());
+    CHECK_MSG(run_streams(&queued, b) == 0, "%s", gepard_last_error());
+    const deferred_codec *d = deferred_of(queued.codec);
+    test_note("queued calls %d, polls that found one running %d", d->submits, d->not_ready);
+    /* the engine went on while its audio was queued */
+    CHECK(d->submits > 0);
+    CHECK(d->not_ready > 0);
+    CHECK(!d->queued);
+    /* The same decoder fed the same frames in other chunks: the CPU
+     * decoder's streaming is exact, so within 1e-6 (measured: 0). */
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_INT(b[i].frames, a[i].frames);
+        CHECK_EQ_INT(b[i].n, a[i].n);
+        double worst = 0;
+        for (size_t k = 0; k < a[i].n && k < b[i].n; k++) {
+            double e = a[i].samples[k] > b[i].samples[k] ? a[i].samples[k] - b[i].samples[k]
+                                                         : b[i].samples[k] - a[i].samples[k];
+            if (e > worst) worst = e;
+        }
+        test_note("stream %d: %zu samples, max difference %.3g", i, a[i].n, worst);
+        CHECK_MSG(worst <= 1e-6, "stream %d: queued audio differs by %g", i, worst);
+        free(a[i].samples);
+        free(b[i].samples);
+    }
+    gepard_engine_stats st;
+    gepard_engine_get_stats(queued.engine, &st);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    case_close(&plain);
+    case_close(&queued);
+}
+
+TEST(engine_queued_codec_cancel_and_free_while_queued) {
+    engine_case c;
+    REQUIRE_MSG(case_open(&c, 3) == 0, "%s", gepard_last_error());
+    const int spf = gepard_codec_samples_per_frame(c.codec);
+    /* cancelled by its audio callback after some audio */
+    capture x;
+    memset(&x, 0, sizeof x);
+    x.cancel_after_samples = 3 * spf;
+    gepard_synth_params p = params_for(7, 400);
+    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &x};
+    gepard_synth_result r;
+    CHECK_EQ_INT(gepard_synthesize(c.engine, texts[1], &p, &cb, &r), GEPARD_ERR_CANCELLED);
+    CHECK(x.n >= (size_t)(3 * spf));
+    free(x.samples);
+    /* cancelled from another thread, and freed while running, beside a
+     * stream that completes */
+    capture y, z, w;
+    memset(&y, 0, sizeof y);
+    memset(&z, 0, sizeof z);
+    memset(&w, 0, sizeof w);
+    gepard_stream *sy, *sz, *sw;
+    p.max_frames = 3000;
+    gepard_stream_callbacks cby = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &y};
+    gepard_stream_callbacks cbz = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &z};
+    REQUIRE(gepard_stream_start(c.engine, texts[0], &p, &cby, &sy) == GEPARD_OK);
+    REQUIRE(gepard_stream_start(c.engine, texts[3], &p, &cbz, &sz) == GEPARD_OK);
+    gepard_synth_params pw = params_for(9, 30);
+    gepard_stream_callbacks cbw = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &w};
+    REQUIRE(gepard_stream_start(c.engine, texts[2], &pw, &cbw, &sw) == GEPARD_OK);
+    while (y.frames < 40 || z.frames < 40) usleep(1000);
+    gepard_stream_cancel(sy);
+    gepard_stream_free(sz); /* the engine finishes and frees it */
+    CHECK_EQ_INT(gepard_stream_wait(sy, &r), GEPARD_ERR_CANCELLED);
+    gepard_stream_free(sy);
+    CHECK_EQ_INT(gepard_stream_wait(sw, &r), GEPARD_OK);
+    CHECK_EQ_INT(r.frames, 30);
+    CHECK_EQ_INT(w.n, (size_t)30 * (size_t)spf); /* every frame's audio, none lost */
+    gepard_stream_free(sw);
+    for (int i = 0; i < 400; i++) {
+        gepard_engine_stats es;
+        gepard_engine_get_stats(c.engine, &es);
+        if (es.active_streams == 0 && es.kv_blocks_used == 0) break;
+        usleep(5000);
+    }
+    gepard_engine_stats es;
+    gepard_engine_get_stats(c.engine, &es);
+    CHECK_EQ_INT(es.active_streams, 0);
+    CHECK_EQ_INT(es.kv_blocks_used, 0);
+    const deferred_codec *d = deferred_of(c.codec);
+    test_note("queued calls %d, polls that found one running %d", d->submits, d->not_ready);
+    CHECK(d->not_ready > 0);
+    free(y.samples);
+    free(z.samples);
+    free(w.samples);
+    case_close(&c);
+    CHECK(!seen.queued); /* nothing left queued when the codec went */
+}

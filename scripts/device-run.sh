@@ -41,6 +41,8 @@
 #        ncu-lm-ROWS.csv and a per-kernel summary. That range has never opened
 #        (the plugin's static runtime?): LM_NCU_LAUNCHES=N profiles the bench's first
 #        N kernels from the start instead (`--frames 4`), summed per kernel and grid.
+# engine-profile: the same bench once per ENGINE_STREAMS (256,1024) with
+#        GEPARD_ENGINE_PROFILE=1: the step thread's time per part of its cycle.
 # engine: `gepard bench --device cuda --frames 64 --streams 16,256,1024` (the
 #        engine with the codec on the GPU: engine_audio), this build under
 #        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0"; NAME:A=1+B=2 sets
@@ -48,7 +50,10 @@
 #        alternating, twice (engine-*.json; ENGINE_STREAMS, ENGINE_FRAMES).
 #        serve12-nowarm: serve12 without the warm-up before ready (--warm-up 0);
 #        serve12-noprio: serve12 with every CUDA stream at the same priority;
-#        serve12-pow2 with the codec's graphs for power-of-two batches only.
+#        serve12-pow2 with the codec's graphs for power-of-two batches only;
+#        SERVE12_WAVES=k sends k · c requests at each load c (c in flight).
+#        serve12-noqueue: every codec call of a light load waited for
+#        (GEPARD_ENGINE_QUEUE_CODEC=0).
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
 #        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
@@ -209,6 +214,20 @@ for a in d["aggregate"]:
         done
     done
 fi
+if want engine-profile; then # where the step thread's cycle goes (GEPARD_ENGINE_PROFILE=1)
+    for n in $(echo ${ENGINE_STREAMS:-256,1024} | tr ',' ' '); do
+        GEPARD_ENGINE_PROFILE=1 "$bin/gepard" bench --device cuda --model /tmp/rs/model \
+            --codec /tmp/rs/codec --frames ${ENGINE_FRAMES:-215} --streams $n \
+            > "$out/engine-profile-$n.json" 2> "$out/engine-profile-$n.err"
+        echo "engine-profile $n streams: $(python3 -c '
+import json, sys
+for a in json.load(open(sys.argv[1]))["aggregate"]:
+    e = a.get("engine_audio") or {}
+    print("lm %.0f f/s, engine codes %.0f f/s, with audio %.0f f/s (%.0f x rt)" % (a["frames_per_s"],
+          a.get("engine_frames_per_s", 0), e.get("frames_per_s", 0), e.get("realtime_x", 0)))' "$out/engine-profile-$n.json" 2>&1)"
+        grep "engine profile" "$out/engine-profile-$n.err"
+    done
+fi
 if want codec; then
     GEPARD_REALSIZE_DIR=/tmp/rs GEPARD_BIN=$bin/gepard GEPARD_RELEASE_BIN=$bin/gepard \
         "$bin/gepard-tests" cuda_codec 2>&1 | tee "$out/codec-tests.log" | grep -E "^ok|FAIL|passed"
@@ -349,7 +368,7 @@ serve12() { # NAME [serve options...]
         --body '{"max_frames":86,"stop_threshold":2,"seed":1}' > "$out/$name-1.json"
     echo "$name -c 1: $(summary "$out/$name-1.json")"
     for c in ${SERVE12_LOADS:-256 512 1024}; do
-        "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $c \
+        "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $((c * ${SERVE12_WAVES:-1})) \
             --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/$name-$c.json"
         echo "$name -c $c: $(summary "$out/$name-$c.json")"
         env -u LD_LIBRARY_PATH curl -s http://127.0.0.1:18080/metrics > "$out/$name-$c.metrics"
@@ -357,6 +376,7 @@ serve12() { # NAME [serve options...]
         echo
     done
     kill -TERM $pid; wait $pid
+    grep "engine profile" "$out/$name.log" # with GEPARD_ENGINE_PROFILE=1
 }
 summary() { # the loadtest figures issue 12 asks for, on one line
     python3 - "$1" <<'PY'
@@ -386,6 +406,12 @@ if want serve12-chunk4; then # light-load GPU chunks of 4 (the two sessions befo
 fi
 if want serve12-chunk1; then # the GPU chunk of one frame (before 2026-12-02), for A/B
     GEPARD_GPU_CHUNK_FRAMES=1 serve12 serve12-chunk1
+fi
+if want serve12-noqueue; then # every codec call waited for (before 2026-12-04, fourth part)
+    GEPARD_ENGINE_QUEUE_CODEC=0 serve12 serve12-noqueue
+fi
+if want serve12-total; then # prefill_chunk bounds decode + prefill rows (before 2026-12-04, fourth part)
+    GEPARD_GPU_PREFILL_ON_TOP=0 serve12 serve12-total
 fi
 if want serve12-nomargin; then
     serve12 serve12-nomargin --realtime-margin 0

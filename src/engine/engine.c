@@ -401,13 +401,18 @@ static void *engine_thread_main(void *arg) {
         gp_error_clear(&err);
         /* While streams are decoding, bound the prefill rows per step so
          * their next frame is not held back long; when nobody is decoding,
-         * prefill as much as possible at once (time to first audio). */
-        bool decoding = false;
-        for (int i = 0; i < n && !decoding; i++)
-            decoding = e->step_streams[i]->phase == GP_GEN_DECODE;
-        int budget = decoding ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
-        uint64_t t0 = gp_now_ns();
+         * prefill as much as possible at once (time to first audio). The
+         * budget counts the decode rows too: on a CPU, where every row
+         * costs, it is the step's size; on a GPU, where hundreds of rows
+         * cost about what one does, prefill_chunk rows come on top of the
+         * decode rows — else a GPU with prefill_chunk streams decoding would
+         * prefill nothing until one of them ends (1024 concurrent requests
+         * ran in two waves of ~512). */
         const bool on_device = gp_gen_on_device(e->model->model);
+        const int decode_rows = gp_gen_decode_rows(e->step_streams, n);
+        int budget = decode_rows ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
+        if (on_device && decode_rows && e->prefill_on_top) budget += decode_rows;
+        uint64_t t0 = gp_now_ns();
         int worked;
         double overlapped = 0;
         if (on_device) {
@@ -515,6 +520,10 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
      * of during it (for measurements) */
     const char *overlap = getenv("GEPARD_GPU_OVERLAP_CODEC");
     e->overlap_codec = !(overlap && !strcmp(overlap, "0"));
+    /* GEPARD_GPU_PREFILL_ON_TOP=0: on a GPU too, prefill_chunk bounds the
+     * decode and prefill rows together (before 2026-12-04, fourth part) */
+    const char *on_top = getenv("GEPARD_GPU_PREFILL_ON_TOP");
+    e->prefill_on_top = !(on_top && !strcmp(on_top, "0"));
     const char *queue = getenv("GEPARD_ENGINE_QUEUE_CODEC");
     e->queue_codec = codec && gp_codec_can_queue(codec->codec) && !(queue && !strcmp(queue, "0"));
     /* GEPARD_ENGINE_PROFILE=1: where the step thread's time went, on stderr

@@ -66,6 +66,16 @@ bool gp_gen_guided(const gp_gen_stream *s, int t) {
            (s->params.cfg_frames < 0 || t < s->params.cfg_frames);
 }
 
+int gp_gen_decode_rows(gp_gen_stream *const *streams, int n) {
+    int rows = 0;
+    for (int i = 0; i < n; i++) {
+        const gp_gen_stream *s = streams[i];
+        if (s->phase == GP_GEN_DECODE)
+            rows += 1 + (s->uncond.used && gp_gen_guided(s, s->n_frames));
+    }
+    return rows;
+}
+
 static int branch_init(gp_gen_branch *b, const gp_model *m, const int32_t *ids, int n_ids,
                        const float *prefix, int prefix_rows, gp_error *err) {
     const int H = m->cfg.backbone.hidden_size;

@@ -127,6 +127,9 @@ bool gp_gen_params_use_cfg(const gp_gen_params *p);
 /* True when frame index t is sampled with guidance. */
 bool gp_gen_guided(const gp_gen_stream *s, int t);
 void gp_gen_cancel(gp_gen_stream *s);
+/* Decode rows the next step gives the streams already decoding (one per
+ * stream, two while guided): what a row budget meant for prefill adds to. */
+int gp_gen_decode_rows(gp_gen_stream *const *streams, int n);
 
 /* The two halves of one reference loop iteration, used by gp_gen_step:
  * gp_gen_begin_decode ends the stream on max_frames / force_stop_frames and

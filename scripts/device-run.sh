@@ -52,6 +52,7 @@
 #        serve12-noprio: serve12 with every CUDA stream at the same priority;
 #        serve12-pow2 with the codec's graphs for power-of-two batches only;
 #        SERVE12_WAVES=k sends k · c requests at each load c (c in flight).
+#        serve12-ontop: a GPU step's prefill rows on top of its decode rows.
 #        serve12-noqueue: every codec call of a light load waited for
 #        (GEPARD_ENGINE_QUEUE_CODEC=0).
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
@@ -410,8 +411,11 @@ fi
 if want serve12-noqueue; then # every codec call waited for (before 2026-12-04, fourth part)
     GEPARD_ENGINE_QUEUE_CODEC=0 serve12 serve12-noqueue
 fi
-if want serve12-total; then # prefill_chunk bounds decode + prefill rows (before 2026-12-04, fourth part)
-    GEPARD_GPU_PREFILL_ON_TOP=0 serve12 serve12-total
+if want serve12-ontop; then # a GPU's prefill rows on top of its decode rows (GEPARD_GPU_PREFILL_ON_TOP=1)
+    GEPARD_GPU_PREFILL_ON_TOP=1 serve12 serve12-ontop
+fi
+if want serve12-margins; then # serve12 at each of SERVE12_MARGINS (--realtime-margin)
+    for m in ${SERVE12_MARGINS:-0.7 0.6}; do serve12 serve12-m$m --realtime-margin $m; done
 fi
 if want serve12-nomargin; then
     serve12 serve12-nomargin --realtime-margin 0

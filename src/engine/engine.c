@@ -402,14 +402,20 @@ static void *engine_thread_main(void *arg) {
         /* While streams are decoding, bound the prefill rows per step so
          * their next frame is not held back long; when nobody is decoding,
          * prefill as much as possible at once (time to first audio). The
-         * budget counts the decode rows too: on a CPU, where every row
-         * costs, it is the step's size; on a GPU, where hundreds of rows
-         * cost about what one does, prefill_chunk rows come on top of the
-         * decode rows — else a GPU with prefill_chunk streams decoding would
-         * prefill nothing until one of them ends (1024 concurrent requests
-         * ran in two waves of ~512). */
+         * budget counts the decode rows too, so with prefill_chunk streams
+         * decoding nothing is prefilled until one of them ends: 1024
+         * concurrent requests on a GPU run in two waves of ~512.
+         * GEPARD_GPU_PREFILL_ON_TOP=1 gives a GPU prefill_chunk rows on top
+         * of its decode rows instead: measured on the H200 (serve12, 1024
+         * requests at once) first audio p50 2.5 s -> 0.5 s and p99 5.8 ->
+         * 1.2 s, the same audio per second, but 150-400 underruns against
+         * 3-24, since all 1024 then decode at ~34 ms per cycle, close to
+         * the 46 ms frame — the admission's warm-up figures let the whole
+         * burst in. Off until the admission paces a burst. */
         const bool on_device = gp_gen_on_device(e->model->model);
         const int decode_rows = gp_gen_decode_rows(e->step_streams, n);
+        int n_decoding = 0; /* what a cycle's cost grows with (admission) */
+        for (int i = 0; i < n; i++) n_decoding += e->step_streams[i]->phase == GP_GEN_DECODE;
         int budget = decode_rows ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
         if (on_device && decode_rows && e->prefill_on_top) budget += decode_rows;
         uint64_t t0 = gp_now_ns();
@@ -447,9 +453,18 @@ static void *engine_thread_main(void *arg) {
             advance_streams(e, on_device || e->queue_codec);
             uint64_t t2 = gp_now_ns();
             e->prof_advance += (double)(t2 - t1) * 1e-9;
-            /* the admission state is the step thread's own: no lock for it */
-            gp_admission_record(&e->admission, n, (double)(t2 - t0) * 1e-9);
-            const double cycle_ms = gp_admission_projected(&e->admission, n) * 1e3;
+            /* The admission state is the step thread's own: no lock for it.
+             * A cycle is recorded against the streams that decoded in it: an
+             * admitted stream still waiting for its prefill costs a cycle
+             * little now and a decode row for the rest of its life, so
+             * measuring by active streams let a burst of 1024 requests in
+             * at once on cycles that were cheap only while most of them
+             * prefilled (and they then ran near the frame period, with
+             * underruns). */
+            if (n_decoding)
+                gp_admission_record(&e->admission, n_decoding, (double)(t2 - t0) * 1e-9);
+            const double cycle_ms =
+                gp_admission_projected(&e->admission, n_decoding ? n_decoding : n) * 1e3;
             pthread_mutex_lock(&e->lock);
             e->stats.step_seconds += (double)(t1 - t0) * 1e-9 - overlapped;
             e->stats.step_wait_seconds = e->work.wait_seconds;
@@ -520,10 +535,10 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
      * of during it (for measurements) */
     const char *overlap = getenv("GEPARD_GPU_OVERLAP_CODEC");
     e->overlap_codec = !(overlap && !strcmp(overlap, "0"));
-    /* GEPARD_GPU_PREFILL_ON_TOP=0: on a GPU too, prefill_chunk bounds the
-     * decode and prefill rows together (before 2026-12-04, fourth part) */
+    /* GEPARD_GPU_PREFILL_ON_TOP=1: a GPU's prefill rows on top of its
+     * decode rows (the step thread's budget, engine_thread_main) */
     const char *on_top = getenv("GEPARD_GPU_PREFILL_ON_TOP");
-    e->prefill_on_top = !(on_top && !strcmp(on_top, "0"));
+    e->prefill_on_top = on_top && !strcmp(on_top, "1");
     const char *queue = getenv("GEPARD_ENGINE_QUEUE_CODEC");
     e->queue_codec = codec && gp_codec_can_queue(codec->codec) && !(queue && !strcmp(queue, "0"));
     /* GEPARD_ENGINE_PROFILE=1: where the step thread's time went, on stderr

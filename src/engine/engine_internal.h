@@ -97,7 +97,8 @@ struct gepard_engine {
      * delivered when a later delivery finds it done. GEPARD_ENGINE_QUEUE_CODEC=0
      * waits for every call instead. */
     bool queue_codec, queue_this_cycle;
-    /* GPU: prefill_chunk prefill rows on top of the decode rows (engine.c) */
+    /* GPU: prefill_chunk prefill rows on top of the decode rows (engine.c;
+     * GEPARD_GPU_PREFILL_ON_TOP=1) */
     bool prefill_on_top;
     gepard_stream **codec_queued; /* [max_streams] */
     int n_queued;

@@ -408,6 +408,9 @@ fi
 if want serve12-chunk1; then # the GPU chunk of one frame (before 2026-12-02), for A/B
     GEPARD_GPU_CHUNK_FRAMES=1 serve12 serve12-chunk1
 fi
+if want serve12-qlight; then # the codec queued only under a light load (before 2026-12-04, fourth part)
+    GEPARD_ENGINE_QUEUE_CODEC=light serve12 serve12-qlight
+fi
 if want serve12-noqueue; then # every codec call waited for (before 2026-12-04, fourth part)
     GEPARD_ENGINE_QUEUE_CODEC=0 serve12 serve12-noqueue
 fi

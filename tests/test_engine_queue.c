@@ -256,25 +256,29 @@ static void case_close(engine_case *c) {
 static const char *texts[] = {"Hello world!", "The quick brown fox jumps over the lazy dog.", "Hi",
                               "Another sentence, with a comma."};
 
-/* Four streams at once (frames 20, 27, 34, 41), then the first alone. */
-static int run_streams(engine_case *c, capture out[5]) {
-    memset(out, 0, 5 * sizeof *out);
-    gepard_stream *streams[4];
-    for (int i = 0; i < 4; i++) {
+/* Six streams at once (frames 20, 27, ..., 55: more than the engine's light
+ * load at first, then fewer as they end), then the first alone. */
+#define RUN_STREAMS 6
+static int run_streams(engine_case *c, capture out[RUN_STREAMS + 1]) {
+    memset(out, 0, (RUN_STREAMS + 1) * sizeof *out);
+    gepard_stream *streams[RUN_STREAMS];
+    for (int i = 0; i < RUN_STREAMS; i++) {
         gepard_synth_params p = params_for(200 + (uint64_t)i, 20 + 7 * i);
         gepard_stream_callbacks cb = {
             .on_audio = cap_audio, .on_frame = cap_frame, .user = &out[i]};
-        if (gepard_stream_start(c->engine, texts[i], &p, &cb, &streams[i]) != GEPARD_OK) return -1;
+        if (gepard_stream_start(c->engine, texts[i % 4], &p, &cb, &streams[i]) != GEPARD_OK)
+            return -1;
     }
     int rc = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < RUN_STREAMS; i++) {
         gepard_synth_result r;
         if (gepard_stream_wait(streams[i], &r) != GEPARD_OK || r.frames != (size_t)(20 + 7 * i))
             rc = -1;
         gepard_stream_free(streams[i]);
     }
     gepard_synth_params p = params_for(200, 20);
-    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &out[4]};
+    gepard_stream_callbacks cb = {
+        .on_audio = cap_audio, .on_frame = cap_frame, .user = &out[RUN_STREAMS]};
     if (gepard_synthesize(c->engine, texts[0], &p, &cb, NULL) != GEPARD_OK) rc = -1;
     return rc;
 }
@@ -283,7 +287,7 @@ TEST(engine_queued_codec_equals_cpu_codec) {
     engine_case plain, queued;
     REQUIRE_MSG(case_open(&plain, -1) == 0, "%s", gepard_last_error());
     REQUIRE_MSG(case_open(&queued, 2) == 0, "%s", gepard_last_error());
-    capture a[5], b[5];
+    capture a[RUN_STREAMS + 1], b[RUN_STREAMS + 1];
     CHECK_MSG(run_streams(&plain, a) == 0, "%s", gepard_last_error());
     CHECK_MSG(run_streams(&queued, b) == 0, "%s", gepard_last_error());
     const deferred_codec *d = deferred_of(queued.codec);
@@ -294,7 +298,7 @@ TEST(engine_queued_codec_equals_cpu_codec) {
     CHECK(!d->queued);
     /* The same decoder fed the same frames in other chunks: the CPU
      * decoder's streaming is exact, so within 1e-6 (measured: 0). */
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i <= RUN_STREAMS; i++) {
         CHECK_EQ_INT(b[i].frames, a[i].frames);
         CHECK_EQ_INT(b[i].n, a[i].n);
         double worst = 0;
@@ -311,6 +315,22 @@ TEST(engine_queued_codec_equals_cpu_codec) {
     gepard_engine_stats st;
     gepard_engine_get_stats(queued.engine, &st);
     CHECK_EQ_INT(st.kv_blocks_used, 0);
+    case_close(&queued);
+    /* queued only while the load is light (GEPARD_ENGINE_QUEUE_CODEC=light):
+     * the batched calls in between are waited for */
+    setenv("GEPARD_ENGINE_QUEUE_CODEC", "light", 1); /* read when an engine is made */
+    REQUIRE_MSG(case_open(&queued, 1) == 0, "%s", gepard_last_error());
+    unsetenv("GEPARD_ENGINE_QUEUE_CODEC");
+    capture a2[RUN_STREAMS + 1], b2[RUN_STREAMS + 1];
+    CHECK_MSG(run_streams(&plain, a2) == 0, "%s", gepard_last_error());
+    CHECK_MSG(run_streams(&queued, b2) == 0, "%s", gepard_last_error());
+    for (int i = 0; i <= RUN_STREAMS; i++) {
+        CHECK_MSG(a2[i].n == b2[i].n && a2[i].n > 0 &&
+                      memcmp(a2[i].samples, b2[i].samples, a2[i].n * sizeof(float)) == 0,
+                  "stream %d: light-load queue differs", i);
+        free(a2[i].samples);
+        free(b2[i].samples);
+    }
     case_close(&plain);
     case_close(&queued);
 }

@@ -332,8 +332,10 @@ static void codec_release(gp_dev_codec *c) {
     if (c->fork) cudaEventDestroy(c->fork);
     for (int i = 0; i < CODEC_GRAPHS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
-    cudaFreeHost(c->h_in);
-    cudaFreeHost(c->h_pcm);
+    for (int i = 0; i < CODEC_QUEUE_PIECES; i++) {
+        cudaFreeHost(c->h_in[i]);
+        cudaFreeHost(c->h_pcm[i]);
+    }
     if (c->t0) cudaEventDestroy(c->t0);
     if (c->t1) cudaEventDestroy(c->t1);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -455,9 +457,10 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     if (e == cudaSuccess) e = cudaMalloc(&c->pcm, M * c->spf * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&c->lat, M * c->input_dim * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&c->ptrs, 2 * M * sizeof(float *));
-    if (e == cudaSuccess)
-        e = cudaMallocHost(&c->h_in, 2 * M * sizeof(float *) + M * c->input_dim * sizeof(float));
-    if (e == cudaSuccess) e = cudaMallocHost(&c->h_pcm, M * c->spf * sizeof(float));
+    for (int i = 0; i < CODEC_QUEUE_PIECES && e == cudaSuccess; i++) {
+        e = cudaMallocHost(&c->h_in[i], 2 * M * sizeof(float *) + M * c->input_dim * sizeof(float));
+        if (e == cudaSuccess) e = cudaMallocHost(&c->h_pcm[i], M * c->spf * sizeof(float));
+    }
     if (e == cudaSuccess) e = cudaMalloc(&c->partial, c->partial_floats * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(&c->tickets, c->n_tickets * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMemset(c->tickets, 0, c->n_tickets * sizeof(unsigned));
@@ -710,23 +713,24 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
 }
 
 /* Queue one piece: n ≤ CODEC_MAX_COLS streams, frames f0 .. f0 + T − 1 of
- * each; its samples land in h_pcm [n][T·spf] once t1 has passed. One frame
- * per stream runs as a captured graph for the batch codec_graph_cols gives
- * (the padding streams decode zeros into a scratch state). The slots'
- * parities flip now: a later piece of the same slots reads what this one
- * writes (the stream keeps them in order). */
-static int codec_piece_queue(gp_dev_codec *c, int n, const int *slots, int frames, int f0, int T,
-                             const float *latent, gp_dev_status *st) {
+ * each, staged in h_in[p]; its samples land in h_pcm[p] [n][T·spf] once t1
+ * has passed (t0 is recorded before it when `first`). One frame per stream
+ * runs as a captured graph for the batch codec_graph_cols gives (the padding
+ * streams decode zeros into a scratch state). The slots' parities flip now:
+ * a later piece of the same slots reads what this one writes (the stream
+ * keeps them in order). */
+static int codec_piece_queue(gp_dev_codec *c, int p, int n, const int *slots, int frames, int f0,
+                             int T, const float *latent, bool first, gp_dev_status *st) {
     const size_t D = (size_t)c->input_dim, M = CODEC_MAX_COLS;
     const bool graph = c->use_graphs && T == 1;
     const int nb = graph ? codec_graph_cols(c, n) : n;
-    float **h_ptrs = (float **)c->h_in;
-    float *h_lat = (float *)(c->h_in + 2 * M * sizeof(float *));
+    float **h_ptrs = (float **)c->h_in[p];
+    float *h_lat = (float *)(c->h_in[p] + 2 * M * sizeof(float *));
     for (int i = 0; i < n; i++) {
         float *base = c->slot_state[slots[i]];
-        const int p = c->parity[slots[i]];
-        h_ptrs[i] = base + (size_t)p * c->state_floats;
-        h_ptrs[M + i] = base + (size_t)(1 - p) * c->state_floats;
+        const int par = c->parity[slots[i]];
+        h_ptrs[i] = base + (size_t)par * c->state_floats;
+        h_ptrs[M + i] = base + (size_t)(1 - par) * c->state_floats;
         memcpy(h_lat + (size_t)i * T * D, latent + ((size_t)i * frames + f0) * D,
                (size_t)T * D * sizeof(float));
     }
@@ -741,7 +745,7 @@ static int codec_piece_queue(gp_dev_codec *c, int n, const int *slots, int frame
         int rc = codec_graph(c, nb, &exec, st);
         if (rc) return rc;
     }
-    GP_CUDA_TRY(cudaEventRecord(c->t0, s), "codec timing");
+    if (first) GP_CUDA_TRY(cudaEventRecord(c->t0, s), "codec timing");
     GP_CUDA_TRY(
         cudaMemcpyAsync(c->ptrs, h_ptrs, 2 * M * sizeof(float *), cudaMemcpyHostToDevice, s),
         "codec upload");
@@ -754,7 +758,7 @@ static int codec_piece_queue(gp_dev_codec *c, int n, const int *slots, int frame
         codec_run(c, n, T);
     GP_CUDA_TRY(cudaGetLastError(), "codec kernels");
     const size_t samples = (size_t)T * c->spf;
-    GP_CUDA_TRY(cudaMemcpyAsync(c->h_pcm, c->pcm, (size_t)n * samples * sizeof(float),
+    GP_CUDA_TRY(cudaMemcpyAsync(c->h_pcm[p], c->pcm, (size_t)n * samples * sizeof(float),
                                 cudaMemcpyDeviceToHost, s),
                 "codec download");
     GP_CUDA_TRY(cudaEventRecord(c->t1, s), "codec timing");
@@ -762,11 +766,9 @@ static int codec_piece_queue(gp_dev_codec *c, int n, const int *slots, int frame
     return 0;
 }
 
-/* The queued piece's samples (n streams, T frames) to pcm[i] + f0 frames
- * once the GPU is done with it (a NULL pcm[i] is skipped); it is waited for
- * when `wait`, else *done says whether it was ready. */
-static int codec_piece_finish(gp_dev_codec *c, int n, int T, int f0, float *const *pcm, bool wait,
-                              bool *done, gp_dev_status *st) {
+/* Whether what was queued up to t1 is done (waited for when `wait`); its
+ * GPU time since t0 is added to last_ms when it is. */
+static int codec_wait(gp_dev_codec *c, bool wait, bool *done, gp_dev_status *st) {
     *done = false;
     if (wait) {
         GP_CUDA_TRY(cudaEventSynchronize(c->t1), "codec decode");
@@ -777,22 +779,32 @@ static int codec_piece_finish(gp_dev_codec *c, int n, int T, int f0, float *cons
     }
     float ms = 0.0f;
     if (cudaEventElapsedTime(&ms, c->t0, c->t1) == cudaSuccess) c->last_ms += ms;
-    const size_t samples = (size_t)T * c->spf;
-    for (int i = 0; i < n; i++)
-        if (pcm[i])
-            memcpy(pcm[i] + (size_t)f0 * c->spf, c->h_pcm + (size_t)i * samples,
-                   samples * sizeof(float));
     *done = true;
     return 0;
 }
 
+/* A finished piece's samples (staging p: n streams, T frames) to pcm[i] +
+ * f0 frames (a NULL pcm[i] is skipped). */
+static void codec_piece_copy_out(const gp_dev_codec *c, int p, int n, int T, int f0,
+                                 float *const *pcm) {
+    const size_t samples = (size_t)T * c->spf;
+    for (int i = 0; i < n; i++)
+        if (pcm[i])
+            memcpy(pcm[i] + (size_t)f0 * c->spf, c->h_pcm[p] + (size_t)i * samples,
+                   samples * sizeof(float));
+}
+
 /* The queued decode, if any, collected (lock held): *done as in
- * codec_piece_finish; a failed one is dropped (its samples never come). */
+ * codec_wait; a failed one is dropped (its samples never come). */
 static int codec_collect_locked(gp_dev_codec *c, bool wait, bool *done, gp_dev_status *st) {
     *done = true;
     if (!c->queued) return 0;
-    const int rc =
-        codec_piece_finish(c, c->queued_n, c->queued_T, 0, c->queued_pcm, wait, done, st);
+    const int rc = codec_wait(c, wait, done, st);
+    if (rc == 0 && *done)
+        for (int i = 0; i < c->queued_pieces; i++) {
+            const codec_queued_piece *q = &c->queued_piece[i];
+            codec_piece_copy_out(c, i, q->n, q->T, q->f0, c->queued_pcm + q->g);
+        }
     if (rc || *done) c->queued = false;
     return rc;
 }
@@ -805,9 +817,19 @@ static int codec_check_slots(const gp_dev_codec *c, int n, const int *slots, gp_
     return 0;
 }
 
-/* Whether n streams of `frames` frames go as one piece (queueable). */
-static bool codec_one_piece(int n, int frames) {
-    return n <= CODEC_MAX_COLS && frames <= CODEC_MAX_COLS / n;
+/* The pieces of a call of n streams × `frames` frames: groups of at most
+ * CODEC_MAX_COLS streams, each in runs of CODEC_MAX_COLS / group frames.
+ * Writes up to `max` of them; returns how many there are. */
+static int codec_pieces(int n, int frames, codec_queued_piece *out, int max) {
+    const int group = n < CODEC_MAX_COLS ? n : CODEC_MAX_COLS;
+    int count = 0;
+    for (int g = 0; g < n; g += group) {
+        const int gn = n - g < group ? n - g : group;
+        const int step = CODEC_MAX_COLS / gn;
+        for (int f = 0; f < frames; f += step, count++)
+            if (count < max) out[count] = {g, gn, f, frames - f < step ? frames - f : step};
+    }
+    return count;
 }
 
 /* Decode now, piece after piece (lock held, nothing queued). */
@@ -821,10 +843,11 @@ static int codec_decode_locked(gp_dev_codec *c, int n, const int *slots, int fra
         const int step = CODEC_MAX_COLS / gn;
         for (int f = 0; f < frames && rc == 0; f += step) {
             const int T = frames - f < step ? frames - f : step;
-            rc = codec_piece_queue(c, gn, slots + g, frames, f, T,
-                                   latent + (size_t)g * frames * c->input_dim, st);
+            rc = codec_piece_queue(c, 0, gn, slots + g, frames, f, T,
+                                   latent + (size_t)g * frames * c->input_dim, true, st);
             bool done = false;
-            if (rc == 0) rc = codec_piece_finish(c, gn, T, f, pcm + g, true, &done, st);
+            if (rc == 0) rc = codec_wait(c, true, &done, st);
+            if (rc == 0) codec_piece_copy_out(c, 0, gn, T, f, pcm + g);
         }
     }
     return rc;
@@ -850,16 +873,23 @@ extern "C" int gp_cuda_codec_decode_submit(gp_dev_codec *c, int n, const int *sl
     pthread_mutex_lock(&c->lock);
     bool done = true;
     int rc = codec_collect_locked(c, true, &done, st);
-    if (rc == 0 && !codec_one_piece(n, frames)) {
+    codec_queued_piece pieces[CODEC_QUEUE_PIECES];
+    const int n_pieces = codec_pieces(n, frames, pieces, CODEC_QUEUE_PIECES);
+    if (rc == 0 && n_pieces > CODEC_QUEUE_PIECES) {
         rc = codec_decode_locked(c, n, slots, frames, latent, pcm, st);
     } else if (rc == 0) {
         rc = codec_check_slots(c, n, slots, st);
         c->last_ms = 0.0;
-        if (rc == 0) rc = codec_piece_queue(c, n, slots, frames, 0, frames, latent, st);
+        for (int i = 0; i < n_pieces && rc == 0; i++) {
+            const codec_queued_piece *q = &pieces[i];
+            rc = codec_piece_queue(c, i, q->n, slots + q->g, frames, q->f0, q->T,
+                                   latent + (size_t)q->g * frames * c->input_dim, i == 0, st);
+        }
         if (rc == 0) {
             c->queued = true;
             c->queued_n = n;
-            c->queued_T = frames;
+            c->queued_pieces = n_pieces;
+            for (int i = 0; i < n_pieces; i++) c->queued_piece[i] = pieces[i];
             for (int i = 0; i < n; i++) {
                 c->queued_slots[i] = slots[i];
                 c->queued_pcm[i] = pcm[i];

@@ -558,6 +558,13 @@ void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_c
 #include <pthread.h>
 
 #define CODEC_MAX_COLS GP_CUDA_CODEC_MAX_COLS
+/* A queued decode runs as up to this many pieces of CODEC_MAX_COLS columns
+ * (1024 streams of two frames), each with pinned staging of its own. */
+#define CODEC_QUEUE_PIECES 4
+#define CODEC_QUEUE_COLS (CODEC_QUEUE_PIECES * CODEC_MAX_COLS)
+typedef struct codec_queued_piece {
+    int g, n, f0, T; /* streams g .. g + n − 1 of the call, frames f0 .. f0 + T − 1 */
+} codec_queued_piece;
 /* Captured one-frame batches: 1, 2, 4, 8, then steps of 8 to 128, 16 to 256
  * and 32 to 512 (35 sizes; codec_graph_cols): a call pads at most 1/8 of its
  * streams, not up to the next power of two. */
@@ -648,15 +655,18 @@ struct gp_dev_codec {
      * one launch fills at the call's start (gp_cuda_codec_run_histories). */
     int fuse_cols;
     __half *fw;
-    char *h_in;   /* pinned: pointers then latent */
-    float *h_pcm; /* pinned */
-    /* A decode queued by gp_cuda_codec_decode_submit: its samples wait in
-     * h_pcm (t1 recorded after their download) until a collect copies them
-     * to queued_pcm (an entry is NULL once its slot closed). */
+    /* pinned staging per piece of a call: pointers then latent, samples (a
+     * waited-for call uses [0]; a queued one one per piece) */
+    char *h_in[CODEC_QUEUE_PIECES];
+    float *h_pcm[CODEC_QUEUE_PIECES];
+    /* A decode queued by gp_cuda_codec_decode_submit: its pieces' samples
+     * wait in h_pcm[i] (t1 recorded after the last download) until a collect
+     * copies them to queued_pcm (an entry is NULL once its slot closed). */
     bool queued;
-    int queued_n, queued_T;
-    int queued_slots[CODEC_MAX_COLS];
-    float *queued_pcm[CODEC_MAX_COLS];
+    int queued_n, queued_pieces;
+    codec_queued_piece queued_piece[CODEC_QUEUE_PIECES];
+    int queued_slots[CODEC_QUEUE_COLS];
+    float *queued_pcm[CODEC_QUEUE_COLS];
     size_t x_floats, win_floats;
     double last_ms;
 };

@@ -157,18 +157,30 @@ static void account_codec(gepard_engine *e, uint64_t t0) {
     pthread_mutex_unlock(&e->lock);
 }
 
-/* The queued decode's streams get their samples (pcm_ready) once it is
- * done; with `wait` it is waited for. A failed decode stops its streams. */
+/* The queued decode's streams get their samples once it is done (pcm_next
+ * becomes pcm, pcm_ready its frames); with `wait` it is waited for. A failed
+ * decode stops its streams. */
 static void collect_queued(gepard_engine *e, bool wait) {
     if (!e->n_queued) return;
     gp_error err;
     gp_error_clear(&err);
     bool done = true;
+    const uint64_t t0 = gp_now_ns();
     const int rc = gp_codec_collect(e->codec->codec, wait, &done, &err);
     if (rc == GEPARD_OK && !done) return;
+    if (wait) {
+        pthread_mutex_lock(&e->lock);
+        e->stats.codec_seconds += (double)(gp_now_ns() - t0) * 1e-9;
+        pthread_mutex_unlock(&e->lock);
+    }
     for (int i = 0; i < e->n_queued; i++) {
         gepard_stream *s = e->codec_queued[i];
         if (rc == GEPARD_OK) {
+            /* pcm was delivered before this call was queued, or the stream
+             * is stopping (its audio no longer goes anywhere) */
+            float *ready = s->pcm_next;
+            s->pcm_next = s->pcm;
+            s->pcm = ready;
             s->pcm_ready = s->pcm_queued;
         } else {
             s->status = GEPARD_ERR_INTERNAL;
@@ -180,44 +192,47 @@ static void collect_queued(gepard_engine *e, bool wait) {
     e->n_queued = 0;
 }
 
-/* Queue the audio of running streams (when nothing is queued): the streams
- * with one chunk length that are most numerous, as one codec call. */
+/* Whether a stream will step again and gets its next frames' audio by a
+ * queued call: generating, not ending, not stopping. */
+static bool keeps_running(const gepard_stream *s) {
+    return s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending &&
+           !atomic_load(&s->cancel_requested);
+}
+
+/* Queue the audio of running streams (when nothing is queued) as one codec
+ * call: every stream with frames due, each decoding as many as the one with
+ * the fewest (a call decodes the same number of frames per stream; the rest
+ * follow in the next call), after what it already has decoded (pcm_ready)
+ * and into pcm_next. */
 static void queue_decode(gepard_engine *e) {
     if (e->n_queued) return;
-    int best_k = 0, best_n = 0;
-    for (int k = 1; k <= e->max_chunk; k++) {
-        int n = 0;
-        for (gepard_stream *s = e->active; s; s = s->next)
-            if (s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending &&
-                !atomic_load(&s->cancel_requested) && !s->pcm_ready && !s->pcm_queued &&
-                gp_stream_frames_to_decode(s) == k)
-                n++;
-        if (n && n >= best_n) best_k = k, best_n = n;
+    int k = 0;
+    for (gepard_stream *s = e->active; s; s = s->next) {
+        if (!keeps_running(s) || s->pcm_queued) continue;
+        const int due = gp_stream_frames_to_queue(s);
+        if (due > 0 && (k == 0 || due < k)) k = due;
     }
-    if (!best_n) return;
+    if (!k) return;
     const int C = e->model->model->cfg.num_channels;
     int n = 0;
     for (gepard_stream *s = e->active; s; s = s->next) {
-        if (!s->gen || s->gen->phase == GP_GEN_DONE || s->stop_pending ||
-            atomic_load(&s->cancel_requested) || s->pcm_ready || s->pcm_queued ||
-            gp_stream_frames_to_decode(s) != best_k)
-            continue;
+        if (!keeps_running(s) || s->pcm_queued || gp_stream_frames_to_queue(s) < k) continue;
         e->codec_queued[n] = s;
         e->decode_streams[n] = s->codec_stream->stream;
-        e->decode_codes[n] = s->gen->frames + (size_t)s->frames_delivered * C;
-        e->decode_pcm[n] = s->pcm;
+        e->decode_codes[n] = s->gen->frames + (size_t)(s->frames_delivered + s->pcm_ready) * C;
+        e->decode_pcm[n] = s->pcm_next;
         n++;
     }
     gp_error err;
     gp_error_clear(&err);
     const uint64_t t0 = gp_now_ns();
     const int rc = gp_codec_decode_frames_queue(e->codec->codec, e->decode_streams, e->decode_codes,
-                                                n, (size_t)best_k, e->decode_pcm, &err);
+                                                n, (size_t)k, e->decode_pcm, &err);
     account_codec(e, t0);
     for (int i = 0; i < n; i++) {
         gepard_stream *s = e->codec_queued[i];
         if (rc == GEPARD_OK) {
-            s->pcm_queued = best_k;
+            s->pcm_queued = k;
         } else {
             s->status = GEPARD_ERR_INTERNAL;
             snprintf(s->message, sizeof s->message, "decoding audio: %s", err.message);
@@ -227,21 +242,37 @@ static void queue_decode(gepard_engine *e) {
     e->n_queued = rc == GEPARD_OK ? n : 0;
 }
 
+/* The audio already decoded of every running stream to its callbacks. */
+static void deliver_ready(gepard_engine *e) {
+    for (gepard_stream *s = e->active; s; s = s->next)
+        if (s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending && s->pcm_ready &&
+            gp_stream_deliver(e, s, false))
+            s->stop_pending = true;
+}
+
 /* While a device step is in flight: decode and deliver the audio of frames
  * sampled by earlier steps for every stream that is still generating (the
- * codec overlaps the GPU); with a queueing codec, deliver what an earlier
- * cycle queued and is done, then queue the next call. Nothing is freed or
- * finished here — the step still refers to these streams; a stream whose
- * callback asked to stop is marked and finished after the step. */
+ * codec overlaps the GPU). With a queueing codec: collect the call an
+ * earlier cycle queued (a light load only if it is done; under load it is
+ * waited for), queue the next one, then run the callbacks while the GPU
+ * decodes. Nothing is freed or finished here — the step still refers to
+ * these streams; a stream whose callback asked to stop is marked and
+ * finished after the step. */
 static void deliver_during_step(gepard_engine *e) {
-    const bool queue = e->queue_this_cycle;
-    collect_queued(e, false);
-    if (!queue) decode_new_frames_together(e, false);
+    const bool queue = e->queue_codec && (e->light_this_cycle || e->queue_heavy);
+    if (queue) {
+        deliver_ready(e); /* what an earlier collect left (normally nothing) */
+        collect_queued(e, !e->light_this_cycle);
+        queue_decode(e);
+        deliver_ready(e);
+        return;
+    }
+    collect_queued(e, true); /* the load just grew past the light one */
+    decode_new_frames_together(e, false);
     for (gepard_stream *s = e->active; s; s = s->next) {
         if (!s->gen || s->gen->phase == GP_GEN_DONE || s->stop_pending) continue;
-        if (gp_stream_deliver(e, s, !queue)) s->stop_pending = true;
+        if (gp_stream_deliver(e, s, true)) s->stop_pending = true;
     }
-    if (queue) queue_decode(e);
 }
 
 /* deliver_during_step, and the seconds it took. */
@@ -257,18 +288,25 @@ static double deliver_timed(gepard_engine *e) {
  * deliver_during_step of the next step; only finished, cancelled or stopped
  * streams are delivered and retired now. */
 static void advance_streams(gepard_engine *e, bool defer_running) {
-    if (e->n_queued) { /* wait for it only where a stream ends now */
-        bool wait = !defer_running;
-        for (int i = 0; i < e->n_queued && !wait; i++)
-            wait = ends_this_step(e->codec_queued[i]) || e->codec_queued[i]->stop_pending;
-        collect_queued(e, wait);
+    if (e->n_queued) {
+        /* A queued stream that ends now is retired by a later cycle, after
+         * its call is collected there — unless no stream runs on to make
+         * one: then it is waited for now. Else only a look whether it is
+         * done (its audio goes now, not a cycle later). */
+        bool others = false;
+        for (const gepard_stream *s = e->active; s && !others; s = s->next)
+            others = keeps_running(s);
+        collect_queued(e, !defer_running || !others);
     }
     decode_new_frames_together(e, defer_running);
     gepard_stream *s = e->active;
     while (s) {
         gepard_stream *next = s->next;
-        if (defer_running && s->gen && s->gen->phase != GP_GEN_DONE && !s->stop_pending &&
-            !atomic_load(&s->cancel_requested)) {
+        if (s->pcm_queued) { /* its audio comes from a queued call (above) */
+            s = next;
+            continue;
+        }
+        if (defer_running && keeps_running(s)) {
             /* audio a queued call finished goes now, not a cycle later */
             if (s->pcm_ready && gp_stream_deliver(e, s, false)) s->stop_pending = true;
             if (!s->stop_pending) {
@@ -394,7 +432,7 @@ static void *engine_thread_main(void *arg) {
             continue;
         }
         e->chunk_frames = gp_engine_chunk_frames(e, e->active_count);
-        e->queue_this_cycle = e->queue_codec && e->active_count <= GP_ENGINE_GPU_CHUNK_STREAMS;
+        e->light_this_cycle = e->active_count <= GP_ENGINE_GPU_CHUNK_STREAMS;
         e->in_cycle = true;
         pthread_mutex_unlock(&e->lock);
         gp_error err;
@@ -541,6 +579,7 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     e->prefill_on_top = on_top && !strcmp(on_top, "1");
     const char *queue = getenv("GEPARD_ENGINE_QUEUE_CODEC");
     e->queue_codec = codec && gp_codec_can_queue(codec->codec) && !(queue && !strcmp(queue, "0"));
+    e->queue_heavy = !(queue && !strcmp(queue, "light"));
     /* GEPARD_ENGINE_PROFILE=1: where the step thread's time went, on stderr
      * when the engine is freed */
     const char *profile = getenv("GEPARD_ENGINE_PROFILE");

@@ -41,7 +41,9 @@ struct gepard_stream {
     gepard_codec_stream *codec_stream;
     float *pcm;        /* samples of up to engine->max_chunk frames */
     int pcm_ready;     /* frames already decoded into pcm by the batched decode (0 = none) */
-    int pcm_queued;    /* frames queued to the codec for pcm (engine->codec_queued; 0 = none) */
+    int pcm_queued;    /* frames queued to the codec (engine->codec_queued; 0 = none): their
+                          samples go to pcm_next, which becomes pcm when collected */
+    float *pcm_next;   /* with a queueing codec: the buffer a queued call fills */
     bool stop_pending; /* delivery asked to stop while a device step was in flight */
     /* shared state (engine->lock) */
     stream_state state;
@@ -91,12 +93,16 @@ struct gepard_engine {
     int light_chunk_frames; /* GPU codec: the chunk of a lightly loaded engine */
     int max_chunk;          /* most frames one stream decodes in a call (its pcm buffer) */
     bool overlap_codec;     /* GPU backbone: deliver audio while its step runs */
-    /* A codec that queues (gp_codec_can_queue: the GPU's): while few streams
-     * are active (queue_this_cycle) their audio is decoded while the engine
-     * goes on, one codec call in flight (codec_queued: its streams), its samples
-     * delivered when a later delivery finds it done. GEPARD_ENGINE_QUEUE_CODEC=0
-     * waits for every call instead. */
-    bool queue_codec, queue_this_cycle;
+    /* A codec that queues (gp_codec_can_queue: the GPU's) decodes while the
+     * step thread goes on: one call in flight (codec_queued: its streams),
+     * filling the streams' pcm_next. A light load (light_this_cycle: at most
+     * GP_ENGINE_GPU_CHUNK_STREAMS streams) polls for it and delivers its
+     * audio when a later cycle finds it done; under load each cycle waits
+     * for the previous cycle's call, queues the next and then runs the
+     * callbacks, so the GPU decodes while the host delivers, samples and
+     * queues the step. GEPARD_ENGINE_QUEUE_CODEC=0 waits for every call
+     * where it is made; =light queues only a light load's. */
+    bool queue_codec, queue_heavy, light_this_cycle;
     /* GPU: prefill_chunk prefill rows on top of the decode rows (engine.c;
      * GEPARD_GPU_PREFILL_ON_TOP=1) */
     bool prefill_on_top;
@@ -161,6 +167,9 @@ int gp_stream_positions_needed(const gepard_stream *s);
 int gp_engine_chunk_frames(const gepard_engine *e, int active);
 /* How many of the stream's sampled frames to decode now (0 = wait). */
 int gp_stream_frames_to_decode(const gepard_stream *s);
+/* The same after the frames already decoded and not yet delivered (pcm_ready):
+ * what a queued call decodes into pcm_next. */
+int gp_stream_frames_to_queue(const gepard_stream *s);
 /* Free a stream's per-request memory (not the struct). */
 void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
 /* engine.c: take a stream that is still waiting for a slot out of the queue

@@ -63,9 +63,12 @@ static int stream_open_decoder(gepard_engine *e, gepard_stream *s, gp_error *err
     if (!e->codec || s->codec_stream) return GEPARD_OK;
     if (gepard_codec_stream_create(e->codec, &s->codec_stream) != GEPARD_OK)
         return gp_fail(err, GEPARD_ERR_NOMEM, "%s", gepard_last_error());
-    s->pcm = malloc((size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)e->max_chunk *
-                    sizeof(float));
-    if (!s->pcm) return gp_fail_oom(err, "audio buffer", 0);
+    const size_t bytes =
+        (size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)e->max_chunk * sizeof(float);
+    s->pcm = malloc(bytes);
+    /* a queueing codec fills the second while the first is delivered */
+    if (s->pcm && e->queue_codec) s->pcm_next = malloc(bytes);
+    if (!s->pcm || (e->queue_codec && !s->pcm_next)) return gp_fail_oom(err, "audio buffer", bytes);
     return GEPARD_OK;
 }
 
@@ -76,6 +79,8 @@ void gp_stream_release_resources(gepard_engine *e, gepard_stream *s) {
     s->codec_stream = NULL;
     free(s->pcm);
     s->pcm = NULL;
+    free(s->pcm_next);
+    s->pcm_next = NULL;
     free(s->text);
     s->text = NULL;
     free(s->prefix);
@@ -135,11 +140,14 @@ static void stream_fail(gepard_stream *s, gepard_status status, const char *mess
     snprintf(s->message, sizeof s->message, "%s", message);
 }
 
-int gp_stream_frames_to_decode(const gepard_stream *s) {
+/* gp_stream_frames_to_decode with `decoded` frames of the segment decoded
+ * and `samples` samples of the stream's audio in hand (delivered or about
+ * to be). */
+static int frames_to_decode_after(const gepard_stream *s, int decoded, size_t samples) {
     if (!s->gen) return 0;
-    int pending = s->gen->n_frames - s->frames_delivered;
+    int pending = s->gen->n_frames - decoded;
     if (pending <= 0) return 0;
-    if (s->frames_delivered == 0 && s->result.samples == 0) return 1; /* first audio: at once */
+    if (decoded == 0 && samples == 0) return 1; /* first audio: at once */
     bool ending = s->gen->phase == GP_GEN_DONE || atomic_load(&s->cancel_requested);
     const int most = s->engine->max_chunk;
     const int now = pending < most ? pending : most;
@@ -153,9 +161,20 @@ int gp_stream_frames_to_decode(const gepard_stream *s) {
     const int rate = c ? gepard_codec_sample_rate(c) : 0;
     if (!rate || !s->first_audio_time) return 0;
     /* seconds of audio in hand: delivered minus played since the first sample */
-    const double headroom = (double)s->result.samples / rate - (gp_now_s() - s->first_audio_time);
+    const double headroom = (double)samples / rate - (gp_now_s() - s->first_audio_time);
     const double wait = s->engine->wait_headroom * gepard_codec_samples_per_frame(c) / rate;
     return headroom >= 0 && headroom < wait ? now : 0;
+}
+
+int gp_stream_frames_to_decode(const gepard_stream *s) {
+    return frames_to_decode_after(s, s->frames_delivered, s->result.samples);
+}
+
+int gp_stream_frames_to_queue(const gepard_stream *s) {
+    const size_t spf =
+        s->engine->codec ? (size_t)gepard_codec_samples_per_frame(s->engine->codec) : 0;
+    return frames_to_decode_after(s, s->frames_delivered + s->pcm_ready,
+                                  s->result.samples + (size_t)s->pcm_ready * spf);
 }
 
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
@@ -176,11 +195,12 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
         s->frames_delivered = g->n_frames;
         return 0;
     }
-    /* Audio in chunks (see GP_ENGINE_CHUNK_FRAMES and chunk_frames); a
-     * queued chunk comes first, once collected. */
-    if (s->pcm_queued) return 0;
+    /* Audio in chunks (see GP_ENGINE_CHUNK_FRAMES and chunk_frames): what is
+     * decoded first; nothing is decoded here while a queued call holds the
+     * stream's next frames. */
     for (;;) {
-        int k = s->pcm_ready ? s->pcm_ready : decode ? gp_stream_frames_to_decode(s) : 0;
+        int k = s->pcm_ready;
+        if (!k && decode && !s->pcm_queued) k = gp_stream_frames_to_decode(s);
         if (k <= 0) return 0;
         const int32_t *codes = g->frames + (size_t)s->frames_delivered * C;
         if (s->pcm_ready) {

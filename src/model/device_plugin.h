@@ -281,9 +281,9 @@ typedef struct gp_dev_plugin {
     /* The same decode queued without waiting for it: the latents are copied
      * before it returns, the samples reach pcm[i] in codec_decode_collect. One
      * decode is queued at a time (a second submit, a codec_decode, waits for
-     * the first); a call too large for one queued piece is decoded at once
-     * and is collected at once. A slot closed while queued loses only its own
-     * samples. */
+     * the first); a call larger than the plugin queues (CUDA: 4 pieces of
+     * 512 frame columns) is decoded at once and is collected at once. A slot
+     * closed while queued loses only its own samples. */
     int (*codec_decode_submit)(gp_dev_codec *c, int n, const int *slots, int frames,
                                const float *latent, float *const *pcm, gp_dev_status *st);
     /* *done = 1 when nothing is queued any more (the queued samples are now in

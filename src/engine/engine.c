@@ -298,6 +298,13 @@ static void advance_streams(gepard_engine *e, bool defer_running) {
             others = keeps_running(s);
         collect_queued(e, !defer_running || !others);
     }
+    /* An ending stream's audio already decoded goes first, so the rest of
+     * every ending stream's frames decodes in one batched call below (one
+     * codec call each, every one waiting for the queued call, stalled a
+     * loaded cycle whenever many streams ended at once) */
+    for (gepard_stream *s = e->active; s; s = s->next)
+        if (ends_this_step(s) && s->pcm_ready && !s->pcm_queued && gp_stream_deliver(e, s, false))
+            s->stop_pending = true;
     decode_new_frames_together(e, defer_running);
     gepard_stream *s = e->active;
     while (s) {

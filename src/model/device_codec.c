@@ -143,28 +143,28 @@ static void dc_slot_close(void *impl, int slot) {
     d->plugin->codec_slot_close(d->dc, slot);
 }
 
-static int dc_decode(void *impl, int n, const int *slots, size_t frames, const float *latent,
-                     float *const *pcm, gp_error *err) {
+/* A decode now or queued (the plugin's codec_decode / codec_decode_submit). */
+static int dc_decode_call(void *impl, int n, const int *slots, size_t frames, const float *latent,
+                          float *const *pcm, bool queue, gp_error *err) {
     device_codec *d = impl;
     if (frames > (size_t)1 << 24)
         return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "%zu frames is too many to decode",
                        frames);
     gp_dev_status st = {0, ""};
-    return d->plugin->codec_decode(d->dc, n, slots, (int)frames, latent, pcm, &st)
-               ? gp_device_error(&st, err)
-               : GEPARD_OK;
+    const int rc =
+        queue ? d->plugin->codec_decode_submit(d->dc, n, slots, (int)frames, latent, pcm, &st)
+              : d->plugin->codec_decode(d->dc, n, slots, (int)frames, latent, pcm, &st);
+    return rc ? gp_device_error(&st, err) : GEPARD_OK;
+}
+
+static int dc_decode(void *impl, int n, const int *slots, size_t frames, const float *latent,
+                     float *const *pcm, gp_error *err) {
+    return dc_decode_call(impl, n, slots, frames, latent, pcm, false, err);
 }
 
 static int dc_submit(void *impl, int n, const int *slots, size_t frames, const float *latent,
                      float *const *pcm, gp_error *err) {
-    device_codec *d = impl;
-    if (frames > (size_t)1 << 24)
-        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "%zu frames is too many to decode",
-                       frames);
-    gp_dev_status st = {0, ""};
-    return d->plugin->codec_decode_submit(d->dc, n, slots, (int)frames, latent, pcm, &st)
-               ? gp_device_error(&st, err)
-               : GEPARD_OK;
+    return dc_decode_call(impl, n, slots, frames, latent, pcm, true, err);
 }
 
 static int dc_collect(void *impl, bool wait, bool *done, gp_error *err) {

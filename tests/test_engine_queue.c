@@ -33,6 +33,7 @@ typedef struct deferred_codec {
     float *latent; /* [n][frames][C], copied at submit */
     /* what happened */
     int submits, not_ready, collected, late_samples_dropped;
+    int fail_collect_after; /* > 0: the collect of that many-th queued call fails */
 } deferred_codec;
 
 static void decode_now(deferred_codec *d, int n, const int *slots, size_t frames,
@@ -140,9 +141,16 @@ static int dq_submit(void *impl, int n, const int *slots, size_t frames, const f
 }
 
 static int dq_collect(void *impl, bool wait, bool *done, gp_error *err) {
-    (void)err;
     deferred_codec *d = impl;
     pthread_mutex_lock(&d->lock);
+    if (d->queued && d->fail_collect_after && d->submits >= d->fail_collect_after) {
+        /* as a GPU error: the call is dropped, its samples never come */
+        free(d->latent);
+        d->latent = NULL;
+        d->queued = false;
+        pthread_mutex_unlock(&d->lock);
+        return gp_fail(err, GEPARD_ERR_INTERNAL, "test codec: the device failed");
+    }
     if (d->queued && !wait && d->polls_left > 0) {
         d->polls_left--;
         d->not_ready++;
@@ -391,4 +399,54 @@ TEST(engine_queued_codec_cancel_and_free_while_queued) {
     free(w.samples);
     case_close(&c);
     CHECK(!seen.queued); /* nothing left queued when the codec went */
+}
+
+TEST(engine_queued_codec_failure_stops_its_streams) {
+    engine_case c;
+    REQUIRE_MSG(case_open(&c, 1) == 0, "%s", gepard_last_error());
+    deferred_of(c.codec)->fail_collect_after = 3;
+    /* six streams (the loaded regime waits for each call), then one alone */
+    capture x[RUN_STREAMS];
+    memset(x, 0, sizeof x);
+    gepard_stream *s[RUN_STREAMS];
+    for (int i = 0; i < RUN_STREAMS; i++) {
+        gepard_synth_params p = params_for(300 + (uint64_t)i, 60);
+        gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &x[i]};
+        REQUIRE(gepard_stream_start(c.engine, texts[i % 4], &p, &cb, &s[i]) == GEPARD_OK);
+    }
+    int failed = 0;
+    for (int i = 0; i < RUN_STREAMS; i++) {
+        gepard_synth_result r;
+        const gepard_status st = gepard_stream_wait(s[i], &r);
+        if (st != GEPARD_OK) {
+            failed++;
+            CHECK_EQ_INT(st, GEPARD_ERR_INTERNAL);
+            CHECK_MSG(strstr(gepard_last_error(), "the device failed") != NULL, "message: %s",
+                      gepard_last_error());
+        }
+        gepard_stream_free(s[i]);
+        free(x[i].samples);
+    }
+    test_note("%d of %d streams stopped by the failed codec call", failed, RUN_STREAMS);
+    CHECK(failed > 0);
+    for (int i = 0; i < 400; i++) {
+        gepard_engine_stats es;
+        gepard_engine_get_stats(c.engine, &es);
+        if (es.active_streams == 0 && es.kv_blocks_used == 0) break;
+        usleep(5000);
+    }
+    gepard_engine_stats es;
+    gepard_engine_get_stats(c.engine, &es);
+    CHECK_EQ_INT(es.active_streams, 0);
+    CHECK_EQ_INT(es.kv_blocks_used, 0);
+    /* the engine goes on: a new request after the failure completes */
+    deferred_of(c.codec)->fail_collect_after = 0;
+    capture y;
+    memset(&y, 0, sizeof y);
+    gepard_synth_params p = params_for(9, 25);
+    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &y};
+    CHECK_EQ_INT(gepard_synthesize(c.engine, texts[0], &p, &cb, NULL), GEPARD_OK);
+    CHECK_EQ_INT(y.n, (size_t)25 * (size_t)gepard_codec_samples_per_frame(c.codec));
+    free(y.samples);
+    case_close(&c);
 }

@@ -168,11 +168,8 @@ static void collect_queued(gepard_engine *e, bool wait) {
     const uint64_t t0 = gp_now_ns();
     const int rc = gp_codec_collect(e->codec->codec, wait, &done, &err);
     if (rc == GEPARD_OK && !done) return;
-    if (wait) {
-        pthread_mutex_lock(&e->lock);
-        e->stats.codec_seconds += (double)(gp_now_ns() - t0) * 1e-9;
-        pthread_mutex_unlock(&e->lock);
-    }
+    /* counted with the cycle (callers may hold the lock) */
+    if (wait) e->codec_wait_seconds += (double)(gp_now_ns() - t0) * 1e-9;
     for (int i = 0; i < e->n_queued; i++) {
         gepard_stream *s = e->codec_queued[i];
         if (rc == GEPARD_OK) {
@@ -514,6 +511,8 @@ static void *engine_thread_main(void *arg) {
             e->stats.step_seconds += (double)(t1 - t0) * 1e-9 - overlapped;
             e->stats.step_wait_seconds = e->work.wait_seconds;
             e->stats.deliver_seconds += (double)(t2 - t1) * 1e-9 + overlapped;
+            e->stats.codec_seconds += e->codec_wait_seconds;
+            e->codec_wait_seconds = 0;
             e->stats.cycle_ms = cycle_ms;
             pthread_mutex_unlock(&e->lock);
         }

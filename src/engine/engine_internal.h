@@ -108,6 +108,7 @@ struct gepard_engine {
     bool prefill_on_top;
     gepard_stream **codec_queued; /* [max_streams] */
     int n_queued;
+    double codec_wait_seconds; /* step thread: waits for queued calls, not yet in stats */
     /* the step thread's own time per part of its cycle (seconds, summed; printed
      * when the engine is freed with GEPARD_ENGINE_PROFILE=1): queueing the step,
      * the audio during it, collecting it (waiting and sampling; on a CPU the

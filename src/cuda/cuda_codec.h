@@ -671,4 +671,9 @@ struct gp_dev_codec {
     double last_ms;
 };
 
+/* cuda_codec.cu: the layers for n streams of T frames whose latent is in
+ * c->lat and state pointers in c->ptrs (queued on c->stream and its
+ * branches); samples land in c->pcm [n][T·spf]. */
+void gp_cuda_codec_run_layers(gp_dev_codec *c, int n, int T);
+
 #endif

@@ -163,6 +163,21 @@ int gp_stream_positions_needed(const gepard_stream *s);
 #define GP_ENGINE_GPU_CHUNK_STREAMS 4
 #define GP_ENGINE_GPU_HEADROOM 5.0
 
+/* engine_audio.c: the audio of a cycle. While a step is in flight: decode
+ * and deliver earlier frames' audio (with a queueing codec: collect the
+ * queued call, queue the next, deliver). */
+void gp_engine_deliver_during_step(gepard_engine *e);
+/* After the step: the queued call collected where needed, the ending
+ * streams' audio delivered and the rest of theirs decoded (batched); with
+ * `defer_running` the running streams keep theirs for the next cycle. */
+void gp_engine_audio_before_retiring(gepard_engine *e, bool defer_running);
+/* Collect the queued codec call (waiting when `wait`): its streams' audio
+ * becomes ready, or on failure they stop. Any thread holding the lock may
+ * call it. */
+void gp_engine_collect_queued(gepard_engine *e, bool wait);
+/* The stream steps again and its next frames' audio may be queued. */
+bool gp_engine_keeps_running(const gepard_stream *s);
+
 /* engine.c: the chunk (GP_ENGINE_CHUNK_FRAMES, or with a GPU codec
  * light_chunk_frames or 1) for a step with `active` streams. */
 int gp_engine_chunk_frames(const gepard_engine *e, int active);

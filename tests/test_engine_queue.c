@@ -261,6 +261,19 @@ static void case_close(engine_case *c) {
     gepard_model_free(c->model);
 }
 
+/* The engine finishes every stream (freed ones included) and gives every KV
+ * block back within two seconds. */
+static void check_engine_idle(gepard_engine *engine) {
+    gepard_engine_stats es;
+    for (int i = 0; i < 400; i++) {
+        gepard_engine_get_stats(engine, &es);
+        if (es.active_streams == 0 && es.kv_blocks_used == 0) break;
+        usleep(5000);
+    }
+    CHECK_EQ_INT(es.active_streams, 0);
+    CHECK_EQ_INT(es.kv_blocks_used, 0);
+}
+
 static const char *texts[] = {"Hello world!", "The quick brown fox jumps over the lazy dog.", "Hi",
                               "Another sentence, with a comma."};
 
@@ -381,16 +394,7 @@ TEST(engine_queued_codec_cancel_and_free_while_queued) {
     CHECK_EQ_INT(r.frames, 30);
     CHECK_EQ_INT(w.n, (size_t)30 * (size_t)spf); /* every frame's audio, none lost */
     gepard_stream_free(sw);
-    for (int i = 0; i < 400; i++) {
-        gepard_engine_stats es;
-        gepard_engine_get_stats(c.engine, &es);
-        if (es.active_streams == 0 && es.kv_blocks_used == 0) break;
-        usleep(5000);
-    }
-    gepard_engine_stats es;
-    gepard_engine_get_stats(c.engine, &es);
-    CHECK_EQ_INT(es.active_streams, 0);
-    CHECK_EQ_INT(es.kv_blocks_used, 0);
+    check_engine_idle(c.engine);
     const deferred_codec *d = deferred_of(c.codec);
     test_note("queued calls %d, polls that found one running %d", d->submits, d->not_ready);
     CHECK(d->not_ready > 0);
@@ -429,16 +433,7 @@ TEST(engine_queued_codec_failure_stops_its_streams) {
     }
     test_note("%d of %d streams stopped by the failed codec call", failed, RUN_STREAMS);
     CHECK(failed > 0);
-    for (int i = 0; i < 400; i++) {
-        gepard_engine_stats es;
-        gepard_engine_get_stats(c.engine, &es);
-        if (es.active_streams == 0 && es.kv_blocks_used == 0) break;
-        usleep(5000);
-    }
-    gepard_engine_stats es;
-    gepard_engine_get_stats(c.engine, &es);
-    CHECK_EQ_INT(es.active_streams, 0);
-    CHECK_EQ_INT(es.kv_blocks_used, 0);
+    check_engine_idle(c.engine);
     /* the engine goes on: a new request after the failure completes */
     deferred_of(c.codec)->fail_collect_after = 0;
     capture y;

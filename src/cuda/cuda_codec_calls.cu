@@ -157,19 +157,17 @@ static int codec_check_slots(const gp_dev_codec *c, int n, const int *slots, gp_
     return 0;
 }
 
-/* The pieces of a call of n streams × `frames` frames: groups of at most
- * CODEC_MAX_COLS streams, each in runs of CODEC_MAX_COLS / group frames.
- * Writes up to `max` of them; returns how many there are. */
-static int codec_pieces(int n, int frames, codec_queued_piece *out, int max) {
+/* The piece after *q of a call of n streams × `frames` frames (q->n 0: the
+ * first): groups of at most CODEC_MAX_COLS streams, each in runs of
+ * CODEC_MAX_COLS / group frames, in order. False after the last. */
+static bool codec_next_piece(int n, int frames, codec_queued_piece *q) {
     const int group = n < CODEC_MAX_COLS ? n : CODEC_MAX_COLS;
-    int count = 0;
-    for (int g = 0; g < n; g += group) {
-        const int gn = n - g < group ? n - g : group;
-        const int step = CODEC_MAX_COLS / gn;
-        for (int f = 0; f < frames; f += step, count++)
-            if (count < max) out[count] = {g, gn, f, frames - f < step ? frames - f : step};
-    }
-    return count;
+    int g = q->g, f = q->n ? q->f0 + q->T : 0;
+    if (q->n && f >= frames) g += group, f = 0;
+    if (g >= n) return false;
+    const int gn = n - g < group ? n - g : group, step = CODEC_MAX_COLS / gn;
+    *q = {g, gn, f, frames - f < step ? frames - f : step};
+    return true;
 }
 
 /* Decode now, piece after piece (lock held, nothing queued). */
@@ -177,18 +175,13 @@ static int codec_decode_locked(gp_dev_codec *c, int n, const int *slots, int fra
                                const float *latent, float *const *pcm, gp_dev_status *st) {
     int rc = codec_check_slots(c, n, slots, st);
     c->last_ms = 0.0;
-    const int group = n < CODEC_MAX_COLS ? n : CODEC_MAX_COLS;
-    for (int g = 0; g < n && rc == 0; g += group) {
-        const int gn = n - g < group ? n - g : group;
-        const int step = CODEC_MAX_COLS / gn;
-        for (int f = 0; f < frames && rc == 0; f += step) {
-            const int T = frames - f < step ? frames - f : step;
-            rc = codec_piece_queue(c, 0, gn, slots + g, frames, f, T,
-                                   latent + (size_t)g * frames * c->input_dim, true, st);
-            bool done = false;
-            if (rc == 0) rc = codec_wait(c, true, &done, st);
-            if (rc == 0) codec_piece_copy_out(c, 0, gn, T, f, pcm + g);
-        }
+    codec_queued_piece q = {0, 0, 0, 0};
+    while (rc == 0 && codec_next_piece(n, frames, &q)) {
+        rc = codec_piece_queue(c, 0, q.n, slots + q.g, frames, q.f0, q.T,
+                               latent + (size_t)q.g * frames * c->input_dim, true, st);
+        bool done = false;
+        if (rc == 0) rc = codec_wait(c, true, &done, st);
+        if (rc == 0) codec_piece_copy_out(c, 0, q.n, q.T, q.f0, pcm + q.g);
     }
     return rc;
 }
@@ -213,8 +206,10 @@ extern "C" int gp_cuda_codec_decode_submit(gp_dev_codec *c, int n, const int *sl
     pthread_mutex_lock(&c->lock);
     bool done = true;
     int rc = codec_collect_locked(c, true, &done, st);
-    codec_queued_piece pieces[CODEC_QUEUE_PIECES];
-    const int n_pieces = codec_pieces(n, frames, pieces, CODEC_QUEUE_PIECES);
+    codec_queued_piece pieces[CODEC_QUEUE_PIECES + 1], q = {0, 0, 0, 0};
+    int n_pieces = 0; /* up to one more than the queue holds: too many */
+    while (n_pieces <= CODEC_QUEUE_PIECES && codec_next_piece(n, frames, &q))
+        pieces[n_pieces++] = q;
     if (rc == 0 && n_pieces > CODEC_QUEUE_PIECES) {
         rc = codec_decode_locked(c, n, slots, frames, latent, pcm, st);
     } else if (rc == 0) {

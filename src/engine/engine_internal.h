@@ -172,8 +172,8 @@ void gp_engine_deliver_during_step(gepard_engine *e);
  * `defer_running` the running streams keep theirs for the next cycle. */
 void gp_engine_audio_before_retiring(gepard_engine *e, bool defer_running);
 /* Collect the queued codec call (waiting when `wait`): its streams' audio
- * becomes ready, or on failure they stop. Any thread holding the lock may
- * call it. */
+ * becomes ready, or on failure they stop. Step thread only; it takes no
+ * lock (fail_all_active_locked calls it holding the engine's). */
 void gp_engine_collect_queued(gepard_engine *e, bool wait);
 /* The stream steps again and its next frames' audio may be queued. */
 bool gp_engine_keeps_running(const gepard_stream *s);

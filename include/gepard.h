@@ -349,6 +349,7 @@ typedef struct gepard_bench_params {
     int n_streams;
     int codec_only; /* nonzero: only the codec decoder on the GPU (device cuda; its gpu_codec
                        figures), in gpu_precision alone when that names a codec precision */
+    int codec_frames_per_call; /* codec_only: each stream's frames in one timed call (0 = 1) */
 } gepard_bench_params;
 
 gepard_bench_params gepard_bench_default_params(void);

@@ -60,6 +60,9 @@
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
 #        setting, alternating twice (~1 minute; the alternative plugin's tests
 #        are not rerun): the loop for single-stream codec work.
+# codec-per-call: `bench --codec-only` for each CODEC_PER_CALL "STREAMS:K" (K
+#        frames per stream in one call; "256:1 128:2 ..."), twice: what decoding
+#        each stream's frames in pairs or fours would buy the loaded engine.
 # codec-cpu: the host CPU's codec paths at 2 cores: the tile tests (emulated and on
 #        the AMX unit), then codec_bench 16 2 1 MIX for each CODEC_CPU_MIXES ("ttttt
 #        wtttt": f32, mixed and the residual convs on AMX tiles, 't' per stage);
@@ -317,6 +320,20 @@ print("1 stream %.3f ms (GPU %.3f);" % (g.get("single_stream_ms_per_frame", 0),
         [ -z "$alt" ] || small_bench "alt-$rep" GEPARD_CUDA_PLUGIN=$alt
         for v in ${CODEC_ENV_VARIANTS:-}; do
             small_bench "${v%%:*}-$rep" $(echo "${v#*:}" | tr '+' ' ')
+        done
+    done
+fi
+if want codec-per-call; then # streams x frames per call: what batching a stream's frames buys
+    for rep in 1 2; do
+        for v in ${CODEC_PER_CALL:-256:1 128:2 256:2 64:4 128:4 512:1 256:4 1024:1 512:2}; do
+            "$bin/gepard" bench --codec-only --device cuda --codec /tmp/rs/codec --gpu-precision f16 \
+                --streams "${v%:*}" --frames 32 --frames-per-call "${v#*:}" \
+                > "$out/codec-per-call-${v%:*}x${v#*:}-$rep.json" 2> /dev/null
+            echo "codec-per-call ${v%:*} streams x ${v#*:} frames: $(python3 -c '
+import json, sys
+b = json.load(open(sys.argv[1]))["gpu_codec"]["f16"]["batches"][0]
+print("%.0f f/s, %.3f ms per call (GPU %.3f)" % (b["frames_per_s"], b["ms_per_step"], b["gpu_ms_per_step"]))' \
+                "$out/codec-per-call-${v%:*}x${v#*:}-$rep.json" 2>&1)"
         done
     done
 fi

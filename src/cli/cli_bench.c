@@ -21,6 +21,9 @@ static const cli_option bench_options[] = {
      "codec's batches (1: one stream), --frames calls each"},
     {"codec-only", 0, NULL,
      "GPU: only the codec decoder (gpu_codec), in --gpu-precision alone when it names one"},
+    {"frames-per-call", 0, "K",
+     "GPU, with --codec-only: each stream decodes K frames per call (default 1; the engine "
+     "under load decodes 1)"},
     CLI_DEVICE_OPTIONS,
 };
 
@@ -70,6 +73,9 @@ int cli_bench(int argc, char **argv) {
         p.device = cli_get(&a, "device");
         p.gpu_precision = cli_get(&a, "gpu-precision");
         p.codec_only = cli_flag(&a, "codec-only");
+        n = 1;
+        if (!rc && !(rc = cli_get_int(&a, "frames-per-call", 1, 4096, &n)))
+            p.codec_frames_per_call = (int)n;
     }
     int streams[32], n_streams = 0;
     const char *list = cli_get(&a, "streams");

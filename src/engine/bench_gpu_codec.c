@@ -23,12 +23,12 @@ static void random_codes(const gp_codec *c, uint64_t *state, int32_t *codes, int
     }
 }
 
-/* n streams, `steps` timed calls of one frame each (after two warm-up calls):
- * ms per call, wall clock and on the device (first upload to last download:
- * the rest of a call is the host's, launching included). */
-static int time_batch(const gp_codec *c, int n, int steps, double *ms_per_step,
+/* n streams, `steps` timed calls of `per_call` frames each (after two warm-up
+ * calls): ms per call, wall clock and on the device (first upload to last
+ * download: the rest of a call is the host's, launching included). */
+static int time_batch(const gp_codec *c, int n, int per_call, int steps, double *ms_per_step,
                       double *gpu_ms_per_step, gp_error *err) {
-    const int C = c->fsq.channels, spf = c->cfg.samples_per_frame;
+    const int C = c->fsq.channels * per_call, spf = c->cfg.samples_per_frame * per_call;
     gp_codec_code_stream **s = calloc((size_t)n, sizeof *s);
     int32_t *codes = malloc((size_t)n * C * sizeof(int32_t));
     float *pcm = malloc((size_t)n * spf * sizeof(float));
@@ -46,7 +46,7 @@ static int time_batch(const gp_codec *c, int n, int steps, double *ms_per_step,
     for (int k = -2; !rc && k < steps; k++) {
         random_codes(c, &state, codes, n * C);
         if (k == 0) t0 = gp_now_ns();
-        rc = gp_codec_decode_frames_multi(c, s, cp, n, 1, pp, err);
+        rc = gp_codec_decode_frames_multi(c, s, cp, n, per_call, pp, err);
         if (k >= 0 && c->accel && c->accel->last_gpu_ms)
             gpu_ms += c->accel->last_gpu_ms(c->accel->impl);
     }
@@ -80,12 +80,13 @@ static int bench_path(const gepard_bench_params *p, const char *precision, doubl
     const bool chosen = p->codec_only && p->n_streams > 0;
     const int *sizes = chosen ? p->streams : default_sizes;
     const int n_sizes = chosen ? p->n_streams : 4, steps = chosen ? p->frames : 16;
+    const int per_call = chosen && p->codec_frames_per_call > 1 ? p->codec_frames_per_call : 1;
     bool single = !chosen;
     for (int i = 0; chosen && i < n_sizes; i++) single = single || sizes[i] == 1;
     int rc = GEPARD_OK;
     if (single) {
         gp_progress("bench: GPU codec (%s), one stream", precision);
-        rc = time_batch(c, 1, p->frames, &ms, &gpu_ms, err);
+        rc = time_batch(c, 1, 1, p->frames, &ms, &gpu_ms, err);
         cJSON_AddNumberToObject(o, "single_stream_ms_per_frame", ms);
         cJSON_AddNumberToObject(o, "single_stream_gpu_ms_per_frame", gpu_ms);
     }
@@ -93,11 +94,12 @@ static int bench_path(const gepard_bench_params *p, const char *precision, doubl
     for (int i = 0; !rc && i < n_sizes; i++) {
         if (sizes[i] == 1) continue;
         gp_progress("bench: GPU codec (%s), %d streams", precision, sizes[i]);
-        rc = time_batch(c, sizes[i], steps, &ms, &gpu_ms, err);
+        rc = time_batch(c, sizes[i], per_call, steps, &ms, &gpu_ms, err);
         if (rc) break;
-        const double fps = sizes[i] / (ms * 1e-3);
+        const double fps = (double)sizes[i] * per_call / (ms * 1e-3);
         cJSON *b = cJSON_CreateObject();
         cJSON_AddNumberToObject(b, "streams", sizes[i]);
+        cJSON_AddNumberToObject(b, "frames_per_call", per_call);
         cJSON_AddNumberToObject(b, "ms_per_step", ms);
         cJSON_AddNumberToObject(b, "gpu_ms_per_step", gpu_ms);
         cJSON_AddNumberToObject(b, "frames_per_s", fps);

@@ -421,8 +421,9 @@ TEST(cuda_cli_matches_cpu) {
 
 /* ---- real size ---- */
 
-TEST(cuda_real_size_against_reference) {
-    require_cuda();
+/* Both precisions against the reference's goldens at real size: f32 logits
+ * within 1e-4 and greedy codes equal, bf16 within the issue's budget. */
+static void real_size_against_reference(const char *form) {
     golden g;
     REQUIRE(golden_open(&g, "real-size") == 0);
     const char *model_dir = gen_realsize_model_dir(&g);
@@ -477,9 +478,9 @@ TEST(cuda_real_size_against_reference) {
                              (size_t)C * sizeof(int32_t)) == 0;
             frames_equal += eq;
             frames_total += T;
-            test_note("%s cuda/%s: logits max abs error %.3g, mean KL %.3g nats, stop %.3g, "
+            test_note("%s cuda/%s%s: logits max abs error %.3g, mean KL %.3g nats, stop %.3g, "
                       "greedy frames equal %d/%d",
-                      key, precision_name(prec), max_err, kl, stop_err, eq, T);
+                      key, precision_name(prec), form, max_err, kl, stop_err, eq, T);
             gp_gen_free(s, kv);
             gp_kv_pool_free(kv);
             free(f.logits);
@@ -489,9 +490,9 @@ TEST(cuda_real_size_against_reference) {
             free(want);
             free(want_stop);
         }
-        test_note("real size cuda/%s: worst logit error %.3g, worst mean KL %.3g, worst stop %.3g, "
-                  "greedy frames equal %d/%d",
-                  precision_name(prec), worst_err, worst_kl, worst_stop, frames_equal,
+        test_note("real size cuda/%s%s: worst logit error %.3g, worst mean KL %.3g, worst stop "
+                  "%.3g, greedy frames equal %d/%d",
+                  precision_name(prec), form, worst_err, worst_kl, worst_stop, frames_equal,
                   frames_total);
         if (prec == GP_DEV_F32) {
             CHECK_MSG(worst_err <= 1e-4, "f32: logit error %g > 1e-4", worst_err);
@@ -504,6 +505,24 @@ TEST(cuda_real_size_against_reference) {
         gp_model_free(m);
     }
     golden_close(&g);
+}
+
+TEST(cuda_real_size_against_reference) {
+    require_cuda();
+    real_size_against_reference("");
+}
+
+/* The decode attention by tiles (cuda_attention_tiles.cu, the default for
+ * steps of GP_CUDA_ATTN_TILE_ROWS rows or more) held to the same goldens:
+ * every decode step, one row included, attends by tiles here (the single-row
+ * kernel off, so each step runs kernel by kernel). */
+TEST(cuda_real_size_tiled_decode_attention) {
+    require_cuda();
+    setenv("GEPARD_CUDA_ATTN_TILE_ROWS", "1", 1);
+    setenv("GEPARD_CUDA_DECODE1", "0", 1);
+    real_size_against_reference(", attention by tiles");
+    unsetenv("GEPARD_CUDA_ATTN_TILE_ROWS");
+    unsetenv("GEPARD_CUDA_DECODE1");
 }
 
 /* Teacher-forced logits and stop probabilities of real-size case `key` on a

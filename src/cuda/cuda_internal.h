@@ -82,7 +82,9 @@ typedef struct gp_cuda_graph {
     cudaGraphExec_t exec;
 } gp_cuda_graph;
 
-#define GP_CUDA_MAX_GRAPHS 64
+#define GP_CUDA_MAX_GRAPHS 128
+/* Decode steps of this many rows or more attend by tiles (cuda_attention_tiles.cu). */
+#define GP_CUDA_ATTN_TILE_ROWS 128
 
 /* A run-time LoRA adapter on the device (per runner). */
 typedef struct gp_cuda_lora_module {
@@ -134,8 +136,10 @@ struct gp_dev_runner {
     /* the step in flight */
     int n_rows, n_seqs, n_frames, n_decode_rows, splits;
     bool launched;
-    bool no_skinny; /* GEPARD_CUDA_SKINNY=0 */
-    bool no_fused;  /* GEPARD_CUDA_FUSED_ATTENTION=0 */
+    bool no_skinny;    /* GEPARD_CUDA_SKINNY=0 */
+    bool no_fused;     /* GEPARD_CUDA_FUSED_ATTENTION=0 */
+    int tile_rows;     /* decode steps of this many rows or more attend by tiles (0: never) */
+    bool pow2_buckets; /* GEPARD_CUDA_GRAPH_BUCKETS=pow2: graphs for powers of two only */
     cudaEvent_t done;
     cudaEvent_t t_start, t_end; /* timing of the step in flight */
     double last_gpu_ms;
@@ -182,6 +186,7 @@ typedef struct gp_cuda_attn_args {
     int layer, rows, splits, bt_stride;
     const int *row_seq, *row_pos, *block_table;
     unsigned *counters; /* [rows][NKV] zeros: splits finished (last one merges) */
+    bool tiles;         /* decode attention by tiles (gp_cuda_decode_attention_tiles) */
 } gp_cuda_attn_args;
 void gp_cuda_qkv_post(const gp_cuda_attn_args *a, float *qkv, const float *qkv_bias,
                       const float *q_norm, const float *k_norm, const float *rope, float *q,
@@ -196,6 +201,12 @@ bool gp_cuda_decode_attention_fits(const gp_dev_model *m);
 void gp_cuda_decode_attention(const gp_cuda_attn_args *a, const float *qkv, const float *q_norm,
                               const float *k_norm, const float *rope, float *part, void *out,
                               cudaStream_t s);
+/* The same for big batches (cuda_attention_tiles.cu): one block per (row, kv
+ * head) over tiles of 32 positions, merged and gated in the block — no
+ * partials, no merge kernel, no splits. */
+void gp_cuda_decode_attention_tiles(const gp_cuda_attn_args *a, const float *qkv,
+                                    const float *q_norm, const float *k_norm, const float *rope,
+                                    void *out, cudaStream_t s);
 /* y[row][o] += scale · Σ_k B[o][k] · (A x[row])_k for rows [row0, row0+rows);
  * x of the weight type (the GEMM's input), y f32. rank <= 256. */
 void gp_cuda_lora_apply(const void *x, bool x_f32, int ldx, int row0, int rows,

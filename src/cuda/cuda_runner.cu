@@ -93,6 +93,12 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     /* GEPARD_CUDA_FUSED_ATTENTION=0: decode steps use the general attention. */
     const char *fused = getenv("GEPARD_CUDA_FUSED_ATTENTION");
     r->no_fused = fused && strcmp(fused, "0") == 0;
+    /* GEPARD_CUDA_ATTN_TILE_ROWS=N: decode steps of N rows or more attend by
+     * tiles (0: never); below, the units split the context over blocks */
+    const char *tile_rows = getenv("GEPARD_CUDA_ATTN_TILE_ROWS");
+    r->tile_rows = tile_rows ? atoi(tile_rows) : GP_CUDA_ATTN_TILE_ROWS;
+    const char *buckets = getenv("GEPARD_CUDA_GRAPH_BUCKETS");
+    r->pow2_buckets = buckets && strcmp(buckets, "pow2") == 0;
     int rc = gp_cuda_check(gp_cuda_stream_create(&r->stream, GP_CUDA_STREAM_STEP),
                            "cudaStreamCreate", st);
     if (!rc)
@@ -288,6 +294,10 @@ static void apply_loras(gp_dev_runner *r, int l, gp_dev_matrix which, const void
  * q/k norm + RoPE + cache write, then split attention. */
 static void attention(gp_dev_runner *r, gp_cuda_attn_args *args, const float *qkv_bias,
                       const float *q_norm, const float *k_norm, bool fused, cudaStream_t s) {
+    if (fused && !qkv_bias && args->tiles) {
+        gp_cuda_decode_attention_tiles(args, r->qkv, q_norm, k_norm, r->rope, r->a, s);
+        return;
+    }
     if (fused && !qkv_bias) {
         gp_cuda_decode_attention(args, r->qkv, q_norm, k_norm, r->rope, r->part, r->a, s);
         return;
@@ -318,9 +328,17 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     const bool one_kernel = skinny && fused_attn && rows == 1 && seqs == 1;
     const bool embed_inside =
         one_kernel && frames == 1 && n_decode_rows == 1 && gp_cuda_decode1_embeds(r);
-    gp_cuda_attn_args args = {
-        m,          kv, 0, rows, splits, r->bt_stride, row_seq, row_pos, r->meta + L.block_table,
-        r->counters};
+    gp_cuda_attn_args args = {m,
+                              kv,
+                              0,
+                              rows,
+                              splits,
+                              r->bt_stride,
+                              row_seq,
+                              row_pos,
+                              r->meta + L.block_table,
+                              r->counters,
+                              r->tile_rows > 0 && rows >= r->tile_rows};
     if (embed_inside) {
         if (!gp_cuda_decode1_launch(r, &args, true, s))
             return gp_cuda_fail(st, GEPARD_ERR_INTERNAL,
@@ -394,10 +412,16 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     return gp_cuda_check(cudaGetLastError(), "step kernels", st);
 }
 
-static int bucket_for(int rows) {
+/* The rows a decode step's graph is captured for: powers of two up to 64,
+ * then eight sizes per octave (72, 80, ... 128, 144, ... 1024, 1152, ...),
+ * so padding costs at most 1/8 of a big step's rows — not up to half, as with
+ * powers of two (GEPARD_CUDA_GRAPH_BUCKETS=pow2, for comparisons). */
+static int bucket_for(const gp_dev_runner *r, int rows) {
     int b = 1;
     while (b < rows) b *= 2;
-    return b;
+    if (b <= 64 || r->pow2_buckets) return b;
+    const int step = b / 16; /* b/2 < rows <= b: steps of (b/2)/8 */
+    return (rows + step - 1) / step * step;
 }
 
 /* Fill the pinned metadata for `rows_eff` rows (real rows first, padding
@@ -518,7 +542,7 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     const bool graph = p->graph_ok && r->n_uses == 0 && p->n_rows == p->n_seqs &&
                        p->n_decode_rows == p->n_rows && p->n_frames <= p->n_rows &&
                        getenv("GEPARD_CUDA_GRAPHS") == NULL;
-    const int rows_eff = graph ? bucket_for(p->n_rows) : p->n_rows;
+    const int rows_eff = graph ? bucket_for(r, p->n_rows) : p->n_rows;
     const int seqs_eff = graph ? rows_eff : p->n_seqs;
     const int frames_eff = graph ? rows_eff : p->n_frames;
     int rc = reserve(r, rows_eff, max_blocks, st);
@@ -542,8 +566,11 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     const bool one_row_each = p->n_rows == p->n_seqs;
     const bool fused = one_row_each && gp_cuda_decode_attention_fits(r->m) && !r->no_fused &&
                        !r->m->layers[0].qkv_bias;
-    const int splits =
-        fused ? decode_splits_for(r, rows_eff, max_len) : splits_for(r, rows_eff, max_len);
+    /* (tiles do not split: one graph per size, whatever the context) */
+    const bool tiles = fused && r->tile_rows > 0 && rows_eff >= r->tile_rows;
+    const int splits = tiles   ? 1
+                       : fused ? decode_splits_for(r, rows_eff, max_len)
+                               : splits_for(r, rows_eff, max_len);
     if (graph)
         rc = launch_graph(r, kv, rows_eff, splits, st);
     else

@@ -1,0 +1,284 @@
+/* cuda_attention_tiles.cu — the decode attention for big batches: one block
+ * per (row, kv head), its warps walking tiles of 32 positions with one
+ * position per lane for the scores and 8 dims per lane for the values, and
+ * the warps' partials merged, normalised and gated in the same block.
+ *
+ * Why: k_decode_attention (cuda_kernels.cu) gives each warp a span of
+ * positions walked one at a time — a warp reduction and two exponentials per
+ * head per position, ~200 registers, a partial per warp merged by a second
+ * kernel. That suits a few rows with long contexts (it splits the context over
+ * many blocks); with hundreds of rows it runs one split, two blocks per
+ * multiprocessor, and each warp's chain of dependent positions is the step's
+ * largest cost (128 µs a layer at 1024 rows and ~32 positions, more than the
+ * layer's five GEMMs together). Here a position costs one lane's dot product
+ * against the queries held in shared memory, the softmax is taken per tile
+ * (one warp max per head per 32 positions), and no partials leave the block.
+ *
+ * The arithmetic is the same f32 arithmetic as the unit kernel's, in another
+ * order (each lane sums all 256 dims of its position; the online softmax
+ * rescales per tile): results agree to rounding, not bit for bit. Queries
+ * and the new key are normed and rotated by the same device functions
+ * (cuda_attention.cuh), and the new key and value go into the cache before
+ * any warp reads position `pos` back from it. */
+#include <math.h>
+
+#include "cuda/cuda_attention.cuh"
+#include "cuda/cuda_internal.h"
+
+namespace {
+
+#define TILE_WARPS 4
+#define TILE_POS 32
+#define TILE_D 256 /* gp_cuda_decode_attention_fits: head_dim 256 */
+
+/* Eight consecutive cache values of one lane, loaded at once, read as f32. */
+template <typename KT> struct eight;
+template <> struct eight<__nv_bfloat16> {
+    uint4 raw;
+    __device__ __forceinline__ void load(const __nv_bfloat16 *p) { raw = *(const uint4 *)p; }
+    __device__ __forceinline__ float at(int j) const {
+        return __bfloat162float(((const __nv_bfloat16 *)&raw)[j]);
+    }
+};
+template <> struct eight<float> {
+    float4 a, b;
+    __device__ __forceinline__ void load(const float *p) {
+        a = *(const float4 *)p;
+        b = *(const float4 *)(p + 4);
+    }
+    __device__ __forceinline__ float at(int j) const {
+        const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        return v[j];
+    }
+};
+
+/* G consecutive floats of shared memory (16-byte aligned where G allows). */
+template <int G> __device__ __forceinline__ void load_group(const float *p, float (&v)[G]) {
+    if constexpr (G % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < G; i += 4) {
+            const float4 f = *(const float4 *)(p + i);
+            v[i] = f.x;
+            v[i + 1] = f.y;
+            v[i + 2] = f.z;
+            v[i + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < G; i++) v[i] = p[i];
+    }
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+template <typename KT>
+__device__ __forceinline__ const KT *cache_row(const attn_dims &d, const KT *kv, const int *bt,
+                                               int is_value, int g, int p) {
+    return kv + kv_index(d, bt[p / d.bs], is_value, g, p % d.bs);
+}
+
+/* Shared memory (floats): queries [D][G] (dim-major: one 16-byte read gives
+ * four heads' values of a dim), each warp's tile weights [TILE_POS][G], and
+ * for the merge each warp's [G][D] sums and [G] max and sum. */
+template <int G> constexpr size_t tile_shared_floats() {
+    return (size_t)TILE_D * G + (size_t)TILE_WARPS * TILE_POS * G +
+           (size_t)TILE_WARPS * G * TILE_D + 2 * (size_t)TILE_WARPS * G;
+}
+
+template <typename KT, int G>
+__global__ void __launch_bounds__(TILE_WARPS * 32)
+    k_decode_attention_tiles(attn_dims d, const float *qkv, const float *q_norm,
+                             const float *k_norm, const float *rope_tab, float eps, int rotary,
+                             const int *row_seq, const int *row_pos, const int *block_table, KT *kv,
+                             KT *out) {
+    constexpr int D = TILE_D, DPL = D / 32;
+    extern __shared__ float4 shared4[];
+    float *qs = (float *)shared4;
+    float *es = qs + D * G;
+    float *accs = es + TILE_WARPS * TILE_POS * G;
+    float *ms = accs + TILE_WARPS * G * D;
+    float *ls = ms + TILE_WARPS * G;
+    const int r = blockIdx.x, g = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int pos = row_pos[r], n = pos + 1;
+    const int *bt = block_table + (size_t)row_seq[r] * d.bt_stride;
+    const float *row = qkv + (size_t)r * d.qkv_rows;
+    float cs[DPL], sn[DPL];
+    lane_rope<DPL>(rope_tab + (size_t)r * 2 * d.half, d.half, rotary, lane, cs, sn);
+    /* the group's queries, normed and rotated, into shared memory */
+    for (int h = warp; h < G; h += TILE_WARPS) {
+        float qv[DPL], gain[DPL];
+        const float *src = row + (size_t)(g * G + h) * 2 * D + lane * DPL;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            qv[j] = __ldcg(src + j);
+            gain[j] = q_norm[lane * DPL + j];
+        }
+        warp_norm_rope<DPL>(qv, gain, cs, sn, d.half, rotary, eps, lane);
+#pragma unroll
+        for (int j = 0; j < DPL; j++) qs[(lane * DPL + j) * G + h] = qv[j];
+    }
+    /* the new position's key (normed, rotated) and value into the cache: the
+     * tiles below read them back as the cache holds them, as later steps will */
+    if (warp == TILE_WARPS - 1) {
+        float kn[DPL], vn[DPL], gain[DPL];
+        const float *ks = row + (size_t)2 * d.NH * D + (size_t)g * D + lane * DPL;
+        const float *vs = ks + (size_t)d.NKV * D;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            kn[j] = __ldcg(ks + j);
+            vn[j] = __ldcg(vs + j);
+            gain[j] = k_norm[lane * DPL + j];
+        }
+        warp_norm_rope<DPL>(kn, gain, cs, sn, d.half, rotary, eps, lane);
+        const int block = bt[pos / d.bs];
+        KT *kd = kv + kv_index(d, block, 0, g, pos % d.bs) + lane * DPL;
+        KT *vd = kv + kv_index(d, block, 1, g, pos % d.bs) + lane * DPL;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            store(&kd[j], kn[j]);
+            store(&vd[j], vn[j]);
+        }
+    }
+    __syncthreads(); /* queries in shared memory, the new key and value in the cache */
+
+    const float scale = 1.0f / sqrtf((float)D);
+    float m[G], lsum[G], acc[G][DPL];
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        m[h] = -INFINITY;
+        lsum[h] = 0;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) acc[h][j] = 0;
+    }
+    float *ew = es + warp * TILE_POS * G;
+    const int tiles = (n + TILE_POS - 1) / TILE_POS;
+    for (int t = warp; t < tiles; t += TILE_WARPS) {
+        const int p = t * TILE_POS + lane;
+        const bool valid = p < n;
+        /* scores: this lane's position against every head of the group */
+        float s[G];
+#pragma unroll
+        for (int h = 0; h < G; h++) s[h] = 0;
+        if (valid) {
+            const KT *krow = cache_row(d, kv, bt, 0, g, p);
+#pragma unroll 1
+            for (int c0 = 0; c0 < D; c0 += 64) { /* 64 dims: eight loads in flight */
+                eight<KT> k8[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++) k8[i].load(krow + c0 + i * 8);
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        float q[G];
+                        load_group<G>(qs + (c0 + i * 8 + j) * G, q);
+                        const float kv_ = k8[i].at(j);
+#pragma unroll
+                        for (int h = 0; h < G; h++) s[h] = fmaf(q[h], kv_, s[h]);
+                    }
+                }
+            }
+        }
+        /* the tile's softmax weights, the running max and sums rescaled once */
+#pragma unroll
+        for (int h = 0; h < G; h++) {
+            s[h] = valid ? s[h] * scale : -INFINITY;
+            const float mn = fmaxf(m[h], warp_max(s[h])); /* finite: lane 0 is valid */
+            const float c = expf(m[h] - mn);
+            const float e = valid ? expf(s[h] - mn) : 0.0f;
+            lsum[h] = lsum[h] * c + e;
+            m[h] = mn;
+#pragma unroll
+            for (int j = 0; j < DPL; j++) acc[h][j] *= c;
+            ew[lane * G + h] = e;
+        }
+        __syncwarp();
+        /* values: every position of the tile, this lane's 8 dims */
+        const int count = min(TILE_POS, n - t * TILE_POS);
+        for (int i0 = 0; i0 < count; i0 += 8) {
+            eight<KT> v8[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                if (i0 + i < count)
+                    v8[i].load(cache_row(d, kv, bt, 1, g, t * TILE_POS + i0 + i) + lane * DPL);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                if (i0 + i >= count) break;
+                float e[G];
+                load_group<G>(ew + (i0 + i) * G, e);
+#pragma unroll
+                for (int h = 0; h < G; h++)
+#pragma unroll
+                    for (int j = 0; j < DPL; j++) acc[h][j] = fmaf(e[h], v8[i].at(j), acc[h][j]);
+            }
+        }
+        __syncwarp(); /* the weights are read before the next tile writes them */
+    }
+    /* each warp's partial into shared memory, then one thread per (head, dim) */
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        const float L = warp_sum(lsum[h]);
+        if (lane == 0) {
+            ms[warp * G + h] = m[h];
+            ls[warp * G + h] = L;
+        }
+#pragma unroll
+        for (int j = 0; j < DPL; j++) accs[((size_t)warp * G + h) * D + lane * DPL + j] = acc[h][j];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+        const int h = idx / D, i = idx % D;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < TILE_WARPS; w++) M = fmaxf(M, ms[w * G + h]);
+        float L = 0, A = 0;
+#pragma unroll
+        for (int w = 0; w < TILE_WARPS; w++) {
+            const float mw = ms[w * G + h];
+            const float f = mw == -INFINITY ? 0.0f : expf(mw - M);
+            L += ls[w * G + h] * f;
+            A += accs[((size_t)w * G + h) * D + i] * f;
+        }
+        const int head = g * G + h;
+        const float gate = __ldcg(row + (size_t)head * 2 * D + D + i);
+        store(&out[((size_t)r * d.NH + head) * D + i],
+              (A * (1.0f / L)) * (1.0f / (1.0f + expf(-gate))));
+    }
+}
+
+template <typename KT, int G>
+void launch_tiles(const gp_cuda_attn_args *a, const attn_dims &d, const float *qkv,
+                  const float *q_norm, const float *k_norm, const float *rope, void *out,
+                  cudaStream_t s) {
+    dim3 grid(a->rows, d.NKV);
+    k_decode_attention_tiles<KT, G><<<grid, TILE_WARPS * 32, tile_shared_floats<G>() * 4, s>>>(
+        d, qkv, q_norm, k_norm, rope, a->m->d.rms_eps, a->m->d.rotary_dim, a->row_seq, a->row_pos,
+        a->block_table, (KT *)a->kv->data, (KT *)out);
+}
+
+template <typename KT>
+void tiles_group(const gp_cuda_attn_args *a, const attn_dims &d, const float *qkv,
+                 const float *q_norm, const float *k_norm, const float *rope, void *out,
+                 cudaStream_t s) {
+    switch (d.G) {
+    case 1: launch_tiles<KT, 1>(a, d, qkv, q_norm, k_norm, rope, out, s); break;
+    case 2: launch_tiles<KT, 2>(a, d, qkv, q_norm, k_norm, rope, out, s); break;
+    case 4: launch_tiles<KT, 4>(a, d, qkv, q_norm, k_norm, rope, out, s); break;
+    default: launch_tiles<KT, 8>(a, d, qkv, q_norm, k_norm, rope, out, s); break;
+    }
+}
+
+} // namespace
+
+void gp_cuda_decode_attention_tiles(const gp_cuda_attn_args *a, const float *qkv,
+                                    const float *q_norm, const float *k_norm, const float *rope,
+                                    void *out, cudaStream_t s) {
+    attn_dims d = dims_of(a);
+    if (a->m->wide)
+        tiles_group<float>(a, d, qkv, q_norm, k_norm, rope, out, s);
+    else
+        tiles_group<__nv_bfloat16>(a, d, qkv, q_norm, k_norm, rope, out, s);
+}

@@ -1,7 +1,11 @@
 /* cuda_attention_tiles.cu — the decode attention for big batches: one block
- * per (row, kv head), its warps walking tiles of 32 positions with one
- * position per lane for the scores and 8 dims per lane for the values, and
- * the warps' partials merged, normalised and gated in the same block.
+ * per (row, kv head) walks the context in tiles of 32 positions. For each
+ * tile every warp scores the 32 positions (one per lane) over its quarter of
+ * the dims, the partial scores meet in shared memory, each warp takes the
+ * same softmax weights and weighs the values of its quarter of the positions
+ * (8 dims per lane), and the warps' sums are added, normalised and gated in
+ * the block at the end. A tile costs each lane one round of 16 loads (eight
+ * of keys, eight of values).
  *
  * Why: k_decode_attention (cuda_kernels.cu) gives each warp a span of
  * positions walked one at a time — a warp reduction and two exponentials per
@@ -10,14 +14,13 @@
  * many blocks); with hundreds of rows it runs one split, two blocks per
  * multiprocessor, and each warp's chain of dependent positions is the step's
  * largest cost (128 µs a layer at 1024 rows and ~32 positions, more than the
- * layer's five GEMMs together). Here a position costs one lane's dot product
- * against the queries held in shared memory, the softmax is taken per tile
- * (one warp max per head per 32 positions), and no partials leave the block.
+ * layer's five GEMMs together). Here the softmax is taken per tile (one warp
+ * max per head per 32 positions) and no partials leave the block.
  *
  * The arithmetic is the same f32 arithmetic as the unit kernel's, in another
- * order (each lane sums all 256 dims of its position; the online softmax
- * rescales per tile): results agree to rounding, not bit for bit. Queries
- * and the new key are normed and rotated by the same device functions
+ * order (a score is four partial sums of 64 dims; the online softmax rescales
+ * per tile): results agree to rounding, not bit for bit. Queries and the new
+ * key are normed and rotated by the same device functions
  * (cuda_attention.cuh), and the new key and value go into the cache before
  * any warp reads position `pos` back from it. */
 #include <math.h>
@@ -81,15 +84,25 @@ __device__ __forceinline__ const KT *cache_row(const attn_dims &d, const KT *kv,
 }
 
 /* Shared memory (floats): queries [D][G] (dim-major: one 16-byte read gives
- * four heads' values of a dim), each warp's tile weights [TILE_POS][G], and
- * for the merge each warp's [G][D] sums and [G] max and sum. */
+ * four heads' values of a dim), two buffers of the warps' partial scores
+ * [TILE_WARPS][TILE_POS][G], each warp's weighted values [G][D] and the
+ * softmax sums [G]. */
 template <int G> constexpr size_t tile_shared_floats() {
-    return (size_t)TILE_D * G + (size_t)TILE_WARPS * TILE_POS * G +
-           (size_t)TILE_WARPS * G * TILE_D + 2 * (size_t)TILE_WARPS * G;
+    return (size_t)TILE_D * G + 2 * (size_t)TILE_WARPS * TILE_POS * G +
+           (size_t)TILE_WARPS * G * TILE_D + G;
+}
+
+/* Blocks a multiprocessor should hold: four for bf16 caches and up to four
+ * query heads a group (128 registers, 16 warps: the values' loads beside the
+ * keys' need the registers; five blocks of 96 registers with the values
+ * loaded after the softmax measured 1-4 % slower on the H200), else what the
+ * registers allow. */
+template <typename KT, int G> constexpr int tile_min_blocks() {
+    return sizeof(KT) == 2 && G <= 4 ? 4 : 1;
 }
 
 template <typename KT, int G>
-__global__ void __launch_bounds__(TILE_WARPS * 32)
+__global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
     k_decode_attention_tiles(attn_dims d, const float *qkv, const float *q_norm,
                              const float *k_norm, const float *rope_tab, float eps, int rotary,
                              const int *row_seq, const int *row_pos, const int *block_table, KT *kv,
@@ -97,10 +110,9 @@ __global__ void __launch_bounds__(TILE_WARPS * 32)
     constexpr int D = TILE_D, DPL = D / 32;
     extern __shared__ float4 shared4[];
     float *qs = (float *)shared4;
-    float *es = qs + D * G;
-    float *accs = es + TILE_WARPS * TILE_POS * G;
-    float *ms = accs + TILE_WARPS * G * D;
-    float *ls = ms + TILE_WARPS * G;
+    float *ps = qs + D * G;
+    float *accs = ps + 2 * TILE_WARPS * TILE_POS * G;
+    float *ls = accs + TILE_WARPS * G * D;
     const int r = blockIdx.x, g = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int pos = row_pos[r], n = pos + 1;
     const int *bt = block_table + (size_t)row_seq[r] * d.bt_stride;
@@ -145,6 +157,9 @@ __global__ void __launch_bounds__(TILE_WARPS * 32)
     __syncthreads(); /* queries in shared memory, the new key and value in the cache */
 
     const float scale = 1.0f / sqrtf((float)D);
+    /* Every warp sees the same scores (summed in the same order), so the
+     * running max and sum are the same in every warp: only the weighted
+     * values are split (each warp a quarter of each tile's positions). */
     float m[G], lsum[G], acc[G][DPL];
 #pragma unroll
     for (int h = 0; h < G; h++) {
@@ -153,99 +168,96 @@ __global__ void __launch_bounds__(TILE_WARPS * 32)
 #pragma unroll
         for (int j = 0; j < DPL; j++) acc[h][j] = 0;
     }
-    float *ew = es + warp * TILE_POS * G;
+    constexpr int DW = D / TILE_WARPS, PW = TILE_POS / TILE_WARPS; /* 64 dims, 8 positions */
     const int tiles = (n + TILE_POS - 1) / TILE_POS;
-    for (int t = warp; t < tiles; t += TILE_WARPS) {
+    for (int t = 0; t < tiles; t++) {
         const int p = t * TILE_POS + lane;
         const bool valid = p < n;
-        /* scores: this lane's position against every head of the group */
+        /* this warp's quarter of the dims of the scores of the tile's 32
+         * positions (one per lane): eight loads per lane */
         float s[G];
 #pragma unroll
         for (int h = 0; h < G; h++) s[h] = 0;
+        /* the values this warp weighs (its 8 positions of the tile, 8 dims a
+         * lane) are requested with the keys: one memory latency a tile */
+        const int first = t * TILE_POS + warp * PW;
+        eight<KT> v8[PW];
+        eight<KT> k8[DW / 8];
+        const KT *krow = valid ? cache_row(d, kv, bt, 0, g, p) + warp * DW : NULL;
+#pragma unroll
+        for (int i = 0; i < DW / 8; i++)
+            if (valid) k8[i].load(krow + i * 8);
+#pragma unroll
+        for (int i = 0; i < PW; i++)
+            if (first + i < n) v8[i].load(cache_row(d, kv, bt, 1, g, first + i) + lane * DPL);
         if (valid) {
-            const KT *krow = cache_row(d, kv, bt, 0, g, p);
-#pragma unroll 1
-            for (int c0 = 0; c0 < D; c0 += 64) { /* 64 dims: eight loads in flight */
-                eight<KT> k8[8];
 #pragma unroll
-                for (int i = 0; i < 8; i++) k8[i].load(krow + c0 + i * 8);
+            for (int i = 0; i < DW / 8; i++) {
 #pragma unroll
-                for (int i = 0; i < 8; i++) {
+                for (int j = 0; j < 8; j++) {
+                    float q[G];
+                    load_group<G>(qs + (warp * DW + i * 8 + j) * G, q);
+                    const float k = k8[i].at(j);
 #pragma unroll
-                    for (int j = 0; j < 8; j++) {
-                        float q[G];
-                        load_group<G>(qs + (c0 + i * 8 + j) * G, q);
-                        const float kv_ = k8[i].at(j);
-#pragma unroll
-                        for (int h = 0; h < G; h++) s[h] = fmaf(q[h], kv_, s[h]);
-                    }
+                    for (int h = 0; h < G; h++) s[h] = fmaf(q[h], k, s[h]);
                 }
             }
         }
-        /* the tile's softmax weights, the running max and sums rescaled once */
+        float *part =
+            ps + (t & 1) * TILE_WARPS * TILE_POS * G; /* two buffers: one barrier a tile */
+#pragma unroll
+        for (int h = 0; h < G; h++) part[(warp * TILE_POS + lane) * G + h] = s[h];
+        __syncthreads();
+        float e[G];
 #pragma unroll
         for (int h = 0; h < G; h++) {
-            s[h] = valid ? s[h] * scale : -INFINITY;
-            const float mn = fmaxf(m[h], warp_max(s[h])); /* finite: lane 0 is valid */
+            float sum = 0;
+#pragma unroll
+            for (int w = 0; w < TILE_WARPS; w++) sum += part[(w * TILE_POS + lane) * G + h];
+            const float sc = valid ? sum * scale : -INFINITY;
+            const float mn = fmaxf(m[h], warp_max(sc)); /* finite: lane 0 is valid */
             const float c = expf(m[h] - mn);
-            const float e = valid ? expf(s[h] - mn) : 0.0f;
-            lsum[h] = lsum[h] * c + e;
+            e[h] = valid ? expf(sc - mn) : 0.0f;
+            lsum[h] = lsum[h] * c + e[h];
             m[h] = mn;
 #pragma unroll
             for (int j = 0; j < DPL; j++) acc[h][j] *= c;
-            ew[lane * G + h] = e;
         }
-        __syncwarp();
-        /* values: every position of the tile, this lane's 8 dims */
-        const int count = min(TILE_POS, n - t * TILE_POS);
-        for (int i0 = 0; i0 < count; i0 += 8) {
-            eight<KT> v8[8];
+        /* this warp's 8 positions of the tile: their values, this lane's 8 dims
+         * (loaded with the keys above) */
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                if (i0 + i < count)
-                    v8[i].load(cache_row(d, kv, bt, 1, g, t * TILE_POS + i0 + i) + lane * DPL);
+        for (int i = 0; i < PW; i++) {
+            float w8[G];
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                if (i0 + i >= count) break;
-                float e[G];
-                load_group<G>(ew + (i0 + i) * G, e);
+            for (int h = 0; h < G; h++) w8[h] = __shfl_sync(0xffffffffu, e[h], warp * PW + i);
+            if (first + i >= n) continue; /* (uniform: after every lane's shuffle) */
 #pragma unroll
-                for (int h = 0; h < G; h++)
+            for (int h = 0; h < G; h++)
 #pragma unroll
-                    for (int j = 0; j < DPL; j++) acc[h][j] = fmaf(e[h], v8[i].at(j), acc[h][j]);
-            }
+                for (int j = 0; j < DPL; j++) acc[h][j] = fmaf(w8[h], v8[i].at(j), acc[h][j]);
         }
-        __syncwarp(); /* the weights are read before the next tile writes them */
     }
-    /* each warp's partial into shared memory, then one thread per (head, dim) */
+    /* the warps' weighted values summed, normalised and gated: one thread
+     * per (head, dim) */
+    float L[G];
 #pragma unroll
     for (int h = 0; h < G; h++) {
-        const float L = warp_sum(lsum[h]);
-        if (lane == 0) {
-            ms[warp * G + h] = m[h];
-            ls[warp * G + h] = L;
-        }
+        L[h] = warp_sum(lsum[h]);
 #pragma unroll
         for (int j = 0; j < DPL; j++) accs[((size_t)warp * G + h) * D + lane * DPL + j] = acc[h][j];
     }
+    if (warp == 0 && lane == 0)
+        for (int h = 0; h < G; h++) ls[h] = L[h];
     __syncthreads();
     for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
         const int h = idx / D, i = idx % D;
-        float M = -INFINITY;
+        float A = 0;
 #pragma unroll
-        for (int w = 0; w < TILE_WARPS; w++) M = fmaxf(M, ms[w * G + h]);
-        float L = 0, A = 0;
-#pragma unroll
-        for (int w = 0; w < TILE_WARPS; w++) {
-            const float mw = ms[w * G + h];
-            const float f = mw == -INFINITY ? 0.0f : expf(mw - M);
-            L += ls[w * G + h] * f;
-            A += accs[((size_t)w * G + h) * D + i] * f;
-        }
+        for (int w = 0; w < TILE_WARPS; w++) A += accs[((size_t)w * G + h) * D + i];
         const int head = g * G + h;
         const float gate = __ldcg(row + (size_t)head * 2 * D + D + i);
         store(&out[((size_t)r * d.NH + head) * D + i],
-              (A * (1.0f / L)) * (1.0f / (1.0f + expf(-gate))));
+              (A * (1.0f / ls[h])) * (1.0f / (1.0f + expf(-gate))));
     }
 }
 
@@ -254,7 +266,11 @@ void launch_tiles(const gp_cuda_attn_args *a, const attn_dims &d, const float *q
                   const float *q_norm, const float *k_norm, const float *rope, void *out,
                   cudaStream_t s) {
     dim3 grid(a->rows, d.NKV);
-    k_decode_attention_tiles<KT, G><<<grid, TILE_WARPS * 32, tile_shared_floats<G>() * 4, s>>>(
+    const size_t bytes = tile_shared_floats<G>() * sizeof(float);
+    if (bytes > 48 * 1024) /* eight heads a group: opt in above 48 KB (on this device) */
+        cudaFuncSetAttribute(k_decode_attention_tiles<KT, G>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    k_decode_attention_tiles<KT, G><<<grid, TILE_WARPS * 32, bytes, s>>>(
         d, qkv, q_norm, k_norm, rope, a->m->d.rms_eps, a->m->d.rotary_dim, a->row_seq, a->row_pos,
         a->block_table, (KT *)a->kv->data, (KT *)out);
 }

@@ -375,9 +375,9 @@ fi
 serve12() { # NAME [serve options...]
     local name=$1
     shift
-    "$bin/gepard" serve --device cuda --model /tmp/rs/model --codec /tmp/rs/codec \
-        --port 18080 --max-streams 1024 --max-queue 4096 --max-connections 8192 \
-        --max-connections-per-client 8192 "$@" > "$out/$name.log" 2>&1 &
+    GEPARD_CUDA_GRAPH_LOG=1 "$bin/gepard" serve --device cuda --model /tmp/rs/model \
+        --codec /tmp/rs/codec --port 18080 --max-streams 1024 --max-queue 4096 \
+        --max-connections 8192 --max-connections-per-client 8192 "$@" > "$out/$name.log" 2>&1 &
     pid=$!
     for i in $(seq 1 240); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
     grep "warm" "$out/$name.log"
@@ -395,6 +395,11 @@ serve12() { # NAME [serve options...]
     done
     kill -TERM $pid; wait $pid
     grep "engine profile" "$out/$name.log" # with GEPARD_ENGINE_PROFILE=1
+    # graphs captured in the warm-up and after it (GEPARD_CUDA_GRAPH_LOG=1)
+    awk '/captured the/ { if (ready) after[$5]++; else before[$5]++ } /: ready/ { ready = 1 }
+         END { printf "%s graphs captured: warm-up step %d codec %d; in service step %d codec %d\n",
+               name, before["step"], before["codec"], after["step"], after["codec"] }' \
+        name="$name" "$out/$name.log"
 }
 summary() { # the loadtest figures issue 12 asks for, on one line
     python3 - "$1" <<'PY'

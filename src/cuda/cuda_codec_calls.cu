@@ -35,6 +35,7 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
         return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "codec: no room for a graph of %d streams",
                             nb);
     if (!c->graphs[i]) {
+        const double t0 = gp_cuda_host_ms();
         cudaGraph_t g = NULL;
         GP_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
                     "capturing the codec");
@@ -47,6 +48,7 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
             return gp_cuda_check(e, "capturing the codec", st);
         }
         c->graph_cols[i] = nb;
+        gp_cuda_graph_note("codec", nb, 1, i + 1, gp_cuda_host_ms() - t0);
     }
     *out = c->graphs[i];
     return 0;

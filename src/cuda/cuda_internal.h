@@ -83,6 +83,10 @@ typedef struct gp_cuda_graph {
 } gp_cuda_graph;
 
 #define GP_CUDA_MAX_GRAPHS 128
+/* GEPARD_CUDA_GRAPH_LOG=1: a line on stderr per captured graph (what, size,
+ * context splits, graphs held, host ms); gp_cuda_host_ms: a steady clock. */
+void gp_cuda_graph_note(const char *what, int size, int splits, int held, double ms);
+double gp_cuda_host_ms(void);
 /* Decode steps of this many rows or more attend by tiles (cuda_attention_tiles.cu). */
 #define GP_CUDA_ATTN_TILE_ROWS 128
 

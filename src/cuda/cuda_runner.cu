@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <chrono>
 
 #include "cuda/cuda_internal.h"
 
@@ -457,6 +458,27 @@ static void fill_meta(gp_dev_runner *r, const gp_dev_kv *kv, const gp_dev_step *
            (size_t)(frames_eff - p->n_frames) * C * sizeof(int32_t));
 }
 
+/* GEPARD_CUDA_GRAPH_LOG=1: one line on stderr per graph captured (the step's
+ * and the codec's), with its size and the host time it took — to see whether
+ * a server still captures graphs after its warm-up. */
+void gp_cuda_graph_note(const char *what, int size, int splits, int held, double ms) {
+    static int on = -1;
+    if (on < 0) {
+        const char *env = getenv("GEPARD_CUDA_GRAPH_LOG");
+        on = env && strcmp(env, "1") == 0;
+    }
+    if (on)
+        fprintf(stderr,
+                "gepard cuda: captured the %s graph for %d (splits %d) in %.2f ms, %d held\n", what,
+                size, splits, ms, held);
+}
+
+double gp_cuda_host_ms(void) {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, gp_dev_status *st) {
     for (int i = 0; i < r->n_graphs; i++) {
         gp_cuda_graph *g = &r->graphs[i];
@@ -465,6 +487,7 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
             return gp_cuda_check(cudaGraphLaunch(g->exec, r->stream), "cudaGraphLaunch", st);
     }
     if (r->n_graphs == GP_CUDA_MAX_GRAPHS) free_graphs(r);
+    const double t0 = gp_cuda_host_ms();
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal),
                 "graph capture");
@@ -481,6 +504,7 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
     GP_CUDA_TRY(e, "cudaGraphInstantiate");
     r->graphs[r->n_graphs++] =
         (gp_cuda_graph){rows, splits, r->bt_stride, kv->data, kv->blocks, exec};
+    gp_cuda_graph_note("step", rows, splits, r->n_graphs, gp_cuda_host_ms() - t0);
     return gp_cuda_check(cudaGraphLaunch(exec, r->stream), "cudaGraphLaunch", st);
 }
 

@@ -54,7 +54,8 @@
 #        SERVE12_WAVES=k sends k · c requests at each load c (c in flight).
 #        serve12-ontop: a GPU step's prefill rows on top of its decode rows.
 #        serve12-noqueue: every codec call of a light load waited for
-#        (GEPARD_ENGINE_QUEUE_CODEC=0).
+#        (GEPARD_ENGINE_QUEUE_CODEC=0). serve12-first3: a stream's first audio
+#        held under load until it carries 3 frames (GEPARD_ENGINE_FIRST_AUDIO_FRAMES).
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
 #        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
@@ -435,6 +436,9 @@ if want serve12-qlight; then # the codec queued only under a light load (before 
 fi
 if want serve12-noqueue; then # every codec call waited for (before 2026-12-04, fourth part)
     GEPARD_ENGINE_QUEUE_CODEC=0 serve12 serve12-noqueue
+fi
+if want serve12-first3; then # a stream's first audio held to 3 frames under load
+    GEPARD_ENGINE_FIRST_AUDIO_FRAMES=3 serve12 serve12-first3
 fi
 if want serve12-ontop; then # a GPU's prefill rows on top of its decode rows (GEPARD_GPU_PREFILL_ON_TOP=1)
     GEPARD_GPU_PREFILL_ON_TOP=1 serve12 serve12-ontop

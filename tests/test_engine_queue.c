@@ -203,6 +203,7 @@ typedef struct capture {
     size_t n, cap;
     int frames;
     int cancel_after_samples; /* 0 = never */
+    size_t first_call;        /* samples in the first audio callback */
 } capture;
 
 static int cap_frame(const int32_t *codes, int channels, void *user) {
@@ -214,6 +215,7 @@ static int cap_frame(const int32_t *codes, int channels, void *user) {
 
 static int cap_audio(const float *x, size_t n, void *user) {
     capture *c = user;
+    if (c->n == 0) c->first_call = n;
     if (c->n + n > c->cap) {
         c->cap = (c->n + n) * 2;
         c->samples = realloc(c->samples, c->cap * sizeof(float));
@@ -444,4 +446,72 @@ TEST(engine_queued_codec_failure_stops_its_streams) {
     CHECK_EQ_INT(y.n, (size_t)25 * (size_t)gepard_codec_samples_per_frame(c.codec));
     free(y.samples);
     case_close(&c);
+}
+
+/* GEPARD_ENGINE_FIRST_AUDIO_FRAMES=3: under load (six streams: chunks of one
+ * frame) a stream's first audio goes out holding three frames; a stream of
+ * two frames gets both when it ends; a lone stream (light load) still gets its
+ * first frame at once; and the audio is the plain engine's, sample for
+ * sample. */
+TEST(engine_first_audio_held_under_load) {
+    engine_case plain, held;
+    REQUIRE_MSG(case_open(&plain, -1) == 0, "%s", gepard_last_error());
+    setenv("GEPARD_ENGINE_FIRST_AUDIO_FRAMES", "3", 1); /* read when an engine is made */
+    const int opened = case_open(&held, 1);
+    unsetenv("GEPARD_ENGINE_FIRST_AUDIO_FRAMES");
+    REQUIRE_MSG(opened == 0, "%s", gepard_last_error());
+    const int spf = gepard_codec_samples_per_frame(held.codec);
+    enum { N = 7 };
+    capture a[N], b[N];
+    for (int pass = 0; pass < 2; pass++) {
+        engine_case *c = pass ? &held : &plain;
+        capture *out = pass ? b : a;
+        memset(out, 0, N * sizeof *out);
+        gepard_stream *streams[N];
+        for (int i = 0; i < N; i++) {
+            const int frames = i == N - 1 ? 2 : 20 + 7 * i;
+            gepard_synth_params p = params_for(300 + (uint64_t)i, frames);
+            gepard_stream_callbacks cb = {
+                .on_audio = cap_audio, .on_frame = cap_frame, .user = &out[i]};
+            REQUIRE_MSG(gepard_stream_start(c->engine, texts[i % 4], &p, &cb, &streams[i]) ==
+                            GEPARD_OK,
+                        "%s", gepard_last_error());
+        }
+        for (int i = 0; i < N; i++) {
+            gepard_synth_result r;
+            CHECK(gepard_stream_wait(streams[i], &r) == GEPARD_OK);
+            gepard_stream_free(streams[i]);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_MSG(a[i].n == b[i].n && a[i].n == (size_t)a[i].frames * (size_t)spf &&
+                      memcmp(a[i].samples, b[i].samples, a[i].n * sizeof(float)) == 0,
+                  "stream %d: audio with the first frames held differs (%zu against %zu samples)",
+                  i, b[i].n, a[i].n);
+        test_note("stream %d: %d frames, first callback %zu samples (%zu without the hold)", i,
+                  b[i].frames, b[i].first_call, a[i].first_call);
+    }
+    /* the later streams started under load: their first audio holds 3 frames
+     * or more; the two-frame stream's came in one piece at its end */
+    for (int i = N - 3; i < N - 1; i++)
+        CHECK_MSG(b[i].first_call >= (size_t)(3 * spf), "stream %d: first audio %zu samples", i,
+                  b[i].first_call);
+    CHECK_MSG(b[N - 1].first_call == (size_t)(2 * spf), "two-frame stream: first audio %zu",
+              b[N - 1].first_call);
+    /* a lone stream: a light load, its first frame at once */
+    capture lone;
+    memset(&lone, 0, sizeof lone);
+    gepard_synth_params p = params_for(400, 12);
+    gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &lone};
+    CHECK(gepard_synthesize(held.engine, texts[0], &p, &cb, NULL) == GEPARD_OK);
+    CHECK_MSG(lone.first_call == (size_t)spf, "lone stream: first audio %zu samples, not one frame",
+              lone.first_call);
+    for (int i = 0; i < N; i++) {
+        free(a[i].samples);
+        free(b[i].samples);
+    }
+    free(lone.samples);
+    check_engine_idle(held.engine);
+    case_close(&plain);
+    case_close(&held);
 }

@@ -385,6 +385,10 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     e->light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
     e->max_chunk = e->gpu_codec ? GP_ENGINE_GPU_MAX_CHUNK : GP_ENGINE_MAX_CHUNK;
     e->wait_headroom = e->gpu_codec ? GP_ENGINE_GPU_HEADROOM : GP_ENGINE_PAIR_HEADROOM;
+    const char *first_audio = getenv("GEPARD_ENGINE_FIRST_AUDIO_FRAMES");
+    e->first_audio_frames = 1;
+    if (first_audio && atoi(first_audio) >= 1 && atoi(first_audio) <= GP_ENGINE_GPU_MAX_CHUNK)
+        e->first_audio_frames = atoi(first_audio);
     /* GEPARD_GPU_CHUNK_FRAMES=1..16 sets the light-load GPU chunk (for
      * measurements; 1 decodes every frame at once, as before the second
      * session of 2026-12-02, 4 the chunks of the next two sessions) */

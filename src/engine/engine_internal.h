@@ -45,6 +45,10 @@ struct gepard_stream {
                           samples go to pcm_next, which becomes pcm when collected */
     float *pcm_next;   /* with a queueing codec: the buffer a queued call fills */
     bool stop_pending; /* delivery asked to stop while a device step was in flight */
+    /* the stream's first audio held back under load until it carries
+     * engine->first_audio_frames frames (or the segment ends): [frames][spf] */
+    float *held;
+    int held_frames;
     /* shared state (engine->lock) */
     stream_state state;
     gepard_status status;
@@ -117,6 +121,10 @@ struct gepard_engine {
     bool profile;
     bool gpu_codec;
     double wait_headroom;
+    /* GEPARD_ENGINE_FIRST_AUDIO_FRAMES=N (GPU codec, under load: chunks of
+     * one frame): a stream's first audio goes out once it holds N frames, so
+     * a listener starts with N frames in hand rather than one (1: at once) */
+    int first_audio_frames;
     gepard_engine_stats stats;
     double batch_sum;
     /* the counters when they last restarted (gp_engine_restart_counters):

@@ -81,6 +81,9 @@ void gp_stream_release_resources(gepard_engine *e, gepard_stream *s) {
     s->pcm = NULL;
     free(s->pcm_next);
     s->pcm_next = NULL;
+    free(s->held);
+    s->held = NULL;
+    s->held_frames = 0;
     free(s->text);
     s->text = NULL;
     free(s->prefix);
@@ -177,6 +180,30 @@ int gp_stream_frames_to_queue(const gepard_stream *s) {
                                   s->result.samples + (size_t)s->pcm_ready * spf);
 }
 
+/* Whether the k frames of audio just decoded into s->pcm are held back
+ * (appended to s->held) rather than delivered: the stream's first audio
+ * under a GPU's load, until it holds first_audio_frames frames or its
+ * segment has no more frames coming. */
+static bool hold_first_audio(gepard_engine *e, gepard_stream *s) {
+    if (e->first_audio_frames <= 1 || s->result.samples > 0) return false;
+    return s->held_frames > 0 || (e->gpu_codec && e->chunk_frames == 1);
+}
+
+/* The held frames to the listener (once); nonzero when its callback stops
+ * the stream. */
+static int deliver_held(gepard_engine *e, gepard_stream *s) {
+    const size_t n = (size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)s->held_frames;
+    s->held_frames = 0;
+    if (!n) return 0;
+    if (!s->first_audio_time) s->first_audio_time = gp_now_s();
+    s->result.samples += n;
+    if (s->callbacks.on_audio && s->callbacks.on_audio(s->held, n, s->callbacks.user)) {
+        stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the audio callback");
+        return 1;
+    }
+    return 0;
+}
+
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
     const int C = e->model->model->cfg.num_channels;
     gp_gen_stream *g = s->gen;
@@ -201,7 +228,11 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
     for (;;) {
         int k = s->pcm_ready;
         if (!k && decode && !s->pcm_queued) k = gp_stream_frames_to_decode(s);
-        if (k <= 0) return 0;
+        if (k <= 0) {
+            /* held audio goes once the segment has nothing more to give */
+            const bool segment_over = g->phase == GP_GEN_DONE && s->frames_delivered == g->n_frames;
+            return s->held_frames && segment_over ? deliver_held(e, s) : 0;
+        }
         const int32_t *codes = g->frames + (size_t)s->frames_delivered * C;
         if (s->pcm_ready) {
             s->pcm_ready = 0; /* decoded together with other streams */
@@ -212,6 +243,22 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
         }
         s->frames_delivered += k;
         size_t n = (size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)k;
+        if (hold_first_audio(e, s)) {
+            const size_t spf = (size_t)gepard_codec_samples_per_frame(e->codec);
+            if (!s->held) {
+                /* at most first_audio_frames - 1 held, then a chunk of max_chunk */
+                const size_t cap = (size_t)(e->first_audio_frames + e->max_chunk) * spf;
+                s->held = malloc(cap * sizeof(float));
+                if (!s->held) {
+                    stream_fail(s, GEPARD_ERR_NOMEM, "out of memory holding the first audio");
+                    return 1;
+                }
+            }
+            memcpy(s->held + (size_t)s->held_frames * spf, s->pcm, n * sizeof(float));
+            s->held_frames += k;
+            if (s->held_frames >= e->first_audio_frames && deliver_held(e, s)) return 1;
+            continue;
+        }
         if (!s->first_audio_time) s->first_audio_time = gp_now_s();
         s->result.samples += n;
         if (s->callbacks.on_audio && s->callbacks.on_audio(s->pcm, n, s->callbacks.user)) {

@@ -407,10 +407,11 @@ summary() { # the loadtest figures issue 12 asks for, on one line
 import json, sys
 d = json.load(open(sys.argv[1]))
 t = d.get("ttfa_ms", {})
-print("ok %s/%s, %.0f s/s, ttfa p50 %s p99 %s ms, max gap %s ms, underruns %s (worst %s ms), rtf p50 %s"
+u = d.get("underrun_at_audio_ms") or {}
+print("ok %s/%s, %.0f s/s, ttfa p50 %s p99 %s ms, max gap %s ms, underruns %s (worst %s ms, after %s-%s ms of audio), rtf p50 %s"
       % (d.get("ok"), d.get("requests"), d.get("audio_seconds_per_second", 0), t.get("p50"),
          t.get("p99"), d.get("max_gap_ms"), d.get("underruns"), d.get("worst_underrun_ms"),
-         d.get("rtf", {}).get("p50")))
+         u.get("min"), u.get("max"), d.get("rtf", {}).get("p50")))
 PY
 }
 if want serve12; then

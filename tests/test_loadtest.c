@@ -200,6 +200,16 @@ TEST(loadtest_gap_underrun_and_errors_by_kind) {
     CHECK_MSG(worst >= 250 && worst <= 500, "worst_underrun_ms %g, want 300 (-50/+200)", worst);
     CHECK_MSG(gap >= 600 && gap <= 850, "max_gap_ms %g, want 650 (-50/+200)", gap);
     CHECK(num(j, "min_headroom_ms") == -worst);
+    /* where it came: after the first two chunks, 400 ms of audio (counted
+     * from the bytes, so exact) */
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "underrun_at_audio_ms");
+    CHECK_MSG(at && fabs(num(at, "max") - 400) < 0.01, "underrun_at_audio_ms max %g, want 400",
+              at ? num(at, "max") : -1);
+    /* the stalled stream's longest gap there too (the smooth one's after 500
+     * ms or more) */
+    at = cJSON_GetObjectItemCaseSensitive(j, "stream_max_gap_at_audio_ms");
+    CHECK_MSG(at && fabs(num(at, "min") - 400) < 0.01,
+              "stream_max_gap_at_audio_ms min %g, want 400", at ? num(at, "min") : -1);
     cJSON *kinds = cJSON_GetObjectItemCaseSensitive(j, "errors_by_kind");
     CHECK_EQ_INT(num(kinds, "http_429"), 1);
     CHECK_EQ_INT(num(kinds, "broken_stream"), 1);

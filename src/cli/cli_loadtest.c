@@ -80,10 +80,17 @@ static void on_audio(lt_request *r, double now, size_t audio_before, size_t audi
         r->first_audio = r->last_audio = now;
         return;
     }
-    if (now - r->last_audio > r->max_gap_s) r->max_gap_s = now - r->last_audio;
+    const double delivered = audio_seconds_of(r, audio_before);
+    if (now - r->last_audio > r->max_gap_s) {
+        r->max_gap_s = now - r->last_audio;
+        r->max_gap_at_s = delivered;
+    }
     r->last_audio = now;
-    double deficit = (now - r->first_audio) - audio_seconds_of(r, audio_before);
-    if (deficit > r->worst_deficit_s) r->worst_deficit_s = deficit;
+    double deficit = (now - r->first_audio) - delivered;
+    if (deficit > r->worst_deficit_s) {
+        r->worst_deficit_s = deficit;
+        r->worst_deficit_at_s = delivered;
+    }
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *user) {

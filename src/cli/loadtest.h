@@ -25,6 +25,9 @@ typedef struct lt_request {
     double max_gap_s;                           /* longest time between two audio arrivals */
     double worst_deficit_s; /* max over later arrivals of elapsed - delivered (or -inf); the
                                report subtracts the prebuffer */
+    /* the audio already delivered (s) when the longest gap ended and when the
+     * worst deficit was seen: early in a stream, or late */
+    double max_gap_at_s, worst_deficit_at_s;
     bool done, ok;
     char kind[24]; /* error kind, "" when ok (cli_loadtest.c: classify) */
     char error[CURL_ERROR_SIZE];

@@ -81,15 +81,21 @@ static void print_errors(const lt_run *run) {
 static void print_listening(const lt_run *run, double *gaps) {
     int n_gaps = 0, underruns = 0, streams = 0;
     double max_gap = 0, worst = -INFINITY;
+    /* where in each stream (ms of audio delivered) its longest gap and its
+     * underrun came */
+    double *gap_at = calloc((size_t)run->total + 1, sizeof(double));
+    double *underrun_at = calloc((size_t)run->total + 1, sizeof(double));
     for (int i = 0; i < run->total; i++) {
         const lt_request *r = &run->req[i];
         if (!r->chunks) continue;
         streams++;
         if (r->chunks >= 2) {
+            if (gap_at) gap_at[n_gaps] = r->max_gap_at_s * 1e3;
             gaps[n_gaps++] = r->max_gap_s * 1e3;
             if (r->max_gap_s > max_gap) max_gap = r->max_gap_s;
         }
         double deficit = r->worst_deficit_s - run->prebuffer_s;
+        if (deficit > 0 && underrun_at) underrun_at[underruns] = r->worst_deficit_at_s * 1e3;
         if (deficit > 0) underruns++;
         if (deficit > worst) worst = deficit;
     }
@@ -100,8 +106,12 @@ static void print_listening(const lt_run *run, double *gaps) {
     else
         printf("  \"max_gap_ms\": null,\n");
     print_distribution("stream_max_gap_ms", gaps, n_gaps, ",");
+    print_distribution("stream_max_gap_at_audio_ms", gap_at, gap_at ? n_gaps : 0, ",");
     printf("  \"underruns\": %d,\n  \"worst_underrun_ms\": %.2f,\n", underruns,
            worst > 0 ? worst * 1e3 : 0);
+    print_distribution("underrun_at_audio_ms", underrun_at, underrun_at ? underruns : 0, ",");
+    free(gap_at);
+    free(underrun_at);
     if (isfinite(worst))
         printf("  \"min_headroom_ms\": %.2f,\n", -worst * 1e3);
     else

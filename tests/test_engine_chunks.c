@@ -126,3 +126,32 @@ TEST(engine_chunks_cpu_codec_pairs) {
     chunk_check(&c, cases, sizeof cases / sizeof cases[0]);
     chunk_close(&c);
 }
+
+/* The warm-up's waves (warm_up.c) meet every size a GPU captures graphs for:
+ * the backbone's step (powers of two to 64, then eight sizes per octave) and
+ * the codec's call (powers of two to 8, multiples of 8 to 64, eight per
+ * octave above), so no capture falls in service. Walked to 4096 streams. */
+TEST(engine_warm_up_waves_meet_every_graph_size) {
+    enum { MAX = 4096 };
+    static bool wave[MAX + 1];
+    memset(wave, 0, sizeof wave);
+    int waves = 0, prev = 0;
+    for (int n = 1; n <= MAX; n = gp_engine_warm_up_next_wave(n)) {
+        CHECK_MSG(n > prev, "wave %d after %d does not grow", n, prev);
+        if (n <= prev) break;
+        wave[n] = true;
+        prev = n;
+        waves++;
+    }
+    int missing = 0;
+    for (int b = 1; b <= 8; b *= 2) missing += !wave[b];   /* both: powers of two */
+    for (int b = 16; b <= 64; b += 8) missing += !wave[b]; /* the codec: multiples of 8 */
+    for (int p = 64; p < MAX; p *= 2)                      /* both: eight per octave */
+        for (int j = 1; j <= 8; j++) missing += !wave[p + j * p / 8];
+    int to_1024 = 0;
+    for (int n = 1; n <= 1024; n++) to_1024 += wave[n];
+    test_note("%d waves up to %d streams (%d up to 1024)", waves, MAX, to_1024);
+    CHECK_EQ_INT(missing, 0);
+    /* and no more than those: 6 small waves, 7 to 64, 8 per octave */
+    CHECK_EQ_INT(waves, 6 + 7 + 8 * 6);
+}

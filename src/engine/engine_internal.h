@@ -189,6 +189,8 @@ bool gp_engine_keeps_running(const gepard_stream *s);
 /* engine.c: the chunk (GP_ENGINE_CHUNK_FRAMES, or with a GPU codec
  * light_chunk_frames or 1) for a step with `active` streams. */
 int gp_engine_chunk_frames(const gepard_engine *e, int active);
+/* The warm-up's next wave size after n streams (warm_up.c). */
+int gp_engine_warm_up_next_wave(int n);
 /* How many of the stream's sampled frames to decode now (0 = wait). */
 int gp_stream_frames_to_decode(const gepard_stream *s);
 /* The same after the frames already decoded and not yet delivered (pcm_ready):

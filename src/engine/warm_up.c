@@ -32,13 +32,21 @@ static int drop_audio(const float *samples, size_t n, void *user) {
     return 0;
 }
 
-/* The next wave size after n: 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers of
- * two and the halfway points between them). */
-static int next_wave(int n) {
-    if (n < 2) return n + 1;
-    int p = 1;
-    while (p * 2 <= n) p *= 2;
-    return n == p ? p + p / 2 : 2 * p;
+/* The next wave size after n: 1, 2, 3, 4, 6, 8, then every multiple of 8
+ * to 64 and eight sizes per octave above (72, 80, ... 128, 144, ... 256,
+ * 288, ...). Those are the sizes a GPU captures graphs for — the
+ * backbone's step (powers of two to 64, eight per octave above:
+ * cuda_runner.cu) and the codec's call (multiples of 8 to 64, eight per
+ * octave above: cuda_codec_calls.cu) — so each wave's decode steps meet
+ * its size once here, not in service, where a capture (~100 ms) would stall
+ * every listener's next frame. */
+int gp_engine_warm_up_next_wave(int n) {
+    if (n < 4) return n + 1;
+    if (n < 8) return n + 2;
+    if (n < 64) return n + 8;
+    int p = 64;
+    while (p * 2 <= n) p *= 2; /* p <= n < 2p */
+    return n + p / 8;
 }
 
 /* One wave of n streams at once; 0 or the first failure's status (its
@@ -83,7 +91,7 @@ gepard_status gepard_engine_warm_up(gepard_engine *engine, int max_batch, int fr
     const int limit = engine->params.max_streams;
     if (max_batch <= 0 || max_batch > limit) max_batch = limit;
     if (frames <= 0) frames = WARM_UP_FRAMES;
-    for (int n = 1;; n = next_wave(n)) {
+    for (int n = 1;; n = gp_engine_warm_up_next_wave(n)) {
         if (n > max_batch) n = max_batch;
         char *message = NULL;
         gepard_status st = run_wave(engine, n, frames, &message);

@@ -56,6 +56,7 @@
 #        serve12-noqueue: every codec call of a light load waited for
 #        (GEPARD_ENGINE_QUEUE_CODEC=0). serve12-first3: a stream's first audio
 #        held under load until it carries 3 frames (GEPARD_ENGINE_FIRST_AUDIO_FRAMES).
+#        serve12-ahead: every graph size captured with the first (GEPARD_CUDA_GRAPHS_AHEAD=1).
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
 #        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
@@ -437,6 +438,9 @@ if want serve12-qlight; then # the codec queued only under a light load (before 
 fi
 if want serve12-noqueue; then # every codec call waited for (before 2026-12-04, fourth part)
     GEPARD_ENGINE_QUEUE_CODEC=0 serve12 serve12-noqueue
+fi
+if want serve12-ahead; then # every graph size captured with the first (GEPARD_CUDA_GRAPHS_AHEAD=1)
+    GEPARD_CUDA_GRAPHS_AHEAD=1 serve12 serve12-ahead
 fi
 if want serve12-first3; then # a stream's first audio held to 3 frames under load
     GEPARD_ENGINE_FIRST_AUDIO_FRAMES=3 serve12 serve12-first3

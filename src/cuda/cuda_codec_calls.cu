@@ -27,7 +27,28 @@ static int codec_graph_cols(const gp_dev_codec *c, int n) {
     return (n + step - 1) / step * step;
 }
 
-/* The captured layers for nb streams of one frame (nb from codec_graph_cols). */
+/* Capture the layers for nb streams of one frame into slot i. */
+static int capture_codec_graph(gp_dev_codec *c, int i, int nb, gp_dev_status *st) {
+    const double t0 = gp_cuda_host_ms();
+    cudaGraph_t g = NULL;
+    GP_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
+                "capturing the codec");
+    gp_cuda_codec_run_layers(c, nb, 1);
+    cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&c->graphs[i], g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        c->graphs[i] = NULL;
+        return gp_cuda_check(e, "capturing the codec", st);
+    }
+    c->graph_cols[i] = nb;
+    gp_cuda_graph_note("codec", nb, 1, i + 1, gp_cuda_host_ms() - t0);
+    return 0;
+}
+
+/* The captured layers for nb streams of one frame (nb from codec_graph_cols).
+ * With graphs_ahead the first capture takes every other size with it (35 at
+ * most), so a server's warm-up pays for them all. */
 static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_status *st) {
     int i = 0;
     while (i < CODEC_GRAPHS && c->graphs[i] && c->graph_cols[i] != nb) i++;
@@ -35,20 +56,16 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
         return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "codec: no room for a graph of %d streams",
                             nb);
     if (!c->graphs[i]) {
-        const double t0 = gp_cuda_host_ms();
-        cudaGraph_t g = NULL;
-        GP_CUDA_TRY(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
-                    "capturing the codec");
-        gp_cuda_codec_run_layers(c, nb, 1);
-        cudaError_t e = cudaStreamEndCapture(c->stream, &g);
-        if (e == cudaSuccess) e = cudaGraphInstantiate(&c->graphs[i], g, 0);
-        if (g) cudaGraphDestroy(g);
-        if (e != cudaSuccess) {
-            c->graphs[i] = NULL;
-            return gp_cuda_check(e, "capturing the codec", st);
+        const bool first = i == 0;
+        int rc = capture_codec_graph(c, i, nb, st);
+        for (int n = 1; !rc && first && c->graphs_ahead && n <= CODEC_MAX_COLS;
+             n = codec_graph_cols(c, n) + 1) {
+            const int size = codec_graph_cols(c, n);
+            int j = 0;
+            while (j < CODEC_GRAPHS && c->graphs[j] && c->graph_cols[j] != size) j++;
+            if (j < CODEC_GRAPHS && !c->graphs[j]) rc = capture_codec_graph(c, j, size, st);
         }
-        c->graph_cols[i] = nb;
-        gp_cuda_graph_note("codec", nb, 1, i + 1, gp_cuda_host_ms() - t0);
+        if (rc) return rc;
     }
     *out = c->graphs[i];
     return 0;

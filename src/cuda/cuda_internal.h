@@ -144,6 +144,7 @@ struct gp_dev_runner {
     bool no_fused;     /* GEPARD_CUDA_FUSED_ATTENTION=0 */
     int tile_rows;     /* decode steps of this many rows or more attend by tiles (0: never) */
     bool pow2_buckets; /* GEPARD_CUDA_GRAPH_BUCKETS=pow2: graphs for powers of two only */
+    bool graphs_ahead; /* every tile size's graph captured with the first (launch_graph) */
     cudaEvent_t done;
     cudaEvent_t t_start, t_end; /* timing of the step in flight */
     double last_gpu_ms;

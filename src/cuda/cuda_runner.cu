@@ -100,6 +100,12 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     r->tile_rows = tile_rows ? atoi(tile_rows) : GP_CUDA_ATTN_TILE_ROWS;
     const char *buckets = getenv("GEPARD_CUDA_GRAPH_BUCKETS");
     r->pow2_buckets = buckets && strcmp(buckets, "pow2") == 0;
+    /* GEPARD_CUDA_GRAPHS_AHEAD=1: every tile size's graph captured with the
+     * first one a step needs (launch_graph); off by default until capture
+     * times are measured (GEPARD_CUDA_GRAPH_LOG=1): a reservation that grows
+     * in service (a longer context) would capture them all again at once */
+    const char *ahead = getenv("GEPARD_CUDA_GRAPHS_AHEAD");
+    r->graphs_ahead = ahead && strcmp(ahead, "1") == 0;
     int rc = gp_cuda_check(gp_cuda_stream_create(&r->stream, GP_CUDA_STREAM_STEP),
                            "cudaStreamCreate", st);
     if (!rc)
@@ -479,13 +485,20 @@ double gp_cuda_host_ms(void) {
         .count();
 }
 
-static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, gp_dev_status *st) {
+static gp_cuda_graph *find_graph(gp_dev_runner *r, const gp_dev_kv *kv, int rows, int splits) {
     for (int i = 0; i < r->n_graphs; i++) {
         gp_cuda_graph *g = &r->graphs[i];
         if (g->rows == rows && g->splits == splits && g->bt_stride == r->bt_stride &&
             g->kv_data == kv->data && g->kv_blocks == kv->blocks)
-            return gp_cuda_check(cudaGraphLaunch(g->exec, r->stream), "cudaGraphLaunch", st);
+            return g;
     }
+    return NULL;
+}
+
+/* Capture the decode step of `rows` rows (buffers reserved for them) into
+ * the runner's cache; *out: its executable graph. */
+static int capture_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits,
+                         cudaGraphExec_t *out, gp_dev_status *st) {
     if (r->n_graphs == GP_CUDA_MAX_GRAPHS) free_graphs(r);
     const double t0 = gp_cuda_host_ms();
     cudaGraph_t graph = NULL;
@@ -505,6 +518,32 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
     r->graphs[r->n_graphs++] =
         (gp_cuda_graph){rows, splits, r->bt_stride, kv->data, kv->blocks, exec};
     gp_cuda_graph_note("step", rows, splits, r->n_graphs, gp_cuda_host_ms() - t0);
+    *out = exec;
+    return 0;
+}
+
+/* Launch the decode step's graph for `rows` rows, captured on first use.
+ * Steps that attend by tiles have one graph per size whatever the context,
+ * so with graphs_ahead, when one of them is captured, every other tile size
+ * the reserved buffers hold is captured with it: the captures happen
+ * together — in a server, during its warm-up — rather than one by one in
+ * service, each stalling every stream's next frame. */
+static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, gp_dev_status *st) {
+    gp_cuda_graph *found = find_graph(r, kv, rows, splits);
+    if (found) return gp_cuda_check(cudaGraphLaunch(found->exec, r->stream), "cudaGraphLaunch", st);
+    cudaGraphExec_t exec = NULL;
+    int rc = capture_graph(r, kv, rows, splits, &exec, st);
+    if (rc) return rc;
+    const bool tiles = r->tile_rows > 0 && rows >= r->tile_rows && splits == 1;
+    if (tiles && r->graphs_ahead && !r->pow2_buckets) {
+        for (int size = bucket_for(r, r->tile_rows); size <= r->cap_rows;
+             size = bucket_for(r, size + 1)) {
+            cudaGraphExec_t other = NULL;
+            if (size == rows || find_graph(r, kv, size, 1)) continue;
+            if (r->n_graphs == GP_CUDA_MAX_GRAPHS) break; /* (a full cache is emptied) */
+            if ((rc = capture_graph(r, kv, size, 1, &other, st))) return rc;
+        }
+    }
     return gp_cuda_check(cudaGraphLaunch(exec, r->stream), "cudaGraphLaunch", st);
 }
 

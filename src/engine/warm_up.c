@@ -37,9 +37,11 @@ static int drop_audio(const float *samples, size_t n, void *user) {
  * 288, ...). Those are the sizes a GPU captures graphs for — the
  * backbone's step (powers of two to 64, eight per octave above:
  * cuda_runner.cu) and the codec's call (multiples of 8 to 64, eight per
- * octave above: cuda_codec_calls.cu) — so each wave's decode steps meet
- * its size once here, not in service, where a capture (~100 ms) would stall
- * every listener's next frame. */
+ * octave above: cuda_codec_calls.cu) — where a wave's streams all decode
+ * at once. A big wave's do not: its streams finish their prefill over
+ * several steps (the step's row budget) and its first ones end before its
+ * last ones start, so its decode steps pass through smaller sizes; the
+ * plugin's GEPARD_CUDA_GRAPHS_AHEAD=1 captures every size with the first. */
 int gp_engine_warm_up_next_wave(int n) {
     if (n < 4) return n + 1;
     if (n < 8) return n + 2;

@@ -218,6 +218,57 @@ TEST(cuda_batched_equals_single) {
     golden_close(&g);
 }
 
+/* 100 streams at once (the golden generate cases over and over, f32): the
+ * decode steps run the captured graphs of padded sizes (104, 96, ... as
+ * streams end: eight sizes per octave above 64 rows) and must give the codes
+ * of the same steps launched kernel by kernel at their exact row counts
+ * (GEPARD_CUDA_GRAPHS=0). */
+TEST(cuda_graph_sizes_equal_direct_steps) {
+    require_cuda();
+    golden g;
+    REQUIRE(golden_open(&g, "model-tiny") == 0);
+    gp_model *m = load_on(test_fixture("model-tiny/model"), GP_DEVICE_CUDA, GP_DEV_F32);
+    REQUIRE(m);
+    const cJSON *cases = cJSON_GetObjectItem(g.json, "generate");
+    const int n_cases = cJSON_GetArraySize(cases);
+    REQUIRE(n_cases > 0);
+    enum { N = 100 };
+    gp_gen_stream *graphs[N], *direct[N];
+    gp_kv_pool *kv = tiny_pool(m, 4096);
+    for (int i = 0; i < N; i++) {
+        const cJSON *gc = cJSON_GetArrayItem(cases, i % n_cases);
+        graphs[i] = case_stream(&g, m, gc, NULL);
+        direct[i] = case_stream(&g, m, gc, NULL);
+        REQUIRE(graphs[i] && direct[i]);
+    }
+    gp_error err;
+    REQUIRE_OK(gen_run_streams(graphs, N, kv, 4096, &err), &err);
+    setenv("GEPARD_CUDA_GRAPHS", "0", 1); /* read at every step */
+    const int rc = gen_run_streams(direct, N, kv, 4096, &err);
+    unsetenv("GEPARD_CUDA_GRAPHS");
+    REQUIRE_OK(rc, &err);
+    const int C = m->cfg.num_channels;
+    int differ = 0, frames = 0;
+    for (int i = 0; i < N; i++) {
+        int bad = graphs[i]->n_frames != direct[i]->n_frames;
+        for (int t = 0; !bad && t < graphs[i]->n_frames; t++)
+            bad = memcmp(graphs[i]->frames + (size_t)t * C, direct[i]->frames + (size_t)t * C,
+                         (size_t)C * sizeof(int32_t)) != 0;
+        differ += bad;
+        frames += graphs[i]->n_frames;
+        CHECK_MSG(!bad, "stream %d: codes with padded graphs differ from direct steps", i);
+    }
+    test_note("%d streams, %d frames: %d differ between padded graphs and direct steps", N, frames,
+              differ);
+    for (int i = 0; i < N; i++) {
+        gp_gen_free(graphs[i], kv);
+        gp_gen_free(direct[i], kv);
+    }
+    gp_kv_pool_free(kv);
+    gp_model_free(m);
+    golden_close(&g);
+}
+
 /* lora0 applied at run time on the GPU (f32: exact golden codes), in one
  * batch with a stream of the base model (gen0, also exact) and, in bf16,
  * reported. */

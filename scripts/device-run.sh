@@ -14,6 +14,9 @@
 #        /metrics sampled every 10 s (resident memory, open files, streams; the
 #        server's answered count against the client's) and nvidia-smi's memory
 #        use every 10 s (soak.json, soak-gpu-memory.csv): issue 12's soak.
+#        A call may run 10 minutes, start-up included: soak-start runs it in the
+#        background and returns, soak-wait (the next call, while the machine is
+#        still held) waits for it and brings its files back.
 # lm:    `gepard bench --device cuda` for the language model's step, this
 #        build with GEPARD_CUDA_DECODE1=0 (kernel by kernel) and as built,
 #        alternating, twice (LM_ENV_VARIANTS="NAME:VAR=VALUE[+VAR=VALUE] ..."
@@ -360,6 +363,24 @@ print({k: d.get(k) for k in ("requests", "ok", "failed", "audio_seconds_per_seco
       {k: s.get(k) for k in ("rss_mb", "open_fds", "speech_200_answered", "client_ok", "counts_match")})
 PY
     kill -TERM $pid; wait $pid
+fi
+if want soak-start; then # the soak in the background, to outlive this call's 10 minutes
+    rm -rf /tmp/soak && mkdir -p /tmp/soak
+    OUT=/tmp/soak setsid nohup scripts/device-run.sh soak > /tmp/soak/run.log 2>&1 < /dev/null &
+    echo "soak-start: running as $! (SOAK_SECONDS=${SOAK_SECONDS:-600}); call soak-wait next"
+fi
+if want soak-wait; then # soak-start's run: wait for it (at most SOAK_WAIT_SECONDS), then its files
+    for i in $(seq 1 "${SOAK_WAIT_SECONDS:-580}"); do
+        grep -q "^soak: loadtest exit" /tmp/soak/run.log 2> /dev/null && break
+        if ! pgrep -f "device-run.sh soak$" > /dev/null; then
+            echo "soak-wait: soak-start's run is gone (the machine was not kept between calls?)"
+            break
+        fi
+        sleep 1
+    done
+    sleep 5 # the summary and the server's exit
+    cp /tmp/soak/* "$out/" 2> /dev/null
+    tail -4 /tmp/soak/run.log 2> /dev/null
 fi
 if want serve || want all; then
     # The server on the GPU (backbone and codec): one stream, then 64 and 256 at once.

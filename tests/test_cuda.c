@@ -87,6 +87,12 @@ static gp_gen_stream *case_stream(const golden *g, gp_model *m, const cJSON *gc,
     return s;
 }
 
+/* Two streams generated the same frames, code for code. */
+static bool same_codes(const gp_gen_stream *a, const gp_gen_stream *b, int C) {
+    return a->n_frames == b->n_frames &&
+           memcmp(a->frames, b->frames, (size_t)a->n_frames * C * sizeof(int32_t)) == 0;
+}
+
 static int count_code_mismatches(const golden *g, const char *key, const gp_gen_stream *s, int C,
                                  int *want_frames) {
     char name[64];
@@ -200,11 +206,7 @@ TEST(cuda_batched_equals_single) {
     int differ = 0;
     for (int i = 0; i < n; i++) {
         REQUIRE_OK(gen_run_streams(&single[i], 1, kv, 4096, &err), &err);
-        const int C = m->cfg.num_channels;
-        int bad = batch[i]->n_frames == single[i]->n_frames ? 0 : 1;
-        for (int t = 0; !bad && t < batch[i]->n_frames; t++)
-            bad = memcmp(batch[i]->frames + (size_t)t * C, single[i]->frames + (size_t)t * C,
-                         (size_t)C * sizeof(int32_t)) != 0;
+        const int bad = !same_codes(batch[i], single[i], m->cfg.num_channels);
         differ += bad;
         CHECK_MSG(!bad, "stream %d: batched codes differ from the single-stream run", i);
     }
@@ -247,13 +249,9 @@ TEST(cuda_graph_sizes_equal_direct_steps) {
     const int rc = gen_run_streams(direct, N, kv, 4096, &err);
     unsetenv("GEPARD_CUDA_GRAPHS");
     REQUIRE_OK(rc, &err);
-    const int C = m->cfg.num_channels;
     int differ = 0, frames = 0;
     for (int i = 0; i < N; i++) {
-        int bad = graphs[i]->n_frames != direct[i]->n_frames;
-        for (int t = 0; !bad && t < graphs[i]->n_frames; t++)
-            bad = memcmp(graphs[i]->frames + (size_t)t * C, direct[i]->frames + (size_t)t * C,
-                         (size_t)C * sizeof(int32_t)) != 0;
+        const int bad = !same_codes(graphs[i], direct[i], m->cfg.num_channels);
         differ += bad;
         frames += graphs[i]->n_frames;
         CHECK_MSG(!bad, "stream %d: codes with padded graphs differ from direct steps", i);

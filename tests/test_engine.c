@@ -7,95 +7,30 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine_fixture.h"
 #include "gepard.h"
 #include "test.h"
 
-typedef struct capture {
-    float *samples;
-    size_t n, cap;
-    int frames_at_first_audio;
-    int frames;
-    int cancel_after_frames; /* 0 = never */
-} capture;
-
-static int cap_frame(const int32_t *codes, int channels, void *user) {
-    (void)codes;
-    (void)channels;
-    capture *c = user;
-    c->frames++;
-    return 0;
-}
-
-static int cap_audio(const float *x, size_t n, void *user) {
-    capture *c = user;
-    if (c->n == 0) c->frames_at_first_audio = c->frames;
-    if (c->n + n > c->cap) {
-        c->cap = (c->n + n) * 2;
-        c->samples = realloc(c->samples, c->cap * sizeof(float));
-    }
-    memcpy(c->samples + c->n, x, n * sizeof(float));
-    c->n += n;
-    return c->cancel_after_frames && c->frames >= c->cancel_after_frames;
-}
-
-typedef struct fixture {
-    gepard_model *model;
-    gepard_codec *codec;
-    gepard_engine *engine;
-} fixture;
-
-static int fixture_open(fixture *f, int max_streams, int max_queue) {
-    memset(f, 0, sizeof *f);
-    gepard_load_params lp = gepard_load_default_params();
-    lp.weights = GEPARD_WEIGHTS_F32;
-    if (gepard_model_load(test_fixture("model-tiny/model"), &lp, &f->model) ||
-        gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &f->codec))
-        return -1;
-    gepard_engine_params ep = gepard_engine_default_params();
-    ep.threads = 2;
-    ep.max_streams = max_streams;
-    ep.max_queue = max_queue;
-    return gepard_engine_create(f->model, f->codec, &ep, &f->engine) ? -1 : 0;
-}
-
-static void fixture_close(fixture *f) {
-    gepard_engine_free(f->engine);
-    gepard_codec_free(f->codec);
-    gepard_model_free(f->model);
-}
-
-static gepard_synth_params params_for(uint64_t seed, int frames) {
-    gepard_synth_params p = gepard_synth_default_params();
-    p.random_seed = 0;
-    p.seed = seed;
-    p.temperature = 0.8f;
-    p.stop_threshold = 1.01f;
-    p.max_frames = frames;
-    return p;
-}
-
-static const char *texts[] = {"Hello world!", "The quick brown fox jumps over the lazy dog.", "Hi",
-                              "Another sentence, with a comma."};
-
 TEST(engine_batched_streams_equal_single_runs) {
-    fixture f;
-    REQUIRE_MSG(fixture_open(&f, 8, 8) == 0, "%s", gepard_last_error());
+    engine_fixture f;
+    REQUIRE_MSG(engine_fixture_open(&f, 8, 8, NULL, NULL) == 0, "%s", gepard_last_error());
     capture single[4], batched[4];
     memset(single, 0, sizeof single);
     memset(batched, 0, sizeof batched);
     for (int i = 0; i < 4; i++) {
-        gepard_synth_params p = params_for(100 + (uint64_t)i, 12 + 3 * i);
+        gepard_synth_params p = engine_test_params(100 + (uint64_t)i, 12 + 3 * i);
         gepard_stream_callbacks cb = {
             .on_audio = cap_audio, .on_frame = cap_frame, .user = &single[i]};
-        REQUIRE_MSG(gepard_synthesize(f.engine, texts[i], &p, &cb, NULL) == GEPARD_OK, "%s",
-                    gepard_last_error());
+        REQUIRE_MSG(gepard_synthesize(f.engine, engine_test_texts[i], &p, &cb, NULL) == GEPARD_OK,
+                    "%s", gepard_last_error());
     }
     gepard_stream *streams[4];
     for (int i = 0; i < 4; i++) {
-        gepard_synth_params p = params_for(100 + (uint64_t)i, 12 + 3 * i);
+        gepard_synth_params p = engine_test_params(100 + (uint64_t)i, 12 + 3 * i);
         gepard_stream_callbacks cb = {
             .on_audio = cap_audio, .on_frame = cap_frame, .user = &batched[i]};
-        REQUIRE(gepard_stream_start(f.engine, texts[i], &p, &cb, &streams[i]) == GEPARD_OK);
+        REQUIRE(gepard_stream_start(f.engine, engine_test_texts[i], &p, &cb, &streams[i]) ==
+                GEPARD_OK);
     }
     for (int i = 0; i < 4; i++) {
         gepard_synth_result r;
@@ -116,16 +51,16 @@ TEST(engine_batched_streams_equal_single_runs) {
               st.max_batch, st.mean_batch);
     CHECK(st.max_batch > 1);
     CHECK_EQ_INT(st.kv_blocks_used, 0);
-    fixture_close(&f);
+    engine_fixture_close(&f);
 }
 
 TEST(engine_cancellation_returns_kv_blocks) {
-    fixture f;
-    REQUIRE_MSG(fixture_open(&f, 4, 4) == 0, "%s", gepard_last_error());
+    engine_fixture f;
+    REQUIRE_MSG(engine_fixture_open(&f, 4, 4, NULL, NULL) == 0, "%s", gepard_last_error());
     capture c;
     memset(&c, 0, sizeof c);
     c.cancel_after_frames = 3;
-    gepard_synth_params p = params_for(1, 500);
+    gepard_synth_params p = engine_test_params(1, 500);
     gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &c};
     gepard_synth_result r;
     gepard_status st = gepard_synthesize(f.engine, "Hello world!", &p, &cb, &r);
@@ -160,13 +95,13 @@ TEST(engine_cancellation_returns_kv_blocks) {
     gepard_engine_get_stats(f.engine, &es);
     CHECK_EQ_INT(es.active_streams, 0);
     CHECK_EQ_INT(es.kv_blocks_used, 0);
-    fixture_close(&f);
+    engine_fixture_close(&f);
 }
 
 TEST(engine_full_queue_is_busy) {
-    fixture f;
-    REQUIRE_MSG(fixture_open(&f, 1, 1) == 0, "%s", gepard_last_error());
-    gepard_synth_params p = params_for(1, 3000);
+    engine_fixture f;
+    REQUIRE_MSG(engine_fixture_open(&f, 1, 1, NULL, NULL) == 0, "%s", gepard_last_error());
+    gepard_synth_params p = engine_test_params(1, 3000);
     gepard_stream *a, *b, *c = NULL;
     REQUIRE(gepard_stream_start(f.engine, "Hello world!", &p, NULL, &a) == GEPARD_OK);
     /* wait until a runs, so b stays queued */
@@ -185,12 +120,12 @@ TEST(engine_full_queue_is_busy) {
     gepard_stream_cancel(b);
     gepard_stream_free(a);
     gepard_stream_free(b);
-    fixture_close(&f); /* also cancels anything left */
+    engine_fixture_close(&f); /* also cancels anything left */
 }
 
 TEST(engine_rejects_bad_requests_early) {
-    fixture f;
-    REQUIRE_MSG(fixture_open(&f, 2, 2) == 0, "%s", gepard_last_error());
+    engine_fixture f;
+    REQUIRE_MSG(engine_fixture_open(&f, 2, 2, NULL, NULL) == 0, "%s", gepard_last_error());
     gepard_synth_params p = gepard_synth_default_params();
     gepard_stream *s = NULL;
     CHECK_EQ_INT(gepard_stream_start(f.engine, "   ", &p, NULL, &s), GEPARD_ERR_INVALID_ARGUMENT);
@@ -210,7 +145,7 @@ TEST(engine_rejects_bad_requests_early) {
     p.max_frames = 900000; /* more than the KV cache can ever hold */
     CHECK_EQ_INT(gepard_stream_start(f.engine, "hello", &p, NULL, &s), GEPARD_ERR_INVALID_ARGUMENT);
     CHECK(strstr(gepard_last_error(), "KV cache"));
-    fixture_close(&f);
+    engine_fixture_close(&f);
 }
 
 typedef struct thread_job {
@@ -222,15 +157,15 @@ typedef struct thread_job {
 
 static void *synthesize_thread(void *arg) {
     thread_job *j = arg;
-    gepard_synth_params p = params_for(7 + (uint64_t)j->index, 10);
+    gepard_synth_params p = engine_test_params(7 + (uint64_t)j->index, 10);
     gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &j->cap};
-    j->status = gepard_synthesize(j->engine, texts[j->index % 4], &p, &cb, NULL);
+    j->status = gepard_synthesize(j->engine, engine_test_texts[j->index % 4], &p, &cb, NULL);
     return NULL;
 }
 
 TEST(engine_many_threads_at_once) {
-    fixture f;
-    REQUIRE_MSG(fixture_open(&f, 4, 32) == 0, "%s", gepard_last_error());
+    engine_fixture f;
+    REQUIRE_MSG(engine_fixture_open(&f, 4, 32, NULL, NULL) == 0, "%s", gepard_last_error());
     enum { N = 12 };
     thread_job jobs[N];
     pthread_t threads[N];
@@ -250,7 +185,7 @@ TEST(engine_many_threads_at_once) {
     gepard_engine_get_stats(f.engine, &st);
     CHECK_EQ_INT(st.streams_finished, N);
     CHECK(st.max_batch > 1 && st.max_batch <= 4);
-    fixture_close(&f);
+    engine_fixture_close(&f);
 }
 
 /* gepard_engine_warm_up runs waves of 1, 2, 3, 4, 6 streams (max_streams 6)
@@ -258,8 +193,8 @@ TEST(engine_many_threads_at_once) {
  * from zero — exactly, not less the last cycle's times — while the cycle
  * the admission measured stays. A stream after it counts alone. */
 TEST(engine_warm_up_runs_batches_and_restarts_counters) {
-    fixture f;
-    REQUIRE_MSG(fixture_open(&f, 6, 0) == 0, "%s", gepard_last_error());
+    engine_fixture f;
+    REQUIRE_MSG(engine_fixture_open(&f, 6, 0, NULL, NULL) == 0, "%s", gepard_last_error());
     double seconds = -1;
     REQUIRE_MSG(gepard_engine_warm_up(f.engine, 0, 4, &seconds) == GEPARD_OK, "%s",
                 gepard_last_error());
@@ -278,11 +213,11 @@ TEST(engine_warm_up_runs_batches_and_restarts_counters) {
     CHECK_EQ_INT(st.kv_blocks_used, 0);
     CHECK_EQ_INT(st.active_streams, 0);
     CHECK_MSG(st.cycle_ms > 0, "the admission has no measured cycle after the warm-up");
-    gepard_synth_params p = params_for(7, 5);
+    gepard_synth_params p = engine_test_params(7, 5);
     capture c;
     memset(&c, 0, sizeof c);
     gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &c};
-    REQUIRE(gepard_synthesize(f.engine, texts[0], &p, &cb, NULL) == GEPARD_OK);
+    REQUIRE(gepard_synthesize(f.engine, engine_test_texts[0], &p, &cb, NULL) == GEPARD_OK);
     gepard_engine_get_stats(f.engine, &st);
     CHECK_EQ_INT(st.frames, 5);
     CHECK_EQ_INT(st.streams_started, 1);
@@ -290,5 +225,5 @@ TEST(engine_warm_up_runs_batches_and_restarts_counters) {
     CHECK(c.n > 0);
     free(c.samples);
     CHECK(gepard_engine_warm_up(NULL, 0, 0, NULL) == GEPARD_ERR_INVALID_ARGUMENT);
-    fixture_close(&f);
+    engine_fixture_close(&f);
 }

@@ -14,6 +14,7 @@
 
 #include "codec/codec.h"
 #include "engine/api_internal.h"
+#include "engine_fixture.h"
 #include "gepard.h"
 #include "test.h"
 
@@ -198,69 +199,13 @@ static void install_deferred(gepard_codec *codec, int defer) {
 
 static deferred_codec *deferred_of(gepard_codec *codec) { return codec->codec->accel->impl; }
 
-typedef struct capture {
-    float *samples;
-    size_t n, cap;
-    int frames;
-    int cancel_after_samples; /* 0 = never */
-    size_t first_call;        /* samples in the first audio callback */
-} capture;
-
-static int cap_frame(const int32_t *codes, int channels, void *user) {
-    (void)codes;
-    (void)channels;
-    ((capture *)user)->frames++;
-    return 0;
+static void with_deferred(gepard_codec *codec, void *defer) {
+    install_deferred(codec, *(const int *)defer);
 }
-
-static int cap_audio(const float *x, size_t n, void *user) {
-    capture *c = user;
-    if (c->n == 0) c->first_call = n;
-    if (c->n + n > c->cap) {
-        c->cap = (c->n + n) * 2;
-        c->samples = realloc(c->samples, c->cap * sizeof(float));
-    }
-    memcpy(c->samples + c->n, x, n * sizeof(float));
-    c->n += n;
-    return c->cancel_after_samples && c->n >= (size_t)c->cancel_after_samples;
-}
-
-static gepard_synth_params params_for(uint64_t seed, int frames) {
-    gepard_synth_params p = gepard_synth_default_params();
-    p.random_seed = 0;
-    p.seed = seed;
-    p.temperature = 0.8f;
-    p.stop_threshold = 1.01f;
-    p.max_frames = frames;
-    return p;
-}
-
-typedef struct engine_case {
-    gepard_model *model;
-    gepard_codec *codec;
-    gepard_engine *engine;
-} engine_case;
 
 /* defer < 0: the plain CPU codec; else the queueing test accelerator. */
-static int case_open(engine_case *c, int defer) {
-    memset(c, 0, sizeof *c);
-    gepard_load_params lp = gepard_load_default_params();
-    lp.weights = GEPARD_WEIGHTS_F32;
-    if (gepard_model_load(test_fixture("model-tiny/model"), &lp, &c->model) ||
-        gepard_codec_load(test_fixture("codec-tiny/nano-tiny.nemo"), &c->codec))
-        return -1;
-    if (defer >= 0) install_deferred(c->codec, defer);
-    gepard_engine_params ep = gepard_engine_default_params();
-    ep.threads = 2;
-    ep.max_streams = 8;
-    ep.max_queue = 8;
-    return gepard_engine_create(c->model, c->codec, &ep, &c->engine) ? -1 : 0;
-}
-
-static void case_close(engine_case *c) {
-    gepard_engine_free(c->engine);
-    gepard_codec_free(c->codec);
-    gepard_model_free(c->model);
+static int case_open(engine_fixture *c, int defer) {
+    return engine_fixture_open(c, 8, 8, defer >= 0 ? with_deferred : NULL, &defer);
 }
 
 /* The engine finishes every stream (freed ones included) and gives every KV
@@ -276,20 +221,18 @@ static void check_engine_idle(gepard_engine *engine) {
     CHECK_EQ_INT(es.kv_blocks_used, 0);
 }
 
-static const char *texts[] = {"Hello world!", "The quick brown fox jumps over the lazy dog.", "Hi",
-                              "Another sentence, with a comma."};
-
 /* Six streams at once (frames 20, 27, ..., 55: more than the engine's light
  * load at first, then fewer as they end), then the first alone. */
 #define RUN_STREAMS 6
-static int run_streams(engine_case *c, capture out[RUN_STREAMS + 1]) {
+static int run_streams(engine_fixture *c, capture out[RUN_STREAMS + 1]) {
     memset(out, 0, (RUN_STREAMS + 1) * sizeof *out);
     gepard_stream *streams[RUN_STREAMS];
     for (int i = 0; i < RUN_STREAMS; i++) {
-        gepard_synth_params p = params_for(200 + (uint64_t)i, 20 + 7 * i);
+        gepard_synth_params p = engine_test_params(200 + (uint64_t)i, 20 + 7 * i);
         gepard_stream_callbacks cb = {
             .on_audio = cap_audio, .on_frame = cap_frame, .user = &out[i]};
-        if (gepard_stream_start(c->engine, texts[i % 4], &p, &cb, &streams[i]) != GEPARD_OK)
+        if (gepard_stream_start(c->engine, engine_test_texts[i % 4], &p, &cb, &streams[i]) !=
+            GEPARD_OK)
             return -1;
     }
     int rc = 0;
@@ -299,15 +242,15 @@ static int run_streams(engine_case *c, capture out[RUN_STREAMS + 1]) {
             rc = -1;
         gepard_stream_free(streams[i]);
     }
-    gepard_synth_params p = params_for(200, 20);
+    gepard_synth_params p = engine_test_params(200, 20);
     gepard_stream_callbacks cb = {
         .on_audio = cap_audio, .on_frame = cap_frame, .user = &out[RUN_STREAMS]};
-    if (gepard_synthesize(c->engine, texts[0], &p, &cb, NULL) != GEPARD_OK) rc = -1;
+    if (gepard_synthesize(c->engine, engine_test_texts[0], &p, &cb, NULL) != GEPARD_OK) rc = -1;
     return rc;
 }
 
 TEST(engine_queued_codec_equals_cpu_codec) {
-    engine_case plain, queued;
+    engine_fixture plain, queued;
     REQUIRE_MSG(case_open(&plain, -1) == 0, "%s", gepard_last_error());
     REQUIRE_MSG(case_open(&queued, 2) == 0, "%s", gepard_last_error());
     capture a[RUN_STREAMS + 1], b[RUN_STREAMS + 1];
@@ -338,7 +281,7 @@ TEST(engine_queued_codec_equals_cpu_codec) {
     gepard_engine_stats st;
     gepard_engine_get_stats(queued.engine, &st);
     CHECK_EQ_INT(st.kv_blocks_used, 0);
-    case_close(&queued);
+    engine_fixture_close(&queued);
     /* queued only while the load is light (GEPARD_ENGINE_QUEUE_CODEC=light):
      * the batched calls in between are waited for */
     setenv("GEPARD_ENGINE_QUEUE_CODEC", "light", 1); /* read when an engine is made */
@@ -354,22 +297,23 @@ TEST(engine_queued_codec_equals_cpu_codec) {
         free(a2[i].samples);
         free(b2[i].samples);
     }
-    case_close(&plain);
-    case_close(&queued);
+    engine_fixture_close(&plain);
+    engine_fixture_close(&queued);
 }
 
 TEST(engine_queued_codec_cancel_and_free_while_queued) {
-    engine_case c;
+    engine_fixture c;
     REQUIRE_MSG(case_open(&c, 3) == 0, "%s", gepard_last_error());
     const int spf = gepard_codec_samples_per_frame(c.codec);
     /* cancelled by its audio callback after some audio */
     capture x;
     memset(&x, 0, sizeof x);
     x.cancel_after_samples = 3 * spf;
-    gepard_synth_params p = params_for(7, 400);
+    gepard_synth_params p = engine_test_params(7, 400);
     gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &x};
     gepard_synth_result r;
-    CHECK_EQ_INT(gepard_synthesize(c.engine, texts[1], &p, &cb, &r), GEPARD_ERR_CANCELLED);
+    CHECK_EQ_INT(gepard_synthesize(c.engine, engine_test_texts[1], &p, &cb, &r),
+                 GEPARD_ERR_CANCELLED);
     CHECK(x.n >= (size_t)(3 * spf));
     free(x.samples);
     /* cancelled from another thread, and freed while running, beside a
@@ -382,11 +326,11 @@ TEST(engine_queued_codec_cancel_and_free_while_queued) {
     p.max_frames = 3000;
     gepard_stream_callbacks cby = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &y};
     gepard_stream_callbacks cbz = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &z};
-    REQUIRE(gepard_stream_start(c.engine, texts[0], &p, &cby, &sy) == GEPARD_OK);
-    REQUIRE(gepard_stream_start(c.engine, texts[3], &p, &cbz, &sz) == GEPARD_OK);
-    gepard_synth_params pw = params_for(9, 30);
+    REQUIRE(gepard_stream_start(c.engine, engine_test_texts[0], &p, &cby, &sy) == GEPARD_OK);
+    REQUIRE(gepard_stream_start(c.engine, engine_test_texts[3], &p, &cbz, &sz) == GEPARD_OK);
+    gepard_synth_params pw = engine_test_params(9, 30);
     gepard_stream_callbacks cbw = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &w};
-    REQUIRE(gepard_stream_start(c.engine, texts[2], &pw, &cbw, &sw) == GEPARD_OK);
+    REQUIRE(gepard_stream_start(c.engine, engine_test_texts[2], &pw, &cbw, &sw) == GEPARD_OK);
     while (y.frames < 40 || z.frames < 40) usleep(1000);
     gepard_stream_cancel(sy);
     gepard_stream_free(sz); /* the engine finishes and frees it */
@@ -403,12 +347,12 @@ TEST(engine_queued_codec_cancel_and_free_while_queued) {
     free(y.samples);
     free(z.samples);
     free(w.samples);
-    case_close(&c);
+    engine_fixture_close(&c);
     CHECK(!seen.queued); /* nothing left queued when the codec went */
 }
 
 TEST(engine_queued_codec_failure_stops_its_streams) {
-    engine_case c;
+    engine_fixture c;
     REQUIRE_MSG(case_open(&c, 1) == 0, "%s", gepard_last_error());
     deferred_of(c.codec)->fail_collect_after = 3;
     /* six streams (the loaded regime waits for each call), then one alone */
@@ -416,9 +360,10 @@ TEST(engine_queued_codec_failure_stops_its_streams) {
     memset(x, 0, sizeof x);
     gepard_stream *s[RUN_STREAMS];
     for (int i = 0; i < RUN_STREAMS; i++) {
-        gepard_synth_params p = params_for(300 + (uint64_t)i, 60);
+        gepard_synth_params p = engine_test_params(300 + (uint64_t)i, 60);
         gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &x[i]};
-        REQUIRE(gepard_stream_start(c.engine, texts[i % 4], &p, &cb, &s[i]) == GEPARD_OK);
+        REQUIRE(gepard_stream_start(c.engine, engine_test_texts[i % 4], &p, &cb, &s[i]) ==
+                GEPARD_OK);
     }
     int failed = 0;
     for (int i = 0; i < RUN_STREAMS; i++) {
@@ -440,12 +385,12 @@ TEST(engine_queued_codec_failure_stops_its_streams) {
     deferred_of(c.codec)->fail_collect_after = 0;
     capture y;
     memset(&y, 0, sizeof y);
-    gepard_synth_params p = params_for(9, 25);
+    gepard_synth_params p = engine_test_params(9, 25);
     gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &y};
-    CHECK_EQ_INT(gepard_synthesize(c.engine, texts[0], &p, &cb, NULL), GEPARD_OK);
+    CHECK_EQ_INT(gepard_synthesize(c.engine, engine_test_texts[0], &p, &cb, NULL), GEPARD_OK);
     CHECK_EQ_INT(y.n, (size_t)25 * (size_t)gepard_codec_samples_per_frame(c.codec));
     free(y.samples);
-    case_close(&c);
+    engine_fixture_close(&c);
 }
 
 /* GEPARD_ENGINE_FIRST_AUDIO_FRAMES=3: under load (six streams: chunks of one
@@ -454,7 +399,7 @@ TEST(engine_queued_codec_failure_stops_its_streams) {
  * first frame at once; and the audio is the plain engine's, sample for
  * sample. */
 TEST(engine_first_audio_held_under_load) {
-    engine_case plain, held;
+    engine_fixture plain, held;
     REQUIRE_MSG(case_open(&plain, -1) == 0, "%s", gepard_last_error());
     setenv("GEPARD_ENGINE_FIRST_AUDIO_FRAMES", "3", 1); /* read when an engine is made */
     const int opened = case_open(&held, 1);
@@ -464,17 +409,17 @@ TEST(engine_first_audio_held_under_load) {
     enum { N = 7 };
     capture a[N], b[N];
     for (int pass = 0; pass < 2; pass++) {
-        engine_case *c = pass ? &held : &plain;
+        engine_fixture *c = pass ? &held : &plain;
         capture *out = pass ? b : a;
         memset(out, 0, N * sizeof *out);
         gepard_stream *streams[N];
         for (int i = 0; i < N; i++) {
             const int frames = i == N - 1 ? 2 : 20 + 7 * i;
-            gepard_synth_params p = params_for(300 + (uint64_t)i, frames);
+            gepard_synth_params p = engine_test_params(300 + (uint64_t)i, frames);
             gepard_stream_callbacks cb = {
                 .on_audio = cap_audio, .on_frame = cap_frame, .user = &out[i]};
-            REQUIRE_MSG(gepard_stream_start(c->engine, texts[i % 4], &p, &cb, &streams[i]) ==
-                            GEPARD_OK,
+            REQUIRE_MSG(gepard_stream_start(c->engine, engine_test_texts[i % 4], &p, &cb,
+                                            &streams[i]) == GEPARD_OK,
                         "%s", gepard_last_error());
         }
         for (int i = 0; i < N; i++) {
@@ -501,9 +446,9 @@ TEST(engine_first_audio_held_under_load) {
     /* a lone stream: a light load, its first frame at once */
     capture lone;
     memset(&lone, 0, sizeof lone);
-    gepard_synth_params p = params_for(400, 12);
+    gepard_synth_params p = engine_test_params(400, 12);
     gepard_stream_callbacks cb = {.on_audio = cap_audio, .on_frame = cap_frame, .user = &lone};
-    CHECK(gepard_synthesize(held.engine, texts[0], &p, &cb, NULL) == GEPARD_OK);
+    CHECK(gepard_synthesize(held.engine, engine_test_texts[0], &p, &cb, NULL) == GEPARD_OK);
     CHECK_MSG(lone.first_call == (size_t)spf, "lone stream: first audio %zu samples, not one frame",
               lone.first_call);
     for (int i = 0; i < N; i++) {
@@ -512,6 +457,6 @@ TEST(engine_first_audio_held_under_load) {
     }
     free(lone.samples);
     check_engine_idle(held.engine);
-    case_close(&plain);
-    case_close(&held);
+    engine_fixture_close(&plain);
+    engine_fixture_close(&held);
 }

@@ -592,17 +592,22 @@ TEST(server_cli_checks_the_voices_directory_first) {
 
 /* Out-of-range numbers for the options this work added are refused before
  * anything loads: serve --realtime-margin / --warm-up, loadtest --duration /
- * --sample. */
+ * --sample, bench --frames-per-call. */
 TEST(server_cli_refuses_bad_margin_and_soak_options) {
     const char *margin[] = {"serve", "--model", "/nonexistent/m", "--realtime-margin", "-1", NULL};
     const char *duration[] = {"loadtest", "--duration", "-5", NULL};
     const char *sample[] = {"loadtest", "--duration", "1", "--sample", "x", NULL};
     const char *warm[] = {"serve", "--model", "/nonexistent/m", "--warm-up", "-1", NULL};
+    const char *per_call[] = {
+        "bench", "--codec", "/nonexistent/c", "--codec-only", "--frames-per-call", "0", NULL};
     const struct {
         const char *const *args;
         const char *want;
-    } cases[] = {
-        {margin, "realtime-margin"}, {duration, "duration"}, {sample, "sample"}, {warm, "warm-up"}};
+    } cases[] = {{margin, "realtime-margin"},
+                 {duration, "duration"},
+                 {sample, "sample"},
+                 {warm, "warm-up"},
+                 {per_call, "frames-per-call"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_cmd_result r;
         REQUIRE(test_run_gepard(&r, NULL, 0, 30, cases[i].args) == 0);

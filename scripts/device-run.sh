@@ -16,7 +16,9 @@
 #        use every 10 s (soak.json, soak-gpu-memory.csv): issue 12's soak.
 #        A call may run 10 minutes, start-up included: soak-start runs it in the
 #        background and returns, soak-wait (the next call, while the machine is
-#        still held) waits for it and brings its files back.
+#        still held) waits for it and brings its files back; a 600-s soak
+#        outlasts one soak-wait (~585 s): call soak-wait again until it says
+#        "soak: loadtest exit" (measured 2026-12-04: the machine kept it).
 # lm:    `gepard bench --device cuda` for the language model's step, this
 #        build with GEPARD_CUDA_DECODE1=0 (kernel by kernel) and as built,
 #        alternating, twice (LM_ENV_VARIANTS="NAME:VAR=VALUE[+VAR=VALUE] ..."
@@ -57,9 +59,12 @@
 #        SERVE12_WAVES=k sends k · c requests at each load c (c in flight).
 #        serve12-ontop: a GPU step's prefill rows on top of its decode rows.
 #        serve12-noqueue: every codec call of a light load waited for
-#        (GEPARD_ENGINE_QUEUE_CODEC=0). serve12-first3: a stream's first audio
-#        held under load until it carries 3 frames (GEPARD_ENGINE_FIRST_AUDIO_FRAMES).
-#        serve12-ahead: every graph size captured with the first (GEPARD_CUDA_GRAPHS_AHEAD=1).
+#        (GEPARD_ENGINE_QUEUE_CODEC=0). serve12-first1: a stream's first audio
+#        at one frame under load (GEPARD_ENGINE_FIRST_AUDIO_FRAMES=1; the default holds 3).
+#        serve12-noahead: each graph size captured at its first use (GEPARD_CUDA_GRAPHS_AHEAD=0).
+#        serve12-gather: new streams' prefills gathered into every 4th cycle under
+#        load (GEPARD_GPU_PREFILL_EVERY=SERVE12_PREFILL_EVERY, 4): decode-only steps
+#        between, with their graphs and tiled attention.
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
 #        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
@@ -366,7 +371,9 @@ PY
 fi
 if want soak-start; then # the soak in the background, to outlive this call's 10 minutes
     rm -rf /tmp/soak && mkdir -p /tmp/soak
-    OUT=/tmp/soak setsid nohup scripts/device-run.sh soak > /tmp/soak/run.log 2>&1 < /dev/null &
+    # (no archive at its end: that emptied /tmp/soak into a results.tgz there)
+    DEVICE_RUN_NO_ARCHIVE=1 OUT=/tmp/soak setsid nohup scripts/device-run.sh soak \
+        > /tmp/soak/run.log 2>&1 < /dev/null &
     echo "soak-start: running as $! (SOAK_SECONDS=${SOAK_SECONDS:-600}); call soak-wait next"
 fi
 if want soak-wait; then # soak-start's run: wait for it (at most SOAK_WAIT_SECONDS), then its files
@@ -460,11 +467,14 @@ fi
 if want serve12-noqueue; then # every codec call waited for (before 2026-12-04, fourth part)
     GEPARD_ENGINE_QUEUE_CODEC=0 serve12 serve12-noqueue
 fi
-if want serve12-ahead; then # every graph size captured with the first (GEPARD_CUDA_GRAPHS_AHEAD=1)
-    GEPARD_CUDA_GRAPHS_AHEAD=1 serve12 serve12-ahead
+if want serve12-noahead; then # each graph size captured at its first use (before 2026-12-04, sixth part)
+    GEPARD_CUDA_GRAPHS_AHEAD=0 serve12 serve12-noahead
 fi
-if want serve12-first3; then # a stream's first audio held to 3 frames under load
-    GEPARD_ENGINE_FIRST_AUDIO_FRAMES=3 serve12 serve12-first3
+if want serve12-gather; then # new streams' prefills gathered into every 4th cycle under load
+    GEPARD_GPU_PREFILL_EVERY=${SERVE12_PREFILL_EVERY:-4} serve12 serve12-gather
+fi
+if want serve12-first1; then # a stream's first audio at one frame under load (before 2026-12-04, sixth part)
+    GEPARD_ENGINE_FIRST_AUDIO_FRAMES=1 serve12 serve12-first1
 fi
 if want serve12-ontop; then # a GPU's prefill rows on top of its decode rows (GEPARD_GPU_PREFILL_ON_TOP=1)
     GEPARD_GPU_PREFILL_ON_TOP=1 serve12 serve12-ontop
@@ -579,7 +589,7 @@ if want cpu; then
     } 2>&1 | tee "$out/cpu.log"
 fi
 # The device tool brings back 8 files at most: everything in one archive.
-if [ -n "${OUT:-}" ]; then
+if [ -n "${OUT:-}" ] && [ -z "${DEVICE_RUN_NO_ARCHIVE:-}" ]; then
     tar czf /tmp/results.tgz -C "$out" . && rm -rf "${out:?}"/* && mv /tmp/results.tgz "$out/"
 fi
 exit $rc

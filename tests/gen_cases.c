@@ -49,8 +49,14 @@ int gen_run_streams(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows
 
 int gen_run_streams_on(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows, gp_pool *pool,
                        gp_error *err) {
+    return gen_run_streams_reserved(streams, n, kv, max_rows, 0, pool, err);
+}
+
+int gen_run_streams_reserved(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows,
+                             int reserve_rows, gp_pool *pool, gp_error *err) {
     gp_gen_workspace w;
     gp_gen_workspace_init(&w);
+    w.device_reserve_rows = reserve_rows;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) rc = gp_gen_reserve(streams[i], kv, err);
     for (int guard = 0; !rc && guard < 100000; guard++) {

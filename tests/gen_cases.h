@@ -19,6 +19,10 @@ int gen_run_streams(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows
 /* The same on a thread pool. */
 int gen_run_streams_on(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows, gp_pool *pool,
                        gp_error *err);
+/* The same with a device's step buffers reserved for reserve_rows rows at the
+ * first step (gp_gen_workspace.device_reserve_rows; 0: grown as needed). */
+int gen_run_streams_reserved(gp_gen_stream **streams, int n, gp_kv_pool *kv, int max_rows,
+                             int reserve_rows, gp_pool *pool, gp_error *err);
 /* The synthetic real-size checkpoint the ../shared/fixtures/real-size goldens
  * were computed on: $GEPARD_REALSIZE_DIR, or written now with `gepard synth
  * --preset gepard-1.0 --seed 1` ($GEPARD_RELEASE_BIN when set, else the

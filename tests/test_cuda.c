@@ -224,7 +224,9 @@ TEST(cuda_batched_equals_single) {
  * decode steps run the captured graphs of padded sizes (104, 96, ... as
  * streams end: eight sizes per octave above 64 rows) and must give the codes
  * of the same steps launched kernel by kernel at their exact row counts
- * (GEPARD_CUDA_GRAPHS=0). */
+ * (GEPARD_CUDA_GRAPHS=0) — also with the step buffers reserved for 1024 rows
+ * (every step's metadata packed for its own rows inside them) and a graph
+ * cache of 3 (GEPARD_CUDA_GRAPH_CACHE: graphs given up and captured again). */
 TEST(cuda_graph_sizes_equal_direct_steps) {
     require_cuda();
     golden g;
@@ -235,31 +237,42 @@ TEST(cuda_graph_sizes_equal_direct_steps) {
     const int n_cases = cJSON_GetArraySize(cases);
     REQUIRE(n_cases > 0);
     enum { N = 100 };
-    gp_gen_stream *graphs[N], *direct[N];
-    gp_kv_pool *kv = tiny_pool(m, 4096);
+    gp_gen_stream *graphs[N], *reserved[N], *direct[N];
+    gp_kv_pool *kv = tiny_pool(m, 6144);
     for (int i = 0; i < N; i++) {
         const cJSON *gc = cJSON_GetArrayItem(cases, i % n_cases);
         graphs[i] = case_stream(&g, m, gc, NULL);
+        reserved[i] = case_stream(&g, m, gc, NULL);
         direct[i] = case_stream(&g, m, gc, NULL);
-        REQUIRE(graphs[i] && direct[i]);
+        REQUIRE(graphs[i] && reserved[i] && direct[i]);
     }
     gp_error err;
     REQUIRE_OK(gen_run_streams(graphs, N, kv, 4096, &err), &err);
+    setenv("GEPARD_CUDA_GRAPH_CACHE", "3", 1); /* read when a runner is made */
+    int rc = gen_run_streams_reserved(reserved, N, kv, 4096, 1024, NULL, &err);
+    unsetenv("GEPARD_CUDA_GRAPH_CACHE");
+    REQUIRE_OK(rc, &err);
     setenv("GEPARD_CUDA_GRAPHS", "0", 1); /* read at every step */
-    const int rc = gen_run_streams(direct, N, kv, 4096, &err);
+    rc = gen_run_streams(direct, N, kv, 4096, &err);
     unsetenv("GEPARD_CUDA_GRAPHS");
     REQUIRE_OK(rc, &err);
-    int differ = 0, frames = 0;
+    int differ = 0, differ_reserved = 0, frames = 0;
     for (int i = 0; i < N; i++) {
         const int bad = !same_codes(graphs[i], direct[i], m->cfg.num_channels);
+        const int bad_reserved = !same_codes(reserved[i], direct[i], m->cfg.num_channels);
         differ += bad;
+        differ_reserved += bad_reserved;
         frames += graphs[i]->n_frames;
         CHECK_MSG(!bad, "stream %d: codes with padded graphs differ from direct steps", i);
+        CHECK_MSG(!bad_reserved,
+                  "stream %d: codes with 1024 rows reserved and 3 graphs cached differ", i);
     }
-    test_note("%d streams, %d frames: %d differ between padded graphs and direct steps", N, frames,
-              differ);
+    test_note("%d streams, %d frames: %d differ between padded graphs and direct steps, %d with "
+              "1024 rows reserved and a cache of 3 graphs",
+              N, frames, differ, differ_reserved);
     for (int i = 0; i < N; i++) {
         gp_gen_free(graphs[i], kv);
+        gp_gen_free(reserved[i], kv);
         gp_gen_free(direct[i], kv);
     }
     gp_kv_pool_free(kv);

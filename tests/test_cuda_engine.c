@@ -9,20 +9,25 @@
  * compare the queued path with the batched one; a third pass waits for
  * every codec call (GEPARD_ENGINE_QUEUE_CODEC=0). Skipped visibly without a
  * GPU. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_common.h"
+#include "engine/engine_internal.h"
 #include "gepard.h"
 #include "test.h"
 
 typedef struct heard {
     float *samples;
     size_t n, cap;
+    atomic_int any; /* set at the first audio (the test thread waits on it) */
 } heard;
 
 static int hear(const float *x, size_t n, void *user) {
     heard *h = user;
+    atomic_store(&h->any, 1);
     if (h->n + n > h->cap) {
         h->cap = (h->n + n) * 2;
         float *p = realloc(h->samples, h->cap * sizeof(float));
@@ -36,7 +41,10 @@ static int hear(const float *x, size_t n, void *user) {
 
 #define STREAMS 6
 
-static void batched_equal_single(void) {
+/* With `stagger` the first half of the streams (longer ones) start, and the
+ * rest once the first is heard: their prefills come while others decode
+ * (gathered with GEPARD_GPU_PREFILL_EVERY). */
+static void batched_equal_single(bool stagger) {
     gepard_load_params lp = gepard_load_default_params();
     lp.weights = GEPARD_WEIGHTS_F32;
     lp.device = "cuda";
@@ -73,7 +81,7 @@ static void batched_equal_single(void) {
         p[i].seed = 300 + (uint64_t)i;
         p[i].temperature = 0.8f;
         p[i].stop_threshold = 1.01f; /* the stop head never ends them: fixed lengths */
-        p[i].max_frames = 18 + 3 * i;
+        p[i].max_frames = stagger && i < STREAMS / 2 ? 60 + 3 * i : 18 + 3 * i;
         gepard_stream_callbacks cb = {.on_audio = hear, .user = &alone[i]};
         REQUIRE_MSG(gepard_synthesize(engine, texts[i], &p[i], &cb, NULL) == GEPARD_OK, "%s",
                     gepard_last_error());
@@ -82,6 +90,8 @@ static void batched_equal_single(void) {
     gepard_engine_get_stats(engine, &before);
     gepard_stream *streams[STREAMS];
     for (int i = 0; i < STREAMS; i++) {
+        if (stagger && i == STREAMS / 2)
+            for (int wait = 0; wait < 5000 && !atomic_load(&together[0].any); wait++) usleep(1000);
         gepard_stream_callbacks cb = {.on_audio = hear, .user = &together[i]};
         REQUIRE(gepard_stream_start(engine, texts[i], &p[i], &cb, &streams[i]) == GEPARD_OK);
     }
@@ -102,9 +112,11 @@ static void batched_equal_single(void) {
     gepard_engine_stats st;
     gepard_engine_get_stats(engine, &st);
     test_note("%d streams batched vs alone: %d differ; batched codec calls %llu (%.1f ms waited "
-              "for), max batch %d",
+              "for), max batch %d; %llu cycles held a prefill",
               STREAMS, differ, (unsigned long long)(st.codec_batches - before.codec_batches),
-              (st.codec_seconds - before.codec_seconds) * 1e3, st.max_batch);
+              (st.codec_seconds - before.codec_seconds) * 1e3, st.max_batch, engine->prefill_holds);
+    if (stagger && engine->prefill_every > 1)
+        CHECK_MSG(engine->prefill_holds > 0, "no prefill was gathered");
     CHECK_MSG(st.codec_batches > before.codec_batches,
               "the streams' frames were never decoded together");
     CHECK_EQ_INT(st.kv_blocks_used, 0);
@@ -115,11 +127,23 @@ static void batched_equal_single(void) {
 
 TEST(cuda_engine_batched_streams_equal_single_runs) {
     require_cuda();
-    batched_equal_single();
+    batched_equal_single(false);
     setenv("GEPARD_GPU_OVERLAP_CODEC", "0", 1); /* read when an engine is made */
-    batched_equal_single();
+    batched_equal_single(false);
     unsetenv("GEPARD_GPU_OVERLAP_CODEC");
     setenv("GEPARD_ENGINE_QUEUE_CODEC", "0", 1);
-    batched_equal_single();
+    batched_equal_single(false);
     unsetenv("GEPARD_ENGINE_QUEUE_CODEC");
+}
+
+/* Prefills gathered into every fourth cycle (GEPARD_GPU_PREFILL_EVERY=4,
+ * from one decode row on): streams that arrive while others decode wait for
+ * their prefill, and every stream's audio still equals its run alone. */
+TEST(cuda_engine_gathered_prefills_equal_single_runs) {
+    require_cuda();
+    setenv("GEPARD_GPU_PREFILL_EVERY", "4", 1);
+    setenv("GEPARD_GPU_PREFILL_GATHER_ROWS", "1", 1);
+    batched_equal_single(true);
+    unsetenv("GEPARD_GPU_PREFILL_EVERY");
+    unsetenv("GEPARD_GPU_PREFILL_GATHER_ROWS");
 }

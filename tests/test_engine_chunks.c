@@ -155,3 +155,36 @@ TEST(engine_warm_up_waves_meet_every_graph_size) {
     /* and no more than those: 6 small waves, 7 to 64, 8 per octave */
     CHECK_EQ_INT(waves, 6 + 7 + 8 * 6);
 }
+
+/* Gathered prefills (GEPARD_GPU_PREFILL_EVERY=4): under load a waiting
+ * prefill is held three cycles and goes with the fourth; at once when
+ * gathering is off, under a light load, when one of the waiting streams
+ * already ran part of its prefill, or when enough streams wait. */
+TEST(engine_gathered_prefills_go_every_fourth_cycle) {
+    gepard_engine e;
+    memset(&e, 0, sizeof e);
+    e.prefill_every = 4;
+    e.gather_min_rows = GP_ENGINE_GATHER_MIN_DECODE_ROWS;
+    const int load = GP_ENGINE_GATHER_MIN_DECODE_ROWS + 100;
+    CHECK(gp_engine_prefill_now(&e, load, 0, false)); /* nothing waits */
+    for (int round = 0; round < 3; round++) {
+        for (int cycle = 0; cycle < 3; cycle++)
+            CHECK_MSG(!gp_engine_prefill_now(&e, load, 1 + cycle, false),
+                      "round %d: cycle %d should hold the prefill", round, cycle);
+        CHECK_MSG(gp_engine_prefill_now(&e, load, 4, false), "round %d: the fourth cycle prefills",
+                  round);
+    }
+    CHECK_EQ_INT((int)e.prefill_holds, 9);
+    /* a prefill already begun goes on at once, and restarts the count */
+    CHECK(!gp_engine_prefill_now(&e, load, 1, false));
+    CHECK(gp_engine_prefill_now(&e, load, 2, true));
+    CHECK(!gp_engine_prefill_now(&e, load, 1, false));
+    /* a light load prefills at once */
+    CHECK(gp_engine_prefill_now(&e, GP_ENGINE_GATHER_MIN_DECODE_ROWS - 1, 1, false));
+    /* so do many waiting streams */
+    CHECK(!gp_engine_prefill_now(&e, load, 1, false));
+    CHECK(gp_engine_prefill_now(&e, load, GP_ENGINE_GATHER_MAX_STREAMS, false));
+    /* gathering off: every cycle */
+    e.prefill_every = 1;
+    for (int cycle = 0; cycle < 4; cycle++) CHECK(gp_engine_prefill_now(&e, load, 1, false));
+}

@@ -471,7 +471,7 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
     const char *pow2 = getenv("GEPARD_CUDA_CODEC_GRAPH_POW2");
     c->graph_pow2 = pow2 && !strcmp(pow2, "1");
     const char *ahead = getenv("GEPARD_CUDA_GRAPHS_AHEAD"); /* (cuda_codec_calls.cu) */
-    c->graphs_ahead = ahead && !strcmp(ahead, "1");
+    c->graphs_ahead = !(ahead && !strcmp(ahead, "0"));
     const char *fs = getenv("GEPARD_CUDA_CODEC_FLAT_STORE");
     const char *fv = getenv("GEPARD_CUDA_CODEC_FLAT_VEC");
     gp_cuda_codec_flat_store = fs && !strcmp(fs, "0") ? 0 : fv && !strcmp(fv, "0") ? 1 : 2;

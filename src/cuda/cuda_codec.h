@@ -646,7 +646,8 @@ struct gp_dev_codec {
     int n_br;
     cudaEvent_t fork; /* a stage's up-sampled input is ready for every branch */
     bool use_graphs, graph_pow2;
-    bool graphs_ahead; /* GEPARD_CUDA_GRAPHS_AHEAD=1: every size captured with the first */
+    bool graphs_ahead;                    /* every size captured with the first batch's (=0: off) */
+    bool graphs_ahead_done;               /* that capture happened */
     cudaGraphExec_t graphs[CODEC_GRAPHS]; /* one frame for graph_cols[i] streams */
     int graph_cols[CODEC_GRAPHS];
     /* Fused windows: calls of at most fuse_cols frame columns (streams ×

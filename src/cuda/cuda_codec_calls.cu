@@ -47,8 +47,9 @@ static int capture_codec_graph(gp_dev_codec *c, int i, int nb, gp_dev_status *st
 }
 
 /* The captured layers for nb streams of one frame (nb from codec_graph_cols).
- * With graphs_ahead the first capture takes every other size with it (35 at
- * most), so a server's warm-up pays for them all. */
+ * With graphs_ahead the first capture of a batch (nb > 1) takes every other
+ * size with it (35 at most, ~60 ms on the H200), so a server's warm-up pays
+ * for them all; one stream alone (`gepard say`) captures its own only. */
 static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_status *st) {
     int i = 0;
     while (i < CODEC_GRAPHS && c->graphs[i] && c->graph_cols[i] != nb) i++;
@@ -56,7 +57,8 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
         return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "codec: no room for a graph of %d streams",
                             nb);
     if (!c->graphs[i]) {
-        const bool first = i == 0;
+        const bool first = nb > 1 && !c->graphs_ahead_done;
+        if (first) c->graphs_ahead_done = true;
         int rc = capture_codec_graph(c, i, nb, st);
         for (int n = 1; !rc && first && c->graphs_ahead && n <= CODEC_MAX_COLS;
              n = codec_graph_cols(c, n) + 1) {

@@ -80,9 +80,12 @@ typedef struct gp_cuda_graph {
     const void *kv_data; /* the KV storage the graph's kernels address */
     int kv_blocks;
     cudaGraphExec_t exec;
+    unsigned long long last_use; /* the runner's launch count at its last launch */
 } gp_cuda_graph;
 
 #define GP_CUDA_MAX_GRAPHS 128
+/* The most rows a runner reserves ahead of its steps (gp_dev_step.reserve_rows). */
+#define GP_CUDA_RESERVE_ROWS_MAX 4096
 /* GEPARD_CUDA_GRAPH_LOG=1: a line on stderr per captured graph (what, size,
  * context splits, graphs held, host ms); gp_cuda_host_ms: a steady clock. */
 void gp_cuda_graph_note(const char *what, int size, int splits, int held, double ms);
@@ -133,6 +136,7 @@ struct gp_dev_runner {
     /* step metadata on the device: one upload per step */
     int *meta; /* row_seq, row_pos, seq_last, decode_row_frame, codes, block tables */
     size_t meta_ints;
+    int meta_rows;  /* the rows whose layout the metadata has now (gp_cuda_meta_layout_for) */
     float *prefill; /* [rows][H] */
     /* pinned host mirrors */
     int *h_meta;
@@ -149,8 +153,9 @@ struct gp_dev_runner {
     cudaEvent_t t_start, t_end; /* timing of the step in flight */
     double last_gpu_ms;
     gp_cuda_graph graphs[GP_CUDA_MAX_GRAPHS];
-    int n_graphs;
-    gp_cuda_lora *loras; /* adapters uploaded so far */
+    int n_graphs, max_graphs;
+    unsigned long long graph_clock; /* graph launches so far (gp_cuda_graph.last_use) */
+    gp_cuda_lora *loras;            /* adapters uploaded so far */
     int n_loras;
     gp_cuda_lora_use *uses; /* this step's sequences with an adapter */
     int n_uses, cap_uses;
@@ -170,7 +175,8 @@ struct gp_dev_runner {
     bool d1c_embed;   /* the audio frame's embedding inside the cluster kernel */
 };
 
-/* Offsets of the metadata arrays inside runner->meta (ints). */
+/* Offsets of the metadata arrays inside runner->meta (ints), for the rows of
+ * the step being filled or enqueued (runner->meta_rows). */
 typedef struct gp_cuda_meta_layout {
     size_t row_seq, row_pos, seq_last, decode_row_frame, codes, block_table, total;
 } gp_cuda_meta_layout;

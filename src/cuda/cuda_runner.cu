@@ -21,9 +21,13 @@
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-gp_cuda_meta_layout gp_cuda_meta_layout_for(const gp_dev_runner *r) {
+/* The metadata of a step of `rows` rows (its padded size: a graph's kernels
+ * hold these offsets), packed at the start of the buffer, so a step uploads
+ * only its own rows' — not the reservation's (a server's lone stream moved
+ * ~400 KB a step for a 1024-row reservation). */
+static gp_cuda_meta_layout meta_layout(const gp_dev_runner *r, int rows) {
     gp_cuda_meta_layout L;
-    const size_t R = (size_t)r->cap_rows, C = (size_t)r->m->d.channels;
+    const size_t R = (size_t)rows, C = (size_t)r->m->d.channels;
     L.row_seq = 0;
     L.row_pos = L.row_seq + R;
     L.seq_last = L.row_pos + R;
@@ -32,6 +36,10 @@ gp_cuda_meta_layout gp_cuda_meta_layout_for(const gp_dev_runner *r) {
     L.block_table = L.codes + R * C;
     L.total = L.block_table + R * (size_t)r->bt_stride;
     return L;
+}
+
+gp_cuda_meta_layout gp_cuda_meta_layout_for(const gp_dev_runner *r) {
+    return meta_layout(r, r->meta_rows);
 }
 
 static void free_graphs(gp_dev_runner *r) {
@@ -100,12 +108,18 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
     r->tile_rows = tile_rows ? atoi(tile_rows) : GP_CUDA_ATTN_TILE_ROWS;
     const char *buckets = getenv("GEPARD_CUDA_GRAPH_BUCKETS");
     r->pow2_buckets = buckets && strcmp(buckets, "pow2") == 0;
-    /* GEPARD_CUDA_GRAPHS_AHEAD=1: every tile size's graph captured with the
-     * first one a step needs (launch_graph); off by default until capture
-     * times are measured (GEPARD_CUDA_GRAPH_LOG=1): a reservation that grows
-     * in service (a longer context) would capture them all again at once */
+    /* Every tile size's graph is captured with the first one a step needs
+     * (launch_graph): 2-15 ms each on the H200, ~0.2 s for the 24 sizes of a
+     * 1024-row reservation, paid in a server's warm-up rather than one by one
+     * in service, where each stalls every stream's next frame (serve12: 21
+     * step and 14 codec captures after /ready without, none of the tile sizes
+     * with). GEPARD_CUDA_GRAPHS_AHEAD=0: each size at its first use. */
     const char *ahead = getenv("GEPARD_CUDA_GRAPHS_AHEAD");
-    r->graphs_ahead = ahead && strcmp(ahead, "1") == 0;
+    r->graphs_ahead = !(ahead && strcmp(ahead, "0") == 0);
+    /* GEPARD_CUDA_GRAPH_CACHE=N: hold at most N step graphs (tests) */
+    const char *cache = getenv("GEPARD_CUDA_GRAPH_CACHE");
+    r->max_graphs = GP_CUDA_MAX_GRAPHS;
+    if (cache && atoi(cache) >= 1 && atoi(cache) < GP_CUDA_MAX_GRAPHS) r->max_graphs = atoi(cache);
     int rc = gp_cuda_check(gp_cuda_stream_create(&r->stream, GP_CUDA_STREAM_STEP),
                            "cudaStreamCreate", st);
     if (!rc)
@@ -179,7 +193,7 @@ static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st)
     const size_t widest = max_sz(max_sz(H, NH * D), I);
     /* decode attention writes one partial per warp: 4 per block */
     const size_t part = 4 * max_sz(R * NKV, ATTN_MAX_BLOCKS) * G * (D + 2);
-    gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
+    gp_cuda_meta_layout L = meta_layout(r, cap);
     struct {
         void **p;
         size_t bytes;
@@ -321,6 +335,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
     const int H = d->hidden, D = d->head_dim, NH = d->heads, I = d->intermediate;
     const int CE = d->channels * d->embed_dim;
     cudaStream_t s = r->stream;
+    r->meta_rows = rows; /* (fill_meta's layout for this many rows) */
     gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
     const int *row_seq = r->meta + L.row_seq, *row_pos = r->meta + L.row_pos;
     int rc = 0;
@@ -435,6 +450,7 @@ static int bucket_for(const gp_dev_runner *r, int rows) {
  * rows after as one-row sequences in the spare block). */
 static void fill_meta(gp_dev_runner *r, const gp_dev_kv *kv, const gp_dev_step *p, int rows_eff,
                       int seqs_eff, int frames_eff) {
+    r->meta_rows = rows_eff;
     gp_cuda_meta_layout L = gp_cuda_meta_layout_for(r);
     int *meta = r->h_meta;
     const int C = r->m->d.channels, spare = kv->blocks;
@@ -499,7 +515,17 @@ static gp_cuda_graph *find_graph(gp_dev_runner *r, const gp_dev_kv *kv, int rows
  * the runner's cache; *out: its executable graph. */
 static int capture_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits,
                          cudaGraphExec_t *out, gp_dev_status *st) {
-    if (r->n_graphs == GP_CUDA_MAX_GRAPHS) free_graphs(r);
+    /* A full cache gives up the graph launched longest ago (emptying it all
+     * made a server recapture its big sizes in service). */
+    int slot = r->n_graphs;
+    if (slot >= r->max_graphs) {
+        slot = 0;
+        for (int i = 1; i < r->n_graphs; i++)
+            if (r->graphs[i].last_use < r->graphs[slot].last_use) slot = i;
+        cudaGraphExecDestroy(r->graphs[slot].exec);
+        r->graphs[slot] = r->graphs[--r->n_graphs];
+        slot = r->n_graphs;
+    }
     const double t0 = gp_cuda_host_ms();
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal),
@@ -515,8 +541,9 @@ static int capture_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits,
     e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     GP_CUDA_TRY(e, "cudaGraphInstantiate");
-    r->graphs[r->n_graphs++] =
-        (gp_cuda_graph){rows, splits, r->bt_stride, kv->data, kv->blocks, exec};
+    r->graphs[slot] =
+        (gp_cuda_graph){rows, splits, r->bt_stride, kv->data, kv->blocks, exec, ++r->graph_clock};
+    r->n_graphs = slot + 1;
     gp_cuda_graph_note("step", rows, splits, r->n_graphs, gp_cuda_host_ms() - t0);
     *out = exec;
     return 0;
@@ -530,7 +557,10 @@ static int capture_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits,
  * service, each stalling every stream's next frame. */
 static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, gp_dev_status *st) {
     gp_cuda_graph *found = find_graph(r, kv, rows, splits);
-    if (found) return gp_cuda_check(cudaGraphLaunch(found->exec, r->stream), "cudaGraphLaunch", st);
+    if (found) {
+        found->last_use = ++r->graph_clock;
+        return gp_cuda_check(cudaGraphLaunch(found->exec, r->stream), "cudaGraphLaunch", st);
+    }
     cudaGraphExec_t exec = NULL;
     int rc = capture_graph(r, kv, rows, splits, &exec, st);
     if (rc) return rc;
@@ -540,7 +570,7 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
              size = bucket_for(r, size + 1)) {
             cudaGraphExec_t other = NULL;
             if (size == rows || find_graph(r, kv, size, 1)) continue;
-            if (r->n_graphs == GP_CUDA_MAX_GRAPHS) break; /* (a full cache is emptied) */
+            if (r->n_graphs >= r->max_graphs) break; /* (room for the sizes in use) */
             if ((rc = capture_graph(r, kv, size, 1, &other, st))) return rc;
         }
     }
@@ -608,7 +638,13 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     const int rows_eff = graph ? bucket_for(r, p->n_rows) : p->n_rows;
     const int seqs_eff = graph ? rows_eff : p->n_seqs;
     const int frames_eff = graph ? rows_eff : p->n_frames;
-    int rc = reserve(r, rows_eff, max_blocks, st);
+    /* Growing frees every graph: grow once to the caller's most rows (at
+     * most GP_CUDA_RESERVE_ROWS_MAX; beyond that, as steps need). */
+    int want_rows = rows_eff;
+    if (rows_eff > r->cap_rows && p->reserve_rows > want_rows)
+        want_rows =
+            p->reserve_rows < GP_CUDA_RESERVE_ROWS_MAX ? p->reserve_rows : GP_CUDA_RESERVE_ROWS_MAX;
+    int rc = reserve(r, want_rows > rows_eff ? want_rows : rows_eff, max_blocks, st);
     if (rc) return rc;
     fill_meta(r, kv, p, rows_eff, seqs_eff, frames_eff);
     const int n_prefill = p->n_rows - p->n_decode_rows;
@@ -617,9 +653,9 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
         cudaProfilerStart();
     }
     GP_CUDA_TRY(cudaEventRecord(r->t_start, r->stream), "cudaEventRecord");
-    GP_CUDA_TRY(
-        cudaMemcpyAsync(r->meta, r->h_meta, r->meta_ints * 4, cudaMemcpyHostToDevice, r->stream),
-        "step metadata upload");
+    GP_CUDA_TRY(cudaMemcpyAsync(r->meta, r->h_meta, gp_cuda_meta_layout_for(r).total * 4,
+                                cudaMemcpyHostToDevice, r->stream),
+                "step metadata upload");
     if (n_prefill > 0) {
         memcpy(r->h_prefill, p->prefill_rows, (size_t)n_prefill * H * sizeof(float));
         GP_CUDA_TRY(cudaMemcpyAsync(r->prefill, r->h_prefill, (size_t)n_prefill * H * 4,

@@ -96,6 +96,16 @@ static void admit_locked(gepard_engine *e) {
     }
 }
 
+bool gp_engine_prefill_now(gepard_engine *e, int decode_rows, int waiting, bool started) {
+    if (waiting == 0 || e->prefill_every <= 1 || decode_rows < e->gather_min_rows || started ||
+        waiting >= GP_ENGINE_GATHER_MAX_STREAMS || ++e->prefill_waited >= e->prefill_every) {
+        e->prefill_waited = 0;
+        return true;
+    }
+    e->prefill_holds++;
+    return false;
+}
+
 int gp_engine_chunk_frames(const gepard_engine *e, int active) {
     if (!e->gpu_codec) return GP_ENGINE_CHUNK_FRAMES;
     /* chunks only while few streams share the codec */
@@ -273,6 +283,12 @@ static void *engine_thread_main(void *arg) {
         for (int i = 0; i < n; i++) n_decoding += e->step_streams[i]->phase == GP_GEN_DECODE;
         int budget = decode_rows ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
         if (on_device && decode_rows && e->prefill_on_top) budget += decode_rows;
+        if (on_device && decode_rows) {
+            bool started = false;
+            const int waiting = gp_gen_prefill_waiting(e->step_streams, n, &started);
+            if (!gp_engine_prefill_now(e, decode_rows, waiting, started))
+                budget = decode_rows; /* decode rows alone: the step's graph */
+        }
         uint64_t t0 = gp_now_ns();
         int worked;
         double overlapped = 0;
@@ -385,8 +401,16 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     e->light_chunk_frames = GP_ENGINE_GPU_CHUNK_FRAMES;
     e->max_chunk = e->gpu_codec ? GP_ENGINE_GPU_MAX_CHUNK : GP_ENGINE_MAX_CHUNK;
     e->wait_headroom = e->gpu_codec ? GP_ENGINE_GPU_HEADROOM : GP_ENGINE_PAIR_HEADROOM;
+    /* GEPARD_GPU_PREFILL_EVERY=K (1-16): under load, new streams' prefills
+     * gathered into every K-th cycle (engine_internal.h, prefill_every);
+     * GEPARD_GPU_PREFILL_GATHER_ROWS=N: from N decode rows on (tests) */
+    const char *every = getenv("GEPARD_GPU_PREFILL_EVERY");
+    e->prefill_every = every && atoi(every) >= 1 && atoi(every) <= 16 ? atoi(every) : 1;
+    const char *gather_rows = getenv("GEPARD_GPU_PREFILL_GATHER_ROWS");
+    e->gather_min_rows = gather_rows && atoi(gather_rows) >= 1 ? atoi(gather_rows)
+                                                               : GP_ENGINE_GATHER_MIN_DECODE_ROWS;
     const char *first_audio = getenv("GEPARD_ENGINE_FIRST_AUDIO_FRAMES");
-    e->first_audio_frames = 1;
+    e->first_audio_frames = GP_ENGINE_FIRST_AUDIO_FRAMES;
     if (first_audio && atoi(first_audio) >= 1 && atoi(first_audio) <= GP_ENGINE_GPU_MAX_CHUNK)
         e->first_audio_frames = atoi(first_audio);
     /* GEPARD_GPU_CHUNK_FRAMES=1..16 sets the light-load GPU chunk (for
@@ -415,6 +439,13 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     pthread_cond_init(&e->wake, NULL);
     pthread_cond_init(&e->cycle_done, NULL);
     gp_gen_workspace_init(&e->work);
+    /* A device reserves its step buffers once for the engine's biggest step
+     * (an idle prefill, or every stream decoding with prefill on top), so its
+     * warm-up's graphs survive into service. */
+    e->work.device_reserve_rows =
+        e->params.max_streams + (e->prefill_on_top ? e->params.prefill_chunk : 0);
+    if (e->work.device_reserve_rows < ENGINE_IDLE_PREFILL_ROWS)
+        e->work.device_reserve_rows = ENGINE_IDLE_PREFILL_ROWS;
     const gp_backbone_config *bb = &model->model->cfg.backbone;
     int rc = GEPARD_OK;
     if (codec && codec->codec->pool) {

@@ -110,6 +110,15 @@ struct gepard_engine {
     /* GPU: prefill_chunk prefill rows on top of the decode rows (engine.c;
      * GEPARD_GPU_PREFILL_ON_TOP=1) */
     bool prefill_on_top;
+    /* GPU under load: new streams' prefills gathered into one step every
+     * prefill_every cycles (gp_engine_prefill_now; GEPARD_GPU_PREFILL_EVERY,
+     * 1 = every cycle), so the cycles between run decode steps alone — their
+     * captured graphs and tiled attention — instead of each a mixed step
+     * launched kernel by kernel. prefill_waited: cycles a waiting prefill has
+     * been held so far; gather_min_rows: the decode rows from which it
+     * gathers; prefill_holds: cycles that held one (tests). */
+    int prefill_every, prefill_waited, gather_min_rows;
+    unsigned long long prefill_holds;
     gepard_stream **codec_queued; /* [max_streams] */
     int n_queued;
     double codec_wait_seconds; /* step thread: waits for queued calls, not yet in stats */
@@ -121,9 +130,10 @@ struct gepard_engine {
     bool profile;
     bool gpu_codec;
     double wait_headroom;
-    /* GEPARD_ENGINE_FIRST_AUDIO_FRAMES=N (GPU codec, under load: chunks of
-     * one frame): a stream's first audio goes out once it holds N frames, so
-     * a listener starts with N frames in hand rather than one (1: at once) */
+    /* Under a GPU's load (chunks of one frame) a stream's first audio goes
+     * out once it holds this many frames (GP_ENGINE_FIRST_AUDIO_FRAMES;
+     * GEPARD_ENGINE_FIRST_AUDIO_FRAMES=N, 1: at once), so a listener starts
+     * with them in hand rather than one */
     int first_audio_frames;
     gepard_engine_stats stats;
     double batch_sum;
@@ -166,6 +176,17 @@ int gp_stream_positions_needed(const gepard_stream *s);
  * load every frame goes at once: streams at different chunk lengths need a
  * codec call each, and with chunks of 4 for every stream the server's
  * throughput fell (H200, 1024 streams: 965 -> 447 s of audio per second). */
+/* Measured on the H200 (serve12, 256/512/1024 concurrent requests of ~10 s):
+ * with the first audio at one frame 12/2/8 listeners ran dry, each ~37-74 ms
+ * into its audio (a one-frame start is 46 ms of slack against a cycle that
+ * a burst's admissions stretch); held to 3 frames none did, for first audio
+ * p50 95 -> 139 ms at 256 and the same at 1024. A lone request is not held. */
+#define GP_ENGINE_FIRST_AUDIO_FRAMES 3
+/* Gathered prefills (prefill_every > 1) wait for no more than this many
+ * streams, and only while this many decode rows or more run (a light load's
+ * new stream is prefilled at once). */
+#define GP_ENGINE_GATHER_MAX_STREAMS 16
+#define GP_ENGINE_GATHER_MIN_DECODE_ROWS 64
 #define GP_ENGINE_GPU_CHUNK_FRAMES 16
 #define GP_ENGINE_GPU_MAX_CHUNK 16
 #define GP_ENGINE_GPU_CHUNK_STREAMS 4
@@ -186,6 +207,12 @@ void gp_engine_collect_queued(gepard_engine *e, bool wait);
 /* The stream steps again and its next frames' audio may be queued. */
 bool gp_engine_keeps_running(const gepard_stream *s);
 
+/* engine.c: whether this cycle's step takes prefill rows, with `waiting`
+ * streams waiting for a prefill (`started`: one of them ran part of it) and
+ * decode_rows decoding: at once unless prefills are gathered (prefill_every
+ * > 1) under load; a held prefill goes with the prefill_every-th cycle, or
+ * once GP_ENGINE_GATHER_MAX_STREAMS wait. Step thread only. */
+bool gp_engine_prefill_now(gepard_engine *e, int decode_rows, int waiting, bool started);
 /* engine.c: the chunk (GP_ENGINE_CHUNK_FRAMES, or with a GPU codec
  * light_chunk_frames or 1) for a step with `active` streams. */
 int gp_engine_chunk_frames(const gepard_engine *e, int active);

@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define GP_DEVICE_PLUGIN_ABI 4
+#define GP_DEVICE_PLUGIN_ABI 5
 #define GP_DEVICE_PLUGIN_SYMBOL "gp_device_plugin_v1"
 
 typedef struct gp_dev_status {
@@ -103,6 +103,11 @@ typedef struct gp_dev_step {
     const int *seq_n_blocks;      /* [n_seqs] */
     int graph_ok;                 /* the caller allows a captured graph for this shape */
     const uint64_t *seq_lora;     /* [n_seqs] run-time adapter (lora_upload id) or 0; may be NULL */
+    /* The most rows the caller's steps may ever have (0: unknown). A runner
+     * that must grow its buffers grows them to this at once: growing frees
+     * every captured graph, so a server that grew step by step through its
+     * warm-up lost the graphs it had captured there. */
+    int reserve_rows;
 } gp_dev_step;
 
 /* One low-rank update y += scale · B (A x) of a backbone matrix (host f32). */

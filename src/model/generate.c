@@ -76,6 +76,18 @@ int gp_gen_decode_rows(gp_gen_stream *const *streams, int n) {
     return rows;
 }
 
+int gp_gen_prefill_waiting(gp_gen_stream *const *streams, int n, bool *started) {
+    int waiting = 0;
+    *started = false;
+    for (int i = 0; i < n; i++) {
+        const gp_gen_stream *s = streams[i];
+        if (s->phase != GP_GEN_PREFILL) continue;
+        waiting++;
+        if (s->cond.fed > 0 || (s->uncond.used && s->uncond.fed > 0)) *started = true;
+    }
+    return waiting;
+}
+
 static int branch_init(gp_gen_branch *b, const gp_model *m, const int32_t *ids, int n_ids,
                        const float *prefix, int prefix_rows, gp_error *err) {
     const int H = m->cfg.backbone.hidden_size;

@@ -130,6 +130,9 @@ void gp_gen_cancel(gp_gen_stream *s);
 /* Decode rows the next step gives the streams already decoding (one per
  * stream, two while guided): what a row budget meant for prefill adds to. */
 int gp_gen_decode_rows(gp_gen_stream *const *streams, int n);
+/* Streams still waiting for (part of) their prefill; *started: whether one
+ * of them already ran part of it (its rest should not wait). */
+int gp_gen_prefill_waiting(gp_gen_stream *const *streams, int n, bool *started);
 
 /* The two halves of one reference loop iteration, used by gp_gen_step:
  * gp_gen_begin_decode ends the stream on max_frames / force_stop_frames and
@@ -159,6 +162,9 @@ typedef struct gp_gen_workspace {
     int pending_slots; /* 0 = none */
     bool pending_on_device;
     double wait_seconds; /* total time gp_gen_step_end waited for a device's step */
+    /* The most rows a step of this workspace may have (a device reserves its
+     * buffers for them at the first step); 0 = grow as steps need. */
+    int device_reserve_rows;
 } gp_gen_workspace;
 
 void gp_gen_workspace_init(gp_gen_workspace *w);

@@ -243,6 +243,7 @@ static int launch_on_device(const gp_model *m, gp_kv_pool *kv, gp_gen_workspace 
         .seq_n_blocks = w->seq_n_blocks,
         .graph_ok = 1,
         .seq_lora = w->seq_lora,
+        .reserve_rows = w->device_reserve_rows,
     };
     gp_dev_status st = {0, ""};
     if (w->plugin->step_launch(w->runner, gp_device_kv_of(kv), &step, &st))

@@ -64,7 +64,9 @@
 #        serve12-noahead: each graph size captured at its first use (GEPARD_CUDA_GRAPHS_AHEAD=0).
 #        serve12-gather: new streams' prefills gathered into every 4th cycle under
 #        load (GEPARD_GPU_PREFILL_EVERY=SERVE12_PREFILL_EVERY, 4): decode-only steps
-#        between, with their graphs and tiled attention.
+#        between, with their graphs and tiled attention. serve12-mixtiles: a
+#        mixed step's decode rows attend by tiles (GEPARD_CUDA_MIXED_TILES=1);
+#        serve12-both: the two together.
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
 #        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
@@ -472,6 +474,12 @@ if want serve12-noahead; then # each graph size captured at its first use (befor
 fi
 if want serve12-gather; then # new streams' prefills gathered into every 4th cycle under load
     GEPARD_GPU_PREFILL_EVERY=${SERVE12_PREFILL_EVERY:-4} serve12 serve12-gather
+fi
+if want serve12-mixtiles; then # a mixed step's decode rows attend by tiles
+    GEPARD_CUDA_MIXED_TILES=1 serve12 serve12-mixtiles
+fi
+if want serve12-both; then # gathered prefills and tiles in the mixed steps
+    GEPARD_CUDA_MIXED_TILES=1 GEPARD_GPU_PREFILL_EVERY=${SERVE12_PREFILL_EVERY:-4} serve12 serve12-both
 fi
 if want serve12-first1; then # a stream's first audio at one frame under load (before 2026-12-04, sixth part)
     GEPARD_ENGINE_FIRST_AUDIO_FRAMES=1 serve12 serve12-first1

@@ -587,6 +587,86 @@ TEST(cuda_real_size_tiled_decode_attention) {
     unsetenv("GEPARD_CUDA_DECODE1");
 }
 
+/* A mixed step's decode rows by tiles (GEPARD_CUDA_MIXED_TILES=1, from one
+ * decode row on): the real-size cases as streams admitted one after another,
+ * each once the one before has three frames, so every prefill shares its step
+ * with the decode rows of the streams before it; f32 greedy frames must equal
+ * the reference's. */
+TEST(cuda_real_size_mixed_steps_by_tiles) {
+    require_cuda();
+    golden g;
+    REQUIRE(golden_open(&g, "real-size") == 0);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
+    setenv("GEPARD_CUDA_MIXED_TILES", "1", 1); /* read when a runner is made */
+    setenv("GEPARD_CUDA_ATTN_TILE_ROWS", "1", 1);
+    gp_model *m = load_on(model_dir, GP_DEVICE_CUDA, GP_DEV_F32);
+    REQUIRE(m);
+    const int C = m->cfg.num_channels;
+    enum { MAX_CASES = 8 };
+    gp_gen_stream *streams[MAX_CASES];
+    int32_t *want[MAX_CASES];
+    int frames[MAX_CASES], n = 0;
+    gp_error err;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(g.json, "cases")) {
+        if (n == MAX_CASES) break;
+        const char *key = cJSON_GetObjectItem(c, "key")->valuestring;
+        size_t n_ids;
+        int32_t *ids = golden_int_array(cJSON_GetObjectItem(c, "layout"), &n_ids);
+        char name[64];
+        int64_t dims[2];
+        snprintf(name, sizeof name, "%s.codes", key);
+        want[n] = golden_i32(&g, name, dims, NULL);
+        REQUIRE(ids && want[n]);
+        frames[n] = (int)dims[0];
+        gp_gen_params p = gp_gen_default_params();
+        p.top_k = 1;
+        p.max_frames = frames[n];
+        p.stop_threshold = 2.0f;
+        REQUIRE_OK(gp_gen_create(m, &p, ids, (int)n_ids, NULL, 0, NULL, &streams[n], &err), &err);
+        free(ids);
+        n++;
+    }
+    REQUIRE(n >= 2);
+    gp_kv_pool *kv = tiny_pool(m, 64 * n);
+    for (int i = 0; i < n; i++) REQUIRE_OK(gp_gen_reserve(streams[i], kv, &err), &err);
+    gp_gen_workspace w;
+    gp_gen_workspace_init(&w);
+    int admitted = 1, mixed = 0;
+    for (int guard = 0; guard < 100000; guard++) {
+        if (admitted < n && streams[admitted - 1]->n_frames >= 3) {
+            admitted++;
+            mixed++;
+        }
+        const int worked = gp_gen_step(streams, admitted, kv, &w, 512, NULL, &err);
+        REQUIRE_OK(worked < 0 ? -worked : 0, &err);
+        if (worked == 0 && admitted == n) break;
+        if (worked == 0) admitted++;
+    }
+    int equal = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        int eq = 0;
+        for (int t = 0; t < frames[i] && t < streams[i]->n_frames; t++)
+            eq += memcmp(streams[i]->frames + (size_t)t * C, want[i] + (size_t)t * C,
+                         (size_t)C * sizeof(int32_t)) == 0;
+        CHECK_MSG(eq == frames[i], "stream %d: %d/%d greedy frames equal", i, eq, frames[i]);
+        equal += eq;
+        total += frames[i];
+        gp_gen_free(streams[i], kv);
+        free(want[i]);
+    }
+    test_note("real size cuda/f32, %d streams, %d prefills beside decode rows attending by tiles: "
+              "greedy frames equal %d/%d",
+              n, mixed, equal, total);
+    gp_gen_workspace_free(&w);
+    gp_kv_pool_free(kv);
+    gp_model_free(m);
+    unsetenv("GEPARD_CUDA_MIXED_TILES");
+    unsetenv("GEPARD_CUDA_ATTN_TILE_ROWS");
+    golden_close(&g);
+}
+
 /* Teacher-forced logits and stop probabilities of real-size case `key` on a
  * bf16 CUDA model (one row per step after the prefill). */
 static void realsize_forced_bf16(golden *g, const char *model_dir, const char *key, float **logits,

@@ -116,6 +116,10 @@ int gp_cuda_runner_create(gp_dev_model *m, gp_dev_runner **out, gp_dev_status *s
      * with). GEPARD_CUDA_GRAPHS_AHEAD=0: each size at its first use. */
     const char *ahead = getenv("GEPARD_CUDA_GRAPHS_AHEAD");
     r->graphs_ahead = !(ahead && strcmp(ahead, "0") == 0);
+    /* GEPARD_CUDA_MIXED_TILES=1: a mixed step's decode rows attend by tiles
+     * (attention_mixed; opt-in until measured) */
+    const char *mixed = getenv("GEPARD_CUDA_MIXED_TILES");
+    r->mixed_tiles = mixed && strcmp(mixed, "1") == 0;
     /* GEPARD_CUDA_GRAPH_CACHE=N: hold at most N step graphs (tests) */
     const char *cache = getenv("GEPARD_CUDA_GRAPH_CACHE");
     r->max_graphs = GP_CUDA_MAX_GRAPHS;
@@ -311,10 +315,44 @@ static void apply_loras(gp_dev_runner *r, int l, gp_dev_matrix which, const void
     }
 }
 
+/* A mixed step's attention split in two (GEPARD_CUDA_MIXED_TILES=1): its
+ * first `tiled` rows, the decode rows (each a sequence of one row, the same
+ * as a decode step's), by tiles; the prefill rows after them by q/k norm +
+ * RoPE + cache write and split attention (`splits`), every row-indexed
+ * pointer moved past the decode rows. */
+static void attention_mixed(gp_dev_runner *r, const gp_cuda_attn_args *args, const float *q_norm,
+                            const float *k_norm, int tiled, int splits, cudaStream_t s) {
+    const gp_dev_model *m = r->m;
+    const gp_dev_model_desc *d = &m->d;
+    gp_cuda_attn_args dec = *args;
+    dec.rows = tiled;
+    dec.tiles = true;
+    gp_cuda_decode_attention_tiles(&dec, r->qkv, q_norm, k_norm, r->rope, r->a, s);
+    gp_cuda_attn_args pre = *args;
+    pre.rows = args->rows - tiled;
+    pre.row_seq += tiled;
+    pre.row_pos += tiled;
+    pre.splits = splits;
+    pre.tiles = false;
+    if (pre.rows <= 0) return;
+    const size_t o = (size_t)tiled, qd = (size_t)d->heads * d->head_dim;
+    float *qkv = r->qkv + o * m->qkv_rows, *q = r->q + o * qd;
+    const float *rope = r->rope + o * 2 * (size_t)(d->rotary_dim / 2);
+    void *out = (char *)r->a + o * qd * m->welem;
+    gp_cuda_qkv_post(&pre, qkv, NULL, q_norm, k_norm, rope, q, s);
+    gp_cuda_attention(&pre, q, qkv, r->part, out, s);
+}
+
 /* Attention of one layer: fused for one-row-per-sequence steps, else
- * q/k norm + RoPE + cache write, then split attention. */
+ * q/k norm + RoPE + cache write, then split attention (or attention_mixed
+ * when `tiled` leading rows attend by tiles). */
 static void attention(gp_dev_runner *r, gp_cuda_attn_args *args, const float *qkv_bias,
-                      const float *q_norm, const float *k_norm, bool fused, cudaStream_t s) {
+                      const float *q_norm, const float *k_norm, bool fused, int tiled,
+                      int tiled_splits, cudaStream_t s) {
+    if (tiled > 0 && !qkv_bias) {
+        attention_mixed(r, args, q_norm, k_norm, tiled, tiled_splits, s);
+        return;
+    }
     if (fused && !qkv_bias && args->tiles) {
         gp_cuda_decode_attention_tiles(args, r->qkv, q_norm, k_norm, r->rope, r->a, s);
         return;
@@ -329,7 +367,8 @@ static void attention(gp_dev_runner *r, gp_cuda_attn_args *args, const float *qk
 
 /* Enqueue the whole step on r->stream (direct or under graph capture). */
 static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int frames,
-                   int n_decode_rows, int splits, bool one_row_each, gp_dev_status *st) {
+                   int n_decode_rows, int splits, bool one_row_each, int tiled, int tiled_splits,
+                   gp_dev_status *st) {
     const gp_dev_model *m = r->m;
     const gp_dev_model_desc *d = &m->d;
     const int H = d->hidden, D = d->head_dim, NH = d->heads, I = d->intermediate;
@@ -391,7 +430,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
                               r->x,        in_norm,     d->rms_eps, NULL, r->qkv,
                               m->qkv_rows, false,       mb};
             gp_cuda_gemv_run(&g, m->wide, s);
-            attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, s);
+            attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, tiled, tiled_splits, s);
             g = (gp_cuda_gemv){Ly->o, H,    NH * D, rows, GP_GEMV_PLAIN, NULL, NULL,
                                0,     r->a, r->x,   H,    true,          mb};
             gp_cuda_gemv_run(&g, m->wide, s);
@@ -412,7 +451,7 @@ static int forward(gp_dev_runner *r, gp_dev_kv *kv, int rows, int seqs, int fram
             apply_loras(r, l, GP_DEV_K, r->a, H, r->qkv + 2 * NH * D, m->qkv_rows, s);
             apply_loras(r, l, GP_DEV_V, r->a, H, r->qkv + 2 * NH * D + KV, m->qkv_rows, s);
         }
-        attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, s);
+        attention(r, &args, Ly->qkv_bias, q_norm, k_norm, fused_attn, tiled, tiled_splits, s);
         if ((rc = gemm(r, Ly->o, m->wtype, r->a, H, rows, NH * D, r->x, 1, st))) return rc;
         if (r->n_uses) apply_loras(r, l, GP_DEV_O, r->a, NH * D, r->x, H, s);
         if (Ly->o_bias) gp_cuda_add_bias(r->x, rows, H, Ly->o_bias, s);
@@ -530,7 +569,7 @@ static int capture_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits,
     cudaGraph_t graph = NULL;
     GP_CUDA_TRY(cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeThreadLocal),
                 "graph capture");
-    int rc = forward(r, kv, rows, rows, rows, rows, splits, true, st);
+    int rc = forward(r, kv, rows, rows, rows, rows, splits, true, 0, 0, st);
     cudaError_t e = cudaStreamEndCapture(r->stream, &graph);
     if (rc) {
         if (graph) cudaGraphDestroy(graph);
@@ -670,11 +709,18 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     const int splits = tiles   ? 1
                        : fused ? decode_splits_for(r, rows_eff, max_len)
                                : splits_for(r, rows_eff, max_len);
+    /* A mixed step's decode rows by tiles (GEPARD_CUDA_MIXED_TILES=1), its
+     * prefill rows split by their own count */
+    const bool mixed_tiles =
+        !one_row_each && r->mixed_tiles && r->tile_rows > 0 && p->n_decode_rows >= r->tile_rows &&
+        gp_cuda_decode_attention_fits(r->m) && !r->no_fused && !r->m->layers[0].qkv_bias;
+    const int tiled = mixed_tiles ? p->n_decode_rows : 0;
+    const int tiled_splits = mixed_tiles ? splits_for(r, p->n_rows - p->n_decode_rows, max_len) : 0;
     if (graph)
         rc = launch_graph(r, kv, rows_eff, splits, st);
     else
         rc = forward(r, kv, p->n_rows, p->n_seqs, p->n_frames, p->n_decode_rows, splits,
-                     p->n_rows == p->n_seqs, st);
+                     p->n_rows == p->n_seqs, tiled, tiled_splits, st);
     if (rc) return rc;
     const int T = r->m->d.total_logits;
     GP_CUDA_TRY(cudaMemcpyAsync(r->h_hidden, r->hidden, (size_t)p->n_seqs * H * 4,

@@ -162,6 +162,24 @@ const char *gen_realsize_dir(const golden *g) {
 }
 
 /* See gen_cases.h. */
+int32_t *gen_realsize_case(const golden *g, const cJSON *c, size_t *n_ids, int32_t **codes,
+                           int *frames) {
+    const char *key = cJSON_GetObjectItem(c, "key")->valuestring;
+    int32_t *ids = golden_int_array(cJSON_GetObjectItem(c, "layout"), n_ids);
+    char name[64];
+    int64_t dims[2] = {0, 0};
+    snprintf(name, sizeof name, "%s.codes", key);
+    *codes = golden_i32(g, name, dims, NULL);
+    *frames = (int)dims[0];
+    if (!ids || !*codes) {
+        free(ids);
+        free(*codes);
+        *codes = NULL;
+        return NULL;
+    }
+    return ids;
+}
+
 const char *gen_realsize_model_dir(const golden *g) {
     static char model_dir[1100];
     const char *dir = gen_realsize_dir(g);

@@ -31,5 +31,10 @@ int gen_run_streams_reserved(gp_gen_stream **streams, int n, gp_kv_pool *kv, int
 const char *gen_realsize_dir(const golden *g);
 /* Its model folder (gen_realsize_dir + "/model"), or NULL as above. */
 const char *gen_realsize_model_dir(const golden *g);
+/* A real-size case's layout ids (*n_ids of them) and its golden codes
+ * (*codes [*frames][C]); the caller frees both. NULL (and *codes NULL)
+ * when either is missing. */
+int32_t *gen_realsize_case(const golden *g, const cJSON *c, size_t *n_ids, int32_t **codes,
+                           int *frames);
 
 #endif

@@ -611,15 +611,9 @@ TEST(cuda_real_size_mixed_steps_by_tiles) {
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(g.json, "cases")) {
         if (n == MAX_CASES) break;
-        const char *key = cJSON_GetObjectItem(c, "key")->valuestring;
         size_t n_ids;
-        int32_t *ids = golden_int_array(cJSON_GetObjectItem(c, "layout"), &n_ids);
-        char name[64];
-        int64_t dims[2];
-        snprintf(name, sizeof name, "%s.codes", key);
-        want[n] = golden_i32(&g, name, dims, NULL);
-        REQUIRE(ids && want[n]);
-        frames[n] = (int)dims[0];
+        int32_t *ids = gen_realsize_case(&g, c, &n_ids, &want[n], &frames[n]);
+        REQUIRE(ids);
         gp_gen_params p = gp_gen_default_params();
         p.top_k = 1;
         p.max_frames = frames[n];
@@ -679,13 +673,10 @@ static void realsize_forced_bf16(golden *g, const char *model_dir, const char *k
     }
     REQUIRE(c);
     size_t n_ids;
-    int32_t *ids = golden_int_array(cJSON_GetObjectItem(c, "layout"), &n_ids);
-    char name[64];
-    int64_t dims[2];
-    snprintf(name, sizeof name, "%s.codes", key);
-    int32_t *codes = golden_i32(g, name, dims, NULL);
-    REQUIRE(ids && codes);
-    const int T = (int)dims[0];
+    int32_t *codes;
+    int T;
+    int32_t *ids = gen_realsize_case(g, c, &n_ids, &codes, &T);
+    REQUIRE(ids);
     tf_forced f = {codes, m->cfg.num_channels, T, 0, NULL, NULL, m->cfg.total_logits, NULL, NULL};
     f.logits = calloc((size_t)T * f.total, sizeof(float));
     f.stop = calloc((size_t)T, sizeof(float));

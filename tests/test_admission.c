@@ -74,6 +74,56 @@ TEST(admission_grows_to_the_real_time_limit) {
     gp_admission_free(&a);
 }
 
+/* Figures from a warm-up become provisional: the first cycle in service at
+ * a size replaces its figure and teaches the factor the others are scaled
+ * by; the admit limit grows the active streams by at most a quarter. */
+TEST(admission_service_replaces_provisional_figures) {
+    gp_admission a;
+    REQUIRE(gp_admission_init(&a, 1024, 0.8, 0.05) == 0); /* budget 40 ms */
+    /* warm-up: 4 ms + 0.05 ms per stream at 1..9, 10, 20, ... 200 */
+    for (int n = 1; n <= 200; n += n < 10 ? 1 : 10) gp_admission_record(&a, n, 0.004 + 0.00005 * n);
+    gp_admission_begin_service(&a);
+    CHECK(a.provisional[100] && a.provisional[200] && !a.provisional[205]);
+    /* service at 100 costs twice the warm-up's 9 ms: replaced (no smoothing),
+     * and the factor moves half way to 2, so 200's 14 ms now reads 21 */
+    gp_admission_record(&a, 100, 0.018);
+    CHECK(!a.provisional[100]);
+    CHECK(a.cycle_by_n[100] > 0.01799 && a.cycle_by_n[100] < 0.01801);
+    CHECK(a.service_factor > 1.49 && a.service_factor < 1.51);
+    CHECK(gp_admission_projected(&a, 200) > 0.0209 && gp_admission_projected(&a, 200) < 0.0211);
+    /* the admit limit: a quarter more than the active streams, at least 16 */
+    CHECK_EQ_INT(gp_admission_admit_limit(&a, 100), 125);
+    CHECK_EQ_INT(gp_admission_admit_limit(&a, 10), 26);
+    CHECK_EQ_INT(gp_admission_admit_limit(&a, 0), 16);
+    gp_admission_free(&a);
+}
+
+/* A burst after a warm-up whose cycles (2 ms + 0.02 ms per stream) are 2.5
+ * times cheaper than service's: on the warm-up's figures all 1024 streams
+ * fit the 37 ms budget (22.5 ms), in service only 640 do (2.5 × (2 + 0.02 ×
+ * 640) = 37 ms). Admitted cycle by cycle with the admit limit, the active
+ * streams settle near 640 and never run far past it. */
+TEST(admission_paces_a_burst_after_a_warm_up) {
+    gp_admission a;
+    REQUIRE(gp_admission_init(&a, 1024, 0.8, 0.0464) == 0); /* budget 37.1 ms */
+    for (int n = 1; n <= 1024; n = n < 64 ? n + 1 : n + n / 8)
+        gp_admission_record(&a, n, 0.002 + 0.00002 * n);
+    gp_admission_record(&a, 1024, 0.002 + 0.00002 * 1024);
+    CHECK_EQ_INT(gp_admission_capacity(&a, 0), 1024); /* the warm-up's figures */
+    gp_admission_begin_service(&a);
+    int active = 0, largest = 0, cycles = 0;
+    for (; cycles < 80; cycles++) {
+        active = gp_admission_admit_limit(&a, active);
+        if (active > largest) largest = active;
+        gp_admission_record(&a, active, 2.5 * (0.002 + 0.00002 * active));
+    }
+    test_note("after %d cycles: %d active (largest %d), service factor %.2f", cycles, active,
+              largest, a.service_factor);
+    CHECK(largest <= 680);
+    CHECK(active >= 600);
+    gp_admission_free(&a);
+}
+
 typedef struct job {
     gepard_engine *engine;
     gepard_status status;

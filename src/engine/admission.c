@@ -6,20 +6,40 @@
 #include "gepard.h"
 
 #define ADMISSION_SMOOTHING 0.25 /* weight of the newest cycle */
+/* The service factor: weight of each size's first cycle in service, and its
+ * bounds (one odd cycle does not halve or quadruple the rest). */
+#define ADMISSION_FACTOR_SMOOTHING 0.5
+#define ADMISSION_FACTOR_MIN 0.5
+#define ADMISSION_FACTOR_MAX 4.0
 
 int gp_admission_init(gp_admission *a, int max_streams, double margin, double frame_seconds) {
     a->max_streams = max_streams;
     a->budget_s = margin > 0 && frame_seconds > 0 ? margin * frame_seconds : 0;
     a->cycle_by_n = calloc((size_t)max_streams + 1, sizeof *a->cycle_by_n);
     a->measured_upto = calloc((size_t)max_streams + 1, sizeof *a->measured_upto);
-    return a->cycle_by_n && a->measured_upto ? 0 : GEPARD_ERR_NOMEM;
+    a->provisional = calloc((size_t)max_streams + 1, sizeof *a->provisional);
+    a->service_factor = 1.0;
+    return a->cycle_by_n && a->measured_upto && a->provisional ? 0 : GEPARD_ERR_NOMEM;
 }
 
 void gp_admission_free(gp_admission *a) {
     free(a->cycle_by_n);
     free(a->measured_upto);
+    free(a->provisional);
     a->cycle_by_n = NULL;
     a->measured_upto = NULL;
+    a->provisional = NULL;
+}
+
+/* The figure for k streams: a provisional one scaled by the service factor. */
+static double figure(const gp_admission *a, int k) {
+    const double c = a->cycle_by_n[k];
+    return a->provisional[k] ? c * a->service_factor : c;
+}
+
+void gp_admission_begin_service(gp_admission *a) {
+    for (int k = 1; k <= a->max_streams; k++) a->provisional[k] = a->cycle_by_n[k] > 0;
+    a->service_factor = 1.0;
 }
 
 /* The largest measured batch at most k (0: none), by a scan down. */
@@ -37,15 +57,15 @@ static int measured_at_most(const gp_admission *a, int k) {
 static double project(const gp_admission *a, int m, int below, int lower) {
     double extended = 0;
     if (below) {
-        const double at = a->cycle_by_n[below];
+        const double at = figure(a, below);
         double slope = at / below; /* one measurement: proportional */
         if (lower) {
-            slope = (at - a->cycle_by_n[lower]) / (below - lower);
+            slope = (at - figure(a, lower)) / (below - lower);
             if (slope < 0) slope = 0;
         }
         extended = at + slope * (m - below);
     }
-    const double seen = a->cycle_by_n[m];
+    const double seen = figure(a, m);
     if (seen > 0 && (extended <= 0 || seen < extended)) return seen;
     return extended;
 }
@@ -66,6 +86,17 @@ void gp_admission_record(gp_admission *a, int n, double seconds) {
     const double projected = gp_admission_projected(a, n);
     if (projected > 0 && seconds > 2 * projected) seconds = 2 * projected;
     double *c = &a->cycle_by_n[n];
+    if (a->provisional[n]) {
+        /* the size's first cycle in service replaces the warm-up's figure and
+         * teaches the factor for the sizes not yet seen in service */
+        double ratio = seconds / *c;
+        if (ratio < ADMISSION_FACTOR_MIN) ratio = ADMISSION_FACTOR_MIN;
+        if (ratio > ADMISSION_FACTOR_MAX) ratio = ADMISSION_FACTOR_MAX;
+        a->service_factor += ADMISSION_FACTOR_SMOOTHING * (ratio - a->service_factor);
+        a->provisional[n] = false;
+        *c = seconds;
+        return;
+    }
     *c = *c > 0 ? *c + ADMISSION_SMOOTHING * (seconds - *c) : seconds;
 }
 
@@ -94,4 +125,10 @@ int gp_admission_capacity(gp_admission *a, int active) {
         cap = m;
     }
     return cap;
+}
+
+int gp_admission_admit_limit(gp_admission *a, int active) {
+    const int cap = gp_admission_capacity(a, active);
+    const int grow = active / 4 > GP_ADMISSION_GROW_MIN ? active / 4 : GP_ADMISSION_GROW_MIN;
+    return cap - active > grow ? active + grow : cap;
 }

@@ -55,8 +55,12 @@ static void active_remove(gepard_engine *e, gepard_stream *s) {
 
 /* Move queued streams into slots while slots and KV blocks allow. Lock held. */
 static void admit_locked(gepard_engine *e) {
-    const int limit = gp_admission_capacity(&e->admission, e->active_count);
-    e->stats.realtime_capacity = limit;
+    if (e->admission_begin_service) { /* (gp_engine_restart_counters, after a warm-up) */
+        gp_admission_begin_service(&e->admission);
+        e->admission_begin_service = false;
+    }
+    e->stats.realtime_capacity = gp_admission_capacity(&e->admission, e->active_count);
+    const int limit = gp_admission_admit_limit(&e->admission, e->active_count);
     while (e->queue_head && e->active_count < limit) {
         gepard_stream *s = e->queue_head;
         if (atomic_load(&s->cancel_requested)) {
@@ -276,7 +280,10 @@ static void *engine_thread_main(void *arg) {
          * 1.2 s, the same audio per second, but 150-400 underruns against
          * 3-24, since all 1024 then decode at ~34 ms per cycle, close to
          * the 46 ms frame — the admission's warm-up figures let the whole
-         * burst in. Off until the admission paces a burst. */
+         * burst in. The admission now paces a burst (admission.h: warm-up
+         * figures provisional, a quarter more streams per cycle at most);
+         * on top stays opt-in until a GPU has measured the two together
+         * (scripts/device-run.sh serve12-ontop). */
         const bool on_device = gp_gen_on_device(e->model->model);
         const int decode_rows = gp_gen_decode_rows(e->step_streams, n);
         int n_decoding = 0; /* what a cycle's cost grows with (admission) */
@@ -565,6 +572,7 @@ void gp_engine_restart_counters(gepard_engine *e) {
     e->stats_base = e->stats;
     e->batch_sum_base = e->batch_sum;
     e->stats.max_batch = 0;
+    e->admission_begin_service = true; /* the step thread's, at its next admission */
     pthread_mutex_unlock(&e->lock);
 }
 

@@ -87,7 +87,8 @@ struct gepard_engine {
     int queued;
     gepard_stream *active;
     int active_count;
-    gp_admission admission; /* engine thread only */
+    gp_admission admission;       /* engine thread only */
+    bool admission_begin_service; /* under the lock: the figures so far become provisional */
     /* Frames per audio chunk after the first: GP_ENGINE_CHUNK_FRAMES on the
      * CPU; with the codec on a GPU, light_chunk_frames while at most
      * GP_ENGINE_GPU_CHUNK_STREAMS streams are active, else 1 (set by the
@@ -230,7 +231,8 @@ void gp_stream_release_resources(gepard_engine *e, gepard_stream *s);
  * place until a slot frees). Lock held. */
 void gp_engine_cancel_queued_locked(gepard_engine *e, gepard_stream *s);
 /* engine.c: gepard_engine_get_stats counts from now on (steps, frames,
- * streams, times, batches; the admission keeps what it measured). */
+ * streams, times, batches; the admission keeps what it measured, as
+ * provisional figures: gp_admission_begin_service). */
 void gp_engine_restart_counters(gepard_engine *e);
 /* True on the engine's step thread (inside a callback). */
 bool gp_engine_on_step_thread(const gepard_engine *e);

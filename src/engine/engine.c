@@ -56,11 +56,12 @@ static void active_remove(gepard_engine *e, gepard_stream *s) {
 /* Move queued streams into slots while slots and KV blocks allow. Lock held. */
 static void admit_locked(gepard_engine *e) {
     if (e->admission_begin_service) { /* (gp_engine_restart_counters, after a warm-up) */
-        gp_admission_begin_service(&e->admission);
+        if (e->pace_bursts) gp_admission_begin_service(&e->admission);
         e->admission_begin_service = false;
     }
     e->stats.realtime_capacity = gp_admission_capacity(&e->admission, e->active_count);
-    const int limit = gp_admission_admit_limit(&e->admission, e->active_count);
+    const int limit = e->pace_bursts ? gp_admission_admit_limit(&e->admission, e->active_count)
+                                     : e->stats.realtime_capacity;
     while (e->queue_head && e->active_count < limit) {
         gepard_stream *s = e->queue_head;
         if (atomic_load(&s->cancel_requested)) {
@@ -280,10 +281,10 @@ static void *engine_thread_main(void *arg) {
          * 1.2 s, the same audio per second, but 150-400 underruns against
          * 3-24, since all 1024 then decode at ~34 ms per cycle, close to
          * the 46 ms frame — the admission's warm-up figures let the whole
-         * burst in. The admission now paces a burst (admission.h: warm-up
-         * figures provisional, a quarter more streams per cycle at most);
-         * on top stays opt-in until a GPU has measured the two together
-         * (scripts/device-run.sh serve12-ontop). */
+         * burst in. GEPARD_ENGINE_PACE_BURSTS=1 paces a burst (admission.h:
+         * warm-up figures provisional, a quarter more streams per cycle at
+         * most); both stay opt-in until a GPU has measured them together
+         * (scripts/device-run.sh serve12-ontop-paced). */
         const bool on_device = gp_gen_on_device(e->model->model);
         const int decode_rows = gp_gen_decode_rows(e->step_streams, n);
         int n_decoding = 0; /* what a cycle's cost grows with (admission) */
@@ -416,6 +417,11 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     const char *gather_rows = getenv("GEPARD_GPU_PREFILL_GATHER_ROWS");
     e->gather_min_rows = gather_rows && atoi(gather_rows) >= 1 ? atoi(gather_rows)
                                                                : GP_ENGINE_GATHER_MIN_DECODE_ROWS;
+    /* GEPARD_ENGINE_PACE_BURSTS=1: the admission paces a burst (admission.h:
+     * the warm-up's figures provisional, a quarter more streams per cycle);
+     * opt-in until measured on a GPU (serve12-paced) */
+    const char *pace = getenv("GEPARD_ENGINE_PACE_BURSTS");
+    e->pace_bursts = pace && !strcmp(pace, "1");
     const char *first_audio = getenv("GEPARD_ENGINE_FIRST_AUDIO_FRAMES");
     e->first_audio_frames = GP_ENGINE_FIRST_AUDIO_FRAMES;
     if (first_audio && atoi(first_audio) >= 1 && atoi(first_audio) <= GP_ENGINE_GPU_MAX_CHUNK)

@@ -89,6 +89,7 @@ struct gepard_engine {
     int active_count;
     gp_admission admission;       /* engine thread only */
     bool admission_begin_service; /* under the lock: the figures so far become provisional */
+    bool pace_bursts; /* GEPARD_ENGINE_PACE_BURSTS=1: begin_service and the admit limit */
     /* Frames per audio chunk after the first: GP_ENGINE_CHUNK_FRAMES on the
      * CPU; with the codec on a GPU, light_chunk_frames while at most
      * GP_ENGINE_GPU_CHUNK_STREAMS streams are active, else 1 (set by the

@@ -441,8 +441,11 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 t = d.get("ttfa_ms", {})
 u = d.get("underrun_at_audio_ms") or {}
-print("ok %s/%s, %.0f s/s, ttfa p50 %s p99 %s ms, max gap %s ms, underruns %s (worst %s ms, after %s-%s ms of audio), rtf p50 %s"
-      % (d.get("ok"), d.get("requests"), d.get("audio_seconds_per_second", 0), t.get("p50"),
+f = d.get("full_load") or {}
+full = ("%.0f s/s at full load (%.2f s)" % (f["audio_seconds_per_second"], f["seconds"])
+        if f else "no full-load window")
+print("ok %s/%s, %.0f s/s, %s, ttfa p50 %s p99 %s ms, max gap %s ms, underruns %s (worst %s ms, after %s-%s ms of audio), rtf p50 %s"
+      % (d.get("ok"), d.get("requests"), d.get("audio_seconds_per_second", 0), full, t.get("p50"),
          t.get("p99"), d.get("max_gap_ms"), d.get("underruns"), d.get("worst_underrun_ms"),
          u.get("min"), u.get("max"), d.get("rtf", {}).get("p50")))
 PY

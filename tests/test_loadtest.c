@@ -180,6 +180,8 @@ static const fake_answer STALL = {200, 4, {0, 0.05, 0.70, 0.75}, {0.2, 0.2, 0.2,
 static const fake_answer SMOOTH = {200, 3, {0, 0.1, 0.2}, {0.5, 0.5, 0.5}, false};
 static const fake_answer BUSY = {429, 0, {0}, {0}, false};
 static const fake_answer CUT = {200, 1, {0}, {0.1}, true};
+/* 2 s of audio in four chunks over 1.2 s. */
+static const fake_answer STEADY = {200, 4, {0, 0.4, 0.8, 1.2}, {0.5, 0.5, 0.5, 0.5}, false};
 
 TEST(loadtest_gap_underrun_and_errors_by_kind) {
     const fake_answer answers[] = {STALL, SMOOTH, BUSY, CUT};
@@ -231,6 +233,31 @@ TEST(loadtest_prebuffer_absorbs_a_short_stall) {
     CHECK(num(j, "worst_underrun_ms") == 0);
     test_note("min_headroom_ms %.1f (scripted 100)", num(j, "min_headroom_ms"));
     CHECK(num(j, "min_headroom_ms") > 0 && num(j, "min_headroom_ms") <= 150);
+    cJSON_Delete(j);
+}
+
+/* "full_load": the audio per second between the last first audio of the
+ * first wave and the first end of the last (here one request: its first
+ * chunk to its end, 2 s of audio over ~1.2 s); null when that is under a
+ * second (the 0.75 s stall). */
+TEST(loadtest_full_load_window) {
+    const fake_answer steady[] = {STEADY};
+    cJSON *j = run_scripted(steady, 1, "0");
+    REQUIRE(j);
+    const cJSON *full = cJSON_GetObjectItemCaseSensitive(j, "full_load");
+    REQUIRE_MSG(cJSON_IsObject(full), "no full_load object");
+    const double rate = num(full, "audio_seconds_per_second"), window = num(full, "seconds");
+    test_note("full load: %.3f s of audio per second over %.3f s (scripted 2 s over 1.2 s)", rate,
+              window);
+    /* scheduling may stretch the window by up to 200 ms: 2 / 1.4 .. 2 / 1.2 */
+    CHECK_MSG(window >= 1.19 && window <= 1.4, "window %g s, want 1.2 (+0.2)", window);
+    CHECK_MSG(rate >= 1.42 && rate <= 1.68, "rate %g, want 2 / window", rate);
+    CHECK(fabs(rate * window - 2.0) < 0.01);
+    cJSON_Delete(j);
+    const fake_answer stall[] = {STALL};
+    j = run_scripted(stall, 1, "0");
+    REQUIRE(j);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "full_load")));
     cJSON_Delete(j);
 }
 

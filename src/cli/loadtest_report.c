@@ -77,6 +77,63 @@ static void print_errors(const lt_run *run) {
     printf("]\n");
 }
 
+/* Seconds of audio in an ok request's body. */
+static double audio_seconds(const lt_request *r) {
+    return (double)(r->bytes - r->header_bytes) / (double)r->bytes_per_sample / (double)r->rate;
+}
+
+static const lt_run *by_start_run; /* (qsort has no context argument) */
+static int compare_starts(const void *a, const void *b) {
+    const double x = by_start_run->req[*(const int *)a].start;
+    const double y = by_start_run->req[*(const int *)b].start;
+    return (x > y) - (x < y);
+}
+
+/* "full_load": audio per second while the load was whole — from the last
+ * first audio of the first `concurrency` requests started to the first end
+ * of the last `concurrency` started (one wave: from its last first audio to
+ * its first end) — without the ramp of a burst nor the tail of the last
+ * streams, each stream's audio counted as arriving evenly between its first
+ * and last chunk. null when that window is under a second. */
+static void print_full_load(const lt_run *run) {
+    int *order = malloc((size_t)(run->total > 0 ? run->total : 1) * sizeof *order);
+    int n = 0;
+    for (int i = 0; order && i < run->total; i++)
+        if (run->req[i].ok && run->req[i].first_audio > 0) order[n++] = i;
+    const int wave = run->concurrency < n ? run->concurrency : n;
+    double from = 0, to = 0, t0 = 0;
+    if (n > 0 && wave > 0) {
+        by_start_run = run;
+        qsort(order, (size_t)n, sizeof *order, compare_starts);
+        t0 = run->req[order[0]].start;
+        from = run->req[order[0]].first_audio;
+        for (int k = 0; k < wave; k++)
+            if (run->req[order[k]].first_audio > from) from = run->req[order[k]].first_audio;
+        to = run->req[order[n - 1]].end;
+        for (int k = n - wave; k < n; k++)
+            if (run->req[order[k]].end < to) to = run->req[order[k]].end;
+    }
+    if (!order || to - from < 1.0) {
+        printf("  \"full_load\": null,\n");
+        free(order);
+        return;
+    }
+    double audio = 0;
+    for (int k = 0; k < n; k++) {
+        const lt_request *r = &run->req[order[k]];
+        const double a = r->first_audio, b = r->last_audio > a ? r->last_audio : a;
+        const double lo = a > from ? a : from, hi = b < to ? b : to;
+        if (b == a)
+            audio += a >= from && a <= to ? audio_seconds(r) : 0;
+        else if (hi > lo)
+            audio += audio_seconds(r) * (hi - lo) / (b - a);
+    }
+    printf("  \"full_load\": {\"from_s\": %.3f, \"seconds\": %.3f, "
+           "\"audio_seconds_per_second\": %.4f},\n",
+           from - t0, to - from, audio / (to - from));
+    free(order);
+}
+
 /* Gaps and underruns over every stream that got audio, ok or not. */
 static void print_listening(const lt_run *run, double *gaps) {
     int n_gaps = 0, underruns = 0, streams = 0;
@@ -185,8 +242,7 @@ void lt_report(const lt_run *run) {
         const lt_request *r = &run->req[i];
         chunks += r->chunks;
         if (!r->ok) continue;
-        double seconds =
-            (double)(r->bytes - r->header_bytes) / (double)r->bytes_per_sample / (double)r->rate;
+        const double seconds = audio_seconds(r);
         audio += seconds;
         ttfa[ok] = (r->first_audio - r->start) * 1e3;
         rtf[ok] = seconds > 0 ? (r->end - r->start) / seconds : 0;
@@ -201,6 +257,7 @@ void lt_report(const lt_run *run) {
            run->concurrency, run->total, ok, run->total - ok, wall, audio,
            wall > 0 ? audio / wall : 0, audio > 0 ? wall / audio : 0, wall > 0 ? ok / wall : 0,
            chunks);
+    print_full_load(run);
     print_distribution("ttfa_ms", ttfa, ok, ",");
     print_distribution("rtf", rtf, ok, ",");
     print_listening(run, gaps);

@@ -82,10 +82,9 @@ static double audio_seconds(const lt_request *r) {
     return (double)(r->bytes - r->header_bytes) / (double)r->bytes_per_sample / (double)r->rate;
 }
 
-static const lt_run *by_start_run; /* (qsort has no context argument) */
 static int compare_starts(const void *a, const void *b) {
-    const double x = by_start_run->req[*(const int *)a].start;
-    const double y = by_start_run->req[*(const int *)b].start;
+    const double x = (*(const lt_request *const *)a)->start;
+    const double y = (*(const lt_request *const *)b)->start;
     return (x > y) - (x < y);
 }
 
@@ -96,22 +95,21 @@ static int compare_starts(const void *a, const void *b) {
  * streams, each stream's audio counted as arriving evenly between its first
  * and last chunk. null when that window is under a second. */
 static void print_full_load(const lt_run *run) {
-    int *order = malloc((size_t)(run->total > 0 ? run->total : 1) * sizeof *order);
+    const lt_request **order = malloc((size_t)(run->total > 0 ? run->total : 1) * sizeof *order);
     int n = 0;
     for (int i = 0; order && i < run->total; i++)
-        if (run->req[i].ok && run->req[i].first_audio > 0) order[n++] = i;
+        if (run->req[i].ok && run->req[i].first_audio > 0) order[n++] = &run->req[i];
     const int wave = run->concurrency < n ? run->concurrency : n;
     double from = 0, to = 0, t0 = 0;
     if (n > 0 && wave > 0) {
-        by_start_run = run;
         qsort(order, (size_t)n, sizeof *order, compare_starts);
-        t0 = run->req[order[0]].start;
-        from = run->req[order[0]].first_audio;
+        t0 = order[0]->start;
+        from = order[0]->first_audio;
         for (int k = 0; k < wave; k++)
-            if (run->req[order[k]].first_audio > from) from = run->req[order[k]].first_audio;
-        to = run->req[order[n - 1]].end;
+            if (order[k]->first_audio > from) from = order[k]->first_audio;
+        to = order[n - 1]->end;
         for (int k = n - wave; k < n; k++)
-            if (run->req[order[k]].end < to) to = run->req[order[k]].end;
+            if (order[k]->end < to) to = order[k]->end;
     }
     if (!order || to - from < 1.0) {
         printf("  \"full_load\": null,\n");
@@ -120,7 +118,7 @@ static void print_full_load(const lt_run *run) {
     }
     double audio = 0;
     for (int k = 0; k < n; k++) {
-        const lt_request *r = &run->req[order[k]];
+        const lt_request *r = order[k];
         const double a = r->first_audio, b = r->last_audio > a ? r->last_audio : a;
         const double lo = a > from ? a : from, hi = b < to ? b : to;
         if (b == a)

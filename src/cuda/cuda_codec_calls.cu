@@ -46,13 +46,19 @@ static int capture_codec_graph(gp_dev_codec *c, int i, int nb, gp_dev_status *st
     return 0;
 }
 
+/* The slot holding nb's graph, else the first free one (CODEC_GRAPHS: full). */
+static int codec_graph_slot(const gp_dev_codec *c, int nb) {
+    int i = 0;
+    while (i < CODEC_GRAPHS && c->graphs[i] && c->graph_cols[i] != nb) i++;
+    return i;
+}
+
 /* The captured layers for nb streams of one frame (nb from codec_graph_cols).
  * With graphs_ahead the first capture of a batch (nb > 1) takes every other
  * size with it (35 at most, ~60 ms on the H200), so a server's warm-up pays
  * for them all; one stream alone (`gepard say`) captures its own only. */
 static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_status *st) {
-    int i = 0;
-    while (i < CODEC_GRAPHS && c->graphs[i] && c->graph_cols[i] != nb) i++;
+    const int i = codec_graph_slot(c, nb);
     if (i == CODEC_GRAPHS)
         return gp_cuda_fail(st, GEPARD_ERR_INTERNAL, "codec: no room for a graph of %d streams",
                             nb);
@@ -62,9 +68,7 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
         int rc = capture_codec_graph(c, i, nb, st);
         for (int n = 1; !rc && first && c->graphs_ahead && n <= CODEC_MAX_COLS;
              n = codec_graph_cols(c, n) + 1) {
-            const int size = codec_graph_cols(c, n);
-            int j = 0;
-            while (j < CODEC_GRAPHS && c->graphs[j] && c->graph_cols[j] != size) j++;
+            const int size = codec_graph_cols(c, n), j = codec_graph_slot(c, size);
             if (j < CODEC_GRAPHS && !c->graphs[j]) rc = capture_codec_graph(c, j, size, st);
         }
         if (rc) return rc;

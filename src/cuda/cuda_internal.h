@@ -134,8 +134,7 @@ struct gp_dev_runner {
     float *hidden;      /* [seqs][H] */
     float *logits;      /* [seqs][total] */
     /* step metadata on the device: one upload per step */
-    int *meta; /* row_seq, row_pos, seq_last, decode_row_frame, codes, block tables */
-    size_t meta_ints;
+    int *meta;      /* row_seq, row_pos, seq_last, decode_row_frame, codes, block tables */
     int meta_rows;  /* the rows whose layout the metadata has now (gp_cuda_meta_layout_for) */
     float *prefill; /* [rows][H] */
     /* pinned host mirrors */

@@ -178,9 +178,15 @@ static int decode_splits_for(const gp_dev_runner *r, int rows, int max_len) {
     return s < 1 ? 1 : s;
 }
 
-static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st) {
+/* Step buffers for `rows` rows and block tables of bt_stride blocks. Growing
+ * frees every captured graph, so a runner that must grow takes at once the
+ * caller's most rows, `hint_rows` (at most GP_CUDA_RESERVE_ROWS_MAX; beyond
+ * that, as steps need). */
+static int reserve(gp_dev_runner *r, int rows, int hint_rows, int bt_stride, gp_dev_status *st) {
     if (rows <= r->cap_rows && bt_stride <= r->bt_stride) return 0;
     const gp_dev_model_desc *d = &r->m->d;
+    if (hint_rows > GP_CUDA_RESERVE_ROWS_MAX) hint_rows = GP_CUDA_RESERVE_ROWS_MAX;
+    if (hint_rows > rows) rows = hint_rows;
     int cap = r->cap_rows > 16 ? r->cap_rows : 16;
     while (cap < rows) cap *= 2;
     int bts = r->bt_stride > 64 ? r->bt_stride : 64;
@@ -244,7 +250,6 @@ static int reserve(gp_dev_runner *r, int rows, int bt_stride, gp_dev_status *st)
             return gp_cuda_check(e, "pinned step buffers", st);
         }
     }
-    r->meta_ints = L.total;
     return 0;
 }
 
@@ -677,13 +682,7 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
     const int rows_eff = graph ? bucket_for(r, p->n_rows) : p->n_rows;
     const int seqs_eff = graph ? rows_eff : p->n_seqs;
     const int frames_eff = graph ? rows_eff : p->n_frames;
-    /* Growing frees every graph: grow once to the caller's most rows (at
-     * most GP_CUDA_RESERVE_ROWS_MAX; beyond that, as steps need). */
-    int want_rows = rows_eff;
-    if (rows_eff > r->cap_rows && p->reserve_rows > want_rows)
-        want_rows =
-            p->reserve_rows < GP_CUDA_RESERVE_ROWS_MAX ? p->reserve_rows : GP_CUDA_RESERVE_ROWS_MAX;
-    int rc = reserve(r, want_rows > rows_eff ? want_rows : rows_eff, max_blocks, st);
+    int rc = reserve(r, rows_eff, p->reserve_rows, max_blocks, st);
     if (rc) return rc;
     fill_meta(r, kv, p, rows_eff, seqs_eff, frames_eff);
     const int n_prefill = p->n_rows - p->n_decode_rows;

@@ -291,7 +291,7 @@ static void *engine_thread_main(void *arg) {
         for (int i = 0; i < n; i++) n_decoding += e->step_streams[i]->phase == GP_GEN_DECODE;
         int budget = decode_rows ? e->params.prefill_chunk : ENGINE_IDLE_PREFILL_ROWS;
         if (on_device && decode_rows && e->prefill_on_top) budget += decode_rows;
-        if (on_device && decode_rows) {
+        if (on_device && decode_rows && e->prefill_every > 1) { /* gathered prefills */
             bool started = false;
             const int waiting = gp_gen_prefill_waiting(e->step_streams, n, &started);
             if (!gp_engine_prefill_now(e, decode_rows, waiting, started))

@@ -178,6 +178,10 @@ int gp_stream_positions_needed(const gepard_stream *s);
  * load every frame goes at once: streams at different chunk lengths need a
  * codec call each, and with chunks of 4 for every stream the server's
  * throughput fell (H200, 1024 streams: 965 -> 447 s of audio per second). */
+#define GP_ENGINE_GPU_CHUNK_FRAMES 16
+#define GP_ENGINE_GPU_MAX_CHUNK 16
+#define GP_ENGINE_GPU_CHUNK_STREAMS 4
+#define GP_ENGINE_GPU_HEADROOM 5.0
 /* Measured on the H200 (serve12, 256/512/1024 concurrent requests of ~10 s):
  * with the first audio at one frame 12/2/8 listeners ran dry, each ~37-74 ms
  * into its audio (a one-frame start is 46 ms of slack against a cycle that
@@ -189,10 +193,6 @@ int gp_stream_positions_needed(const gepard_stream *s);
  * new stream is prefilled at once). */
 #define GP_ENGINE_GATHER_MAX_STREAMS 16
 #define GP_ENGINE_GATHER_MIN_DECODE_ROWS 64
-#define GP_ENGINE_GPU_CHUNK_FRAMES 16
-#define GP_ENGINE_GPU_MAX_CHUNK 16
-#define GP_ENGINE_GPU_CHUNK_STREAMS 4
-#define GP_ENGINE_GPU_HEADROOM 5.0
 
 /* engine_audio.c: the audio of a cycle. While a step is in flight: decode
  * and deliver earlier frames' audio (with a queueing codec: collect the

@@ -189,19 +189,23 @@ static bool hold_first_audio(gepard_engine *e, gepard_stream *s) {
     return s->held_frames > 0 || (e->gpu_codec && e->chunk_frames == 1);
 }
 
+/* n samples to the listener; nonzero when its callback stops the stream. */
+static int hand_over(gepard_stream *s, const float *samples, size_t n) {
+    if (!s->first_audio_time) s->first_audio_time = gp_now_s();
+    s->result.samples += n;
+    if (s->callbacks.on_audio && s->callbacks.on_audio(samples, n, s->callbacks.user)) {
+        stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the audio callback");
+        return 1;
+    }
+    return 0;
+}
+
 /* The held frames to the listener (once); nonzero when its callback stops
  * the stream. */
 static int deliver_held(gepard_engine *e, gepard_stream *s) {
     const size_t n = (size_t)gepard_codec_samples_per_frame(e->codec) * (size_t)s->held_frames;
     s->held_frames = 0;
-    if (!n) return 0;
-    if (!s->first_audio_time) s->first_audio_time = gp_now_s();
-    s->result.samples += n;
-    if (s->callbacks.on_audio && s->callbacks.on_audio(s->held, n, s->callbacks.user)) {
-        stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the audio callback");
-        return 1;
-    }
-    return 0;
+    return n ? hand_over(s, s->held, n) : 0;
 }
 
 int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
@@ -259,12 +263,7 @@ int gp_stream_deliver(gepard_engine *e, gepard_stream *s, bool decode) {
             if (s->held_frames >= e->first_audio_frames && deliver_held(e, s)) return 1;
             continue;
         }
-        if (!s->first_audio_time) s->first_audio_time = gp_now_s();
-        s->result.samples += n;
-        if (s->callbacks.on_audio && s->callbacks.on_audio(s->pcm, n, s->callbacks.user)) {
-            stream_fail(s, GEPARD_ERR_CANCELLED, "cancelled by the audio callback");
-            return 1;
-        }
+        if (hand_over(s, s->pcm, n)) return 1;
     }
 }
 

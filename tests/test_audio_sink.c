@@ -275,3 +275,98 @@ TEST(audio_sink_aac_decodes) {
                        "22050 or 24000");
     gp_buf_free(&b);
 }
+
+/* One stream of `n` samples in format f at `rate` (and `bit_rate`) into b. */
+static void encode_stream(gp_buf *b, gp_audio_format f, int rate, int bit_rate, const float *x,
+                          size_t n) {
+    gp_audio_sink *s;
+    gp_error err;
+    gp_buf_clear(b);
+    REQUIRE_OK(gp_audio_sink_open_stream_at(collect, b, f, rate, bit_rate, &s, &err), &err);
+    for (size_t i = 0; i < n; i += 1000)
+        REQUIRE_OK(gp_audio_sink_write(s, x + i, n - i < 1000 ? n - i : 1000, &err), &err);
+    REQUIRE_OK(gp_audio_sink_close(s, true, &err), &err);
+}
+
+/* G.711 (telephony's 8-bit mu-law and A-law, raw or in WAV): the codes the
+ * ITU-T standard gives for silence and both full scales (a sample past full
+ * scale or NaN is clipped first), the WAVE format tags 7 and 6 with 8-bit
+ * samples, and a tone read back by libsndfile within G.711's quantisation
+ * (~38 dB SNR for a loud signal; 30 dB asserted). */
+TEST(audio_sink_g711_codes_and_round_trip) {
+    const float edge[5] = {0.0f, 1.0f, -1.0f, 2.0f, NAN};
+    const unsigned char mu[5] = {0xFF, 0x80, 0x00, 0x80, 0xFF};
+    const unsigned char a[5] = {0xD5, 0xAA, 0x2A, 0xAA, 0xD5};
+    gp_buf b;
+    gp_buf_init(&b);
+    encode_stream(&b, GP_AUDIO_MULAW, 8000, 0, edge, 5);
+    REQUIRE(b.len == 5);
+    CHECK(memcmp(b.data, mu, 5) == 0);
+    encode_stream(&b, GP_AUDIO_ALAW, 8000, 0, edge, 5);
+    REQUIRE(b.len == 5);
+    CHECK(memcmp(b.data, a, 5) == 0);
+    /* streamed WAV: unknown sizes, format 6, 8 bits, a byte a sample */
+    encode_stream(&b, GP_AUDIO_WAV_ALAW, 8000, 0, edge, 5);
+    REQUIRE(b.len == 44 + 5);
+    const unsigned char *h = (const unsigned char *)b.data;
+    CHECK(memcmp(h + 4, "\xff\xff\xff\xff", 4) == 0 && h[20] == 6 && h[34] == 8 && h[32] == 1);
+    CHECK(memcmp(h + 44, a, 5) == 0);
+    gp_buf_free(&b);
+
+    float x[N];
+    make_tone(x);
+    const gp_audio_format fmts[2] = {GP_AUDIO_WAV_MULAW, GP_AUDIO_WAV_ALAW};
+    for (int k = 0; k < 2; k++) {
+        const char *path = test_tmp(k ? "a-law.wav" : "mu-law.wav");
+        write_file(fmts[k], path, x);
+        int rate;
+        sf_count_t frames;
+        float *y = read_back(path, &rate, &frames);
+        REQUIRE_MSG(y, "libsndfile cannot read %s", path);
+        CHECK_EQ_INT(rate, RATE);
+        CHECK_EQ_INT(frames, N);
+        double sig = 0, noise = 0;
+        for (int i = 0; i < N; i++) {
+            sig += (double)x[i] * x[i];
+            noise += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+        }
+        double snr = 10 * log10(sig / (noise + 1e-30));
+        test_note("%s: %.1f dB against the input", path, snr);
+        CHECK_MSG(snr >= 30, "%s: %.1f dB", path, snr);
+        free(y);
+    }
+    const char *why = NULL;
+    CHECK(gp_audio_format_parse("ulaw", &why) == GP_AUDIO_MULAW);
+    CHECK(gp_audio_format_parse("pcm_alaw", &why) == GP_AUDIO_ALAW);
+    CHECK(gp_audio_format_from_path("call.ulaw") == GP_AUDIO_MULAW);
+    CHECK(gp_audio_format_bits(GP_AUDIO_WAV_MULAW) == 8);
+    CHECK(strcmp(gp_audio_format_mime(GP_AUDIO_MULAW), "audio/PCMU") == 0);
+}
+
+/* A lossy stream's bit rate is what was asked: ~bit_rate/8 bytes a second
+ * of MP3 (LAME's CBR frames; ±10 % for the frames at both ends), and a
+ * rate MPEG-2 Layer III lacks is rounded to one it has. */
+TEST(audio_sink_mp3_bit_rates) {
+    const int rate = 24000;
+    float *x = malloc(sizeof(float) * 2 * rate);
+    for (int i = 0; i < 2 * rate; i++)
+        x[i] = 0.4f * sinf(2 * (float)M_PI * 300.0f * (float)i / rate);
+    gp_buf b;
+    gp_buf_init(&b);
+    /* 192 kbit/s is past MPEG-2's 160 at 24 kHz */
+    const int bit_rates[4] = {32000, 64000, 128000, 192000},
+              made[4] = {32000, 64000, 128000, 160000};
+    for (int k = 0; k < 4; k++) {
+        encode_stream(&b, GP_AUDIO_MP3, rate, bit_rates[k], x, 2 * (size_t)rate);
+        double expect = made[k] / 8.0 * 2;
+        test_note("mp3 at %d bit/s: %zu bytes for 2 s", bit_rates[k], b.len);
+        CHECK_MSG(fabs((double)b.len - expect) <= 0.1 * expect, "%d bit/s: %zu bytes", bit_rates[k],
+                  b.len);
+    }
+    gp_audio_sink *s;
+    gp_error err;
+    CHECK(gp_audio_sink_open_stream_at(collect, &b, GP_AUDIO_MP3, rate, -5, &s, &err) != 0);
+    CHECK(strstr(err.message, "bit rate") != NULL);
+    gp_buf_free(&b);
+    free(x);
+}

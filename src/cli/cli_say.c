@@ -26,7 +26,8 @@ static const cli_option say_options[] = {
     {"output", 'o', "FILE",
      "write audio to FILE (.wav .flac .ogg/.opus .mp3 .aac .pcm .f32); "
      "- streams raw 16-bit PCM to stdout"},
-    {"format", 0, "FMT", "wav, flac, opus, mp3, aac, pcm or f32 (default: from the file name)"},
+    {"format", 0, "FMT",
+     "wav, flac, opus, mp3, aac, pcm, f32, mulaw or alaw (default: from the file name)"},
     {"float", 0, NULL, "write 32-bit float WAV instead of 16-bit"},
     {"speed", 0, "F", "speak F times as fast, at the same pitch (0.25-4.0, default 1)"},
     {"play", 0, NULL, "play on the speakers (needs a PulseAudio/PipeWire server)"},
@@ -129,7 +130,8 @@ static int plan_outputs(const cli_args *a, say_state *st) {
         fmt = gp_audio_format_parse(fmt_name, &why);
         if (fmt < 0)
             return cli_usage_error(
-                "say", "%s", why ? why : "--format must be wav, flac, opus, mp3, aac, pcm or f32");
+                "say", "%s",
+                why ? why : "--format must be wav, flac, opus, mp3, aac, pcm, f32, mulaw or alaw");
     } else if (strcmp(out, "-") == 0) {
         fmt = GP_AUDIO_PCM16;
     } else {
@@ -137,7 +139,7 @@ static int plan_outputs(const cli_args *a, say_state *st) {
         if (fmt < 0)
             return cli_usage_error("say",
                                    "cannot tell the format of \"%s\" from its name; add "
-                                   "--format (wav, flac, opus, mp3, aac, pcm, f32)",
+                                   "--format (wav, flac, opus, mp3, aac, pcm, f32, mulaw, alaw)",
                                    out);
     }
     if (cli_flag(a, "float")) {

@@ -1,8 +1,10 @@
-/* audio_sink.c — streaming WAV/PCM/F32/FLAC/Opus/MP3/AAC encoders behind one
- * interface (see audio_sink.h). FLAC uses libFLAC's stream encoder without a
- * seek callback so it works on pipes; Opus uses libopusenc's callbacks; MP3
- * uses LAME in constant bit rate without a Xing tag, so a stream needs no
- * patching at the end; AAC goes out in self-contained ADTS frames. */
+/* audio_sink.c — streaming WAV/PCM/F32/G.711/FLAC/Opus/MP3/AAC encoders
+ * behind one interface (see audio_sink.h). FLAC uses libFLAC's stream
+ * encoder without a seek callback so it works on pipes; Opus uses
+ * libopusenc's callbacks; MP3 uses LAME in constant bit rate without a Xing
+ * tag, so a stream needs no patching at the end; AAC goes out in
+ * self-contained ADTS frames; G.711 is libsndfile writing headerless mu-law
+ * or A-law through virtual I/O (a WAV of it gets our own header first). */
 #include "io/audio_sink.h"
 
 #include <FLAC/stream_encoder.h>
@@ -10,6 +12,7 @@
 #include <lame/lame.h>
 #include <math.h>
 #include <opus/opusenc.h>
+#include <sndfile.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 struct gp_audio_sink {
     gp_audio_format format;
     int rate;
+    int bit_rate; /* lossy formats: bits per second; 0: the format's default */
     bool is_file;
     bool seekable; /* a regular file: WAV sizes and FLAC STREAMINFO are patched at the end */
     gp_atomic_file file;
@@ -38,6 +42,8 @@ struct gp_audio_sink {
     unsigned char *mp3;
     size_t mp3_cap;
     gp_aac_encoder *aac;
+    SNDFILE *g711;       /* libsndfile writing raw mu-law or A-law */
+    uint64_t g711_bytes; /* what it wrote (its virtual file's length) */
     int16_t s16[SINK_CHUNK];
     FLAC__int32 i32[SINK_CHUNK];
 };
@@ -54,31 +60,58 @@ int gp_audio_format_parse(const char *name, const char **unsupported_reason) {
     if (!strcasecmp(name, "opus") || !strcasecmp(name, "ogg")) return GP_AUDIO_OPUS;
     if (!strcasecmp(name, "mp3")) return GP_AUDIO_MP3;
     if (!strcasecmp(name, "aac")) return GP_AUDIO_AAC;
+    if (!strcasecmp(name, "mulaw") || !strcasecmp(name, "ulaw") || !strcasecmp(name, "pcm_mulaw"))
+        return GP_AUDIO_MULAW;
+    if (!strcasecmp(name, "alaw") || !strcasecmp(name, "pcm_alaw")) return GP_AUDIO_ALAW;
+    if (!strcasecmp(name, "wav-mulaw") || !strcasecmp(name, "wav-ulaw")) return GP_AUDIO_WAV_MULAW;
+    if (!strcasecmp(name, "wav-alaw")) return GP_AUDIO_WAV_ALAW;
     return -1;
+}
+
+bool gp_audio_format_is_lossy(gp_audio_format f) {
+    return f == GP_AUDIO_MP3 || f == GP_AUDIO_OPUS || f == GP_AUDIO_AAC;
+}
+
+int gp_audio_format_bits(gp_audio_format f) {
+    switch (f) {
+    case GP_AUDIO_WAV_FLOAT:
+    case GP_AUDIO_F32: return 32;
+    case GP_AUDIO_MULAW:
+    case GP_AUDIO_ALAW:
+    case GP_AUDIO_WAV_MULAW:
+    case GP_AUDIO_WAV_ALAW: return 8;
+    default: return 16;
+    }
 }
 
 int gp_audio_format_from_path(const char *path) {
     static const struct {
         const char *ext;
         gp_audio_format format;
-    } exts[] = {{".wav", GP_AUDIO_WAV16}, {".pcm", GP_AUDIO_PCM16}, {".raw", GP_AUDIO_PCM16},
-                {".s16", GP_AUDIO_PCM16}, {".f32", GP_AUDIO_F32},   {".flac", GP_AUDIO_FLAC},
-                {".opus", GP_AUDIO_OPUS}, {".ogg", GP_AUDIO_OPUS},  {".mp3", GP_AUDIO_MP3},
-                {".aac", GP_AUDIO_AAC}};
+    } exts[] = {{".wav", GP_AUDIO_WAV16}, {".pcm", GP_AUDIO_PCM16},  {".raw", GP_AUDIO_PCM16},
+                {".s16", GP_AUDIO_PCM16}, {".f32", GP_AUDIO_F32},    {".flac", GP_AUDIO_FLAC},
+                {".opus", GP_AUDIO_OPUS}, {".ogg", GP_AUDIO_OPUS},   {".mp3", GP_AUDIO_MP3},
+                {".aac", GP_AUDIO_AAC},   {".ulaw", GP_AUDIO_MULAW}, {".mulaw", GP_AUDIO_MULAW},
+                {".alaw", GP_AUDIO_ALAW}};
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
         if (gp_path_has_suffix(path, exts[i].ext)) return exts[i].format;
     return -1;
 }
 
 const char *gp_audio_format_name(gp_audio_format f) {
-    static const char *names[] = {"wav", "wav-float", "pcm", "f32", "flac", "opus", "mp3", "aac"};
+    static const char *names[] = {"wav", "wav-float", "pcm",   "f32",  "flac",      "opus",
+                                  "mp3", "aac",       "mulaw", "alaw", "wav-mulaw", "wav-alaw"};
     return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "?";
 }
 
 const char *gp_audio_format_mime(gp_audio_format f) {
     switch (f) {
     case GP_AUDIO_WAV16:
-    case GP_AUDIO_WAV_FLOAT: return "audio/wav";
+    case GP_AUDIO_WAV_FLOAT:
+    case GP_AUDIO_WAV_MULAW:
+    case GP_AUDIO_WAV_ALAW: return "audio/wav";
+    case GP_AUDIO_MULAW: return "audio/PCMU"; /* RFC 4856; the rate goes in X-Sample-Rate */
+    case GP_AUDIO_ALAW: return "audio/PCMA";
     case GP_AUDIO_PCM16: return "audio/pcm";
     case GP_AUDIO_F32: return "application/octet-stream";
     case GP_AUDIO_FLAC: return "audio/flac";
@@ -124,15 +157,26 @@ static void put_u16(unsigned char *p, uint16_t v) {
     p[1] = (unsigned char)(v >> 8);
 }
 
-/* 44-byte canonical header; data_bytes = UINT32_MAX means "unknown". */
-static void wav_header(unsigned char h[44], int rate, bool is_float, uint64_t data_bytes) {
-    int bits = is_float ? 32 : 16;
+static bool is_g711(gp_audio_format f) {
+    return f == GP_AUDIO_MULAW || f == GP_AUDIO_ALAW || f == GP_AUDIO_WAV_MULAW ||
+           f == GP_AUDIO_WAV_ALAW;
+}
+
+/* 44-byte canonical header (a 16-byte fmt chunk, then data) for the WAV
+ * formats; data_bytes = UINT32_MAX means "unknown". WAVE format tags: 1 PCM,
+ * 3 IEEE float, 6 A-law, 7 mu-law. */
+static void wav_header(unsigned char h[44], gp_audio_format f, int rate, uint64_t data_bytes) {
+    int bits = gp_audio_format_bits(f);
+    int tag = f == GP_AUDIO_WAV_FLOAT   ? 3
+              : f == GP_AUDIO_WAV_MULAW ? 7
+              : f == GP_AUDIO_WAV_ALAW  ? 6
+                                        : 1;
     uint32_t data = data_bytes > 0xFFFFFFFFull - 36 ? 0xFFFFFFFFu : (uint32_t)data_bytes;
     memcpy(h, "RIFF", 4);
     put_u32(h + 4, data == 0xFFFFFFFFu ? 0xFFFFFFFFu : data + 36);
     memcpy(h + 8, "WAVEfmt ", 8);
     put_u32(h + 16, 16);
-    put_u16(h + 20, is_float ? 3 : 1);
+    put_u16(h + 20, (uint16_t)tag);
     put_u16(h + 22, 1);
     put_u32(h + 24, (uint32_t)rate);
     put_u32(h + 28, (uint32_t)rate * (uint32_t)bits / 8);
@@ -140,6 +184,47 @@ static void wav_header(unsigned char h[44], int rate, bool is_float, uint64_t da
     put_u16(h + 34, (uint16_t)bits);
     memcpy(h + 36, "data", 4);
     put_u32(h + 40, data);
+}
+
+/* libsndfile's virtual file for G.711: writes go straight out, and the file
+ * is as long as what was written (a headerless format never seeks back). */
+static sf_count_t g711_length(void *user) {
+    return (sf_count_t)((gp_audio_sink *)user)->g711_bytes;
+}
+
+static sf_count_t g711_seek(sf_count_t offset, int whence, void *user) {
+    (void)offset;
+    (void)whence;
+    return g711_length(user);
+}
+
+static sf_count_t g711_read(void *ptr, sf_count_t count, void *user) {
+    (void)ptr;
+    (void)count;
+    (void)user;
+    return 0;
+}
+
+static sf_count_t g711_write(const void *ptr, sf_count_t count, void *user) {
+    gp_audio_sink *s = user;
+    if (count <= 0) return 0;
+    if (sink_out(s, ptr, (size_t)count)) return 0;
+    s->g711_bytes += (uint64_t)count;
+    s->data_bytes += (uint64_t)count;
+    return count;
+}
+
+static int g711_open(gp_audio_sink *s, gp_error *err) {
+    static SF_VIRTUAL_IO io = {g711_length, g711_seek, g711_read, g711_write, g711_length};
+    bool mu = s->format == GP_AUDIO_MULAW || s->format == GP_AUDIO_WAV_MULAW;
+    SF_INFO info = {.samplerate = s->rate,
+                    .channels = 1,
+                    .format = SF_FORMAT_RAW | (mu ? SF_FORMAT_ULAW : SF_FORMAT_ALAW)};
+    s->g711 = sf_open_virtual(&io, SFM_WRITE, &info, s);
+    if (!s->g711)
+        return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the G.711 %s encoder: %s",
+                       mu ? "mu-law" : "A-law", sf_strerror(NULL));
+    return 0;
 }
 
 static FLAC__StreamEncoderWriteStatus flac_write_cb(const FLAC__StreamEncoder *enc,
@@ -190,12 +275,18 @@ static int aac_write_cb(const void *data, size_t len, void *user) {
 static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
     switch (s->format) {
     case GP_AUDIO_AAC: /* 64 kbit/s, as the MP3 */
-        return gp_aac_encoder_create(s->rate, 64000, aac_write_cb, s, &s->aac, err);
+        return gp_aac_encoder_create(s->rate, s->bit_rate ? s->bit_rate : 64000, aac_write_cb, s,
+                                     &s->aac, err);
+    case GP_AUDIO_MULAW:
+    case GP_AUDIO_ALAW: return g711_open(s, err);
     case GP_AUDIO_WAV16:
-    case GP_AUDIO_WAV_FLOAT: {
+    case GP_AUDIO_WAV_FLOAT:
+    case GP_AUDIO_WAV_MULAW:
+    case GP_AUDIO_WAV_ALAW: {
         unsigned char h[44];
-        wav_header(h, s->rate, s->format == GP_AUDIO_WAV_FLOAT, s->seekable ? 0 : UINT64_MAX);
-        return sink_out(s, h, 44) ? sink_write_error(s, "the WAV header", err) : 0;
+        wav_header(h, s->format, s->rate, s->seekable ? 0 : UINT64_MAX);
+        if (sink_out(s, h, 44)) return sink_write_error(s, "the WAV header", err);
+        return is_g711(s->format) ? g711_open(s, err) : 0;
     }
     case GP_AUDIO_FLAC: {
         s->flac = FLAC__stream_encoder_new();
@@ -220,7 +311,7 @@ static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
         if (!s->opus)
             return gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the Opus encoder: %s",
                            ope_strerror(error));
-        ope_encoder_ctl(s->opus, OPUS_SET_BITRATE(32000));
+        ope_encoder_ctl(s->opus, OPUS_SET_BITRATE(s->bit_rate ? s->bit_rate : 32000));
         ope_encoder_ctl(s->opus, OPUS_SET_SIGNAL(OPUS_SIGNAL_VOICE));
         if (!s->seekable) {
             /* A stream is listened to as it comes: libopusenc's defaults
@@ -240,7 +331,7 @@ static int sink_init_encoder(gp_audio_sink *s, gp_error *err) {
         lame_set_out_samplerate(s->lame, s->rate);
         lame_set_num_channels(s->lame, 1);
         lame_set_mode(s->lame, MONO);
-        lame_set_brate(s->lame, 64);
+        lame_set_brate(s->lame, s->bit_rate ? (s->bit_rate + 500) / 1000 : 64);
         lame_set_bWriteVbrTag(s->lame, 0);
         lame_set_quality(s->lame, 5);
         if (lame_init_params(s->lame) < 0)
@@ -261,13 +352,20 @@ static void sink_free(gp_audio_sink *s) {
     if (s->lame) lame_close(s->lame);
     free(s->mp3);
     gp_aac_encoder_free(s->aac);
+    if (s->g711) sf_close(s->g711);
     free(s);
 }
 
-static int sink_open(gp_audio_sink *s, gp_audio_format format, int rate, gp_audio_sink **out,
-                     gp_error *err) {
+static int sink_open(gp_audio_sink *s, gp_audio_format format, int rate, int bit_rate,
+                     gp_audio_sink **out, gp_error *err) {
     s->format = format;
     s->rate = rate;
+    s->bit_rate = gp_audio_format_is_lossy(format) ? bit_rate : 0;
+    if (bit_rate < 0 || bit_rate > 512000) {
+        if (s->is_file) gp_atomic_file_abort(&s->file);
+        sink_free(s);
+        return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "unsupported bit rate %d", bit_rate);
+    }
     if (rate < 1000 || rate > 384000) {
         if (s->is_file) gp_atomic_file_abort(&s->file);
         sink_free(s);
@@ -295,17 +393,23 @@ int gp_audio_sink_open_file(const char *path, gp_audio_format format, int sample
         return rc;
     }
     s->seekable = s->file.seekable;
-    return sink_open(s, format, sample_rate, out, err);
+    return sink_open(s, format, sample_rate, 0, out, err);
 }
 
-int gp_audio_sink_open_stream(gp_audio_write_fn write, void *user, gp_audio_format format,
-                              int sample_rate, gp_audio_sink **out, gp_error *err) {
+int gp_audio_sink_open_stream_at(gp_audio_write_fn write, void *user, gp_audio_format format,
+                                 int sample_rate, int bit_rate, gp_audio_sink **out,
+                                 gp_error *err) {
     *out = NULL;
     gp_audio_sink *s = calloc(1, sizeof *s);
     if (!s) return gp_fail_oom(err, "audio sink", sizeof *s);
     s->write = write;
     s->user = user;
-    return sink_open(s, format, sample_rate, out, err);
+    return sink_open(s, format, sample_rate, bit_rate, out, err);
+}
+
+int gp_audio_sink_open_stream(gp_audio_write_fn write, void *user, gp_audio_format format,
+                              int sample_rate, gp_audio_sink **out, gp_error *err) {
+    return gp_audio_sink_open_stream_at(write, user, format, sample_rate, 0, out, err);
 }
 
 static int16_t to_s16(float x) {
@@ -348,6 +452,13 @@ static int sink_encode_chunk(gp_audio_sink *s, const float *x, size_t n) {
         return bytes < 0 || sink_out(s, s->mp3, (size_t)bytes);
     }
     case GP_AUDIO_AAC: return gp_aac_encoder_write(s->aac, x, n) || s->write_failed;
+    case GP_AUDIO_MULAW:
+    case GP_AUDIO_ALAW:
+    case GP_AUDIO_WAV_MULAW:
+    case GP_AUDIO_WAV_ALAW:
+        /* from 16-bit PCM, as G.711 is defined (14/13 significant bits) */
+        for (size_t i = 0; i < n; i++) s->s16[i] = to_s16(x[i]);
+        return sf_write_short(s->g711, s->s16, (sf_count_t)n) != (sf_count_t)n || s->write_failed;
     }
     return 1;
 }
@@ -364,6 +475,10 @@ int gp_audio_sink_write(gp_audio_sink *s, const float *samples, size_t n, gp_err
 }
 
 static int sink_finish_encoder(gp_audio_sink *s) {
+    if (s->g711) { /* headerless: nothing to write at the end, but closed before a WAV's patch */
+        sf_close(s->g711);
+        s->g711 = NULL;
+    }
     switch (s->format) {
     case GP_AUDIO_FLAC: return !FLAC__stream_encoder_finish(s->flac) || s->write_failed;
     case GP_AUDIO_OPUS: return ope_encoder_drain(s->opus) != OPE_OK || s->write_failed;
@@ -374,9 +489,11 @@ static int sink_finish_encoder(gp_audio_sink *s) {
     }
     case GP_AUDIO_WAV16:
     case GP_AUDIO_WAV_FLOAT:
+    case GP_AUDIO_WAV_MULAW:
+    case GP_AUDIO_WAV_ALAW:
         if (s->seekable && !s->write_failed) {
             unsigned char h[44];
-            wav_header(h, s->rate, s->format == GP_AUDIO_WAV_FLOAT, s->data_bytes);
+            wav_header(h, s->format, s->rate, s->data_bytes);
             if (gp_atomic_file_seek(&s->file, 0) || sink_out(s, h, 44)) {
                 s->write_failed = 1;
                 s->write_errno = s->file.error;

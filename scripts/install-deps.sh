@@ -11,7 +11,9 @@
 # (git-ignored) for the differential tokenizer test; without node, npm or the
 # npm registry it says so and that test is skipped. Likewise OpenAI's Node
 # client (pinned in tests/openai/package.json) into tests/openai/node_modules
-# for the test that drives `gepard serve` with it. And the Kubernetes manifest
+# for the test that drives `gepard serve` with it, and Cartesia's (pinned in
+# tests/cartesia/package.json) into tests/cartesia/node_modules for the test
+# of the Cartesia routes. And the Kubernetes manifest
 # validator's packages (deploy/k8s/validate/package.json) for
 # deploy/check-recipe.sh (tests/test_deploy.c).
 set -eu
@@ -58,6 +60,22 @@ install_openai_client() {
     fi
 }
 
+# Cartesia's client of tests/cartesia/package.json, unless already there.
+install_cartesia_client() {
+    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/cartesia"
+    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 0
+    want=$(sed -n 's/.*"@cartesia\/cartesia-js": *"\([^"]*\)".*/\1/p' "$dir/package.json")
+    have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
+        "$dir/node_modules/@cartesia/cartesia-js/package.json" 2>/dev/null | head -n 1)
+    [ "$have" = "$want" ] && return 0
+    echo "gepard: installing npm @cartesia/cartesia-js $want into tests/cartesia" >&2
+    if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
+            >/dev/null 2>&1); then
+        echo "gepard: npm install failed (no network?) — the Cartesia client test will be" \
+             "skipped" >&2
+    fi
+}
+
 # The manifest validator of deploy/k8s/validate/package.json, unless already there.
 install_k8s_validator() {
     dir="$(cd "$(dirname "$0")/.." && pwd)/deploy/k8s/validate"
@@ -77,6 +95,7 @@ install_k8s_validator() {
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     install_hf_reference
     install_openai_client
+    install_cartesia_client
     install_k8s_validator
 fi
 

@@ -68,6 +68,14 @@ int test_server_start(test_server *ts, const test_server_opts *o) {
     return 0;
 }
 
+char *test_url(const test_server *ts, const char *path) {
+    static __thread char bufs[8][256];
+    static __thread int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, 256, "%s%s", ts->base, path);
+    return b;
+}
+
 void test_server_stop(test_server *ts) {
     if (ts->server) gp_server_shutdown(ts->server, 5); /* let finished responses be freed */
     gp_server_free(ts->server);

@@ -47,6 +47,9 @@ typedef struct test_server {
 
 /* Returns 0, or -1 after reporting why through test_fail. */
 int test_server_start(test_server *ts, const test_server_opts *opts);
+/* The server's base URL + path, in one of 8 rotating static buffers (so a
+ * call may use a few at once). */
+char *test_url(const test_server *ts, const char *path);
 void test_server_stop(test_server *ts);
 void test_server_stats(test_server *ts, gepard_engine_stats *st);
 

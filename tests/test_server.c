@@ -13,14 +13,6 @@
 #include "server_harness.h"
 #include "test.h"
 
-static char *url(const test_server *ts, const char *path) {
-    static char bufs[4][256];
-    static int next;
-    char *b = bufs[next++ % 4];
-    snprintf(b, 256, "%s%s", ts->base, path);
-    return b;
-}
-
 TEST(server_get_endpoints) {
     test_server ts;
     REQUIRE(test_server_start(&ts, NULL) == 0);
@@ -39,7 +31,7 @@ TEST(server_get_endpoints) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_http h = {0};
-        CHECK_EQ_INT(test_http_get(&h, url(&ts, cases[i].path), NULL), 0);
+        CHECK_EQ_INT(test_http_get(&h, test_url(&ts, cases[i].path), NULL), 0);
         CHECK_MSG(h.status == cases[i].status, "%s: HTTP %ld", cases[i].path, h.status);
         const char *type = test_http_header(&h, "Content-Type");
         CHECK_MSG(type && strcmp(type, cases[i].type) == 0, "%s: type %s", cases[i].path,
@@ -77,7 +69,7 @@ TEST(server_audio_equals_say_in_every_deterministic_format) {
                  "}",
                  formats[i]);
         test_http h = {0};
-        CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+        CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
         CHECK_MSG(h.status == 200, "%s: HTTP %ld %s", formats[i], h.status, h.body.data);
         const char *rate = test_http_header(&h, "X-Sample-Rate");
         CHECK(rate && strcmp(rate, "22050") == 0);
@@ -123,7 +115,7 @@ TEST(server_other_formats_and_whole_file_responses) {
     test_http h = {0};
     const char *opus =
         "{\"input\":\"Hello world!\",\"response_format\":\"opus\",\"max_frames\":20," TS_GREEDY "}";
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, opus, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, opus, NULL), 0);
     CHECK_EQ_INT(h.status, 200);
     int rate = 0;
     long frames = sndfile_frames(h.body.data, h.body.len, &rate);
@@ -135,14 +127,14 @@ TEST(server_other_formats_and_whole_file_responses) {
     h = (test_http){0};
     const char *f32 =
         "{\"input\":\"Hello world!\",\"response_format\":\"f32\",\"max_frames\":20," TS_GREEDY "}";
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, f32, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, f32, NULL), 0);
     CHECK_EQ_INT(h.body.len, 20 * 1024 * 4);
     test_http_free(&h);
     /* "stream": false: a complete WAV with real sizes and a Content-Length */
     h = (test_http){0};
     const char *whole = "{\"input\":\"Hello world!\",\"response_format\":\"wav\",\"stream\":false,"
                         "\"max_frames\":20," TS_GREEDY "}";
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, whole, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, whole, NULL), 0);
     CHECK_EQ_INT(h.status, 200);
     const char *length = test_http_header(&h, "Content-Length");
     CHECK(length && atol(length) == 44 + 20 * 1024 * 2);
@@ -167,8 +159,8 @@ TEST(server_sse_events) {
         "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"stream_format\":"
         "\"sse\",\"max_frames\":20," TS_GREEDY "}";
     test_http a = {0}, b = {0};
-    CHECK_EQ_INT(test_http_post(&a, url(&ts, "/v1/audio/speech"), NULL, raw, NULL), 0);
-    CHECK_EQ_INT(test_http_post(&b, url(&ts, "/v1/audio/speech"), NULL, sse, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&a, test_url(&ts, "/v1/audio/speech"), NULL, raw, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&b, test_url(&ts, "/v1/audio/speech"), NULL, sse, NULL), 0);
     const char *type = test_http_header(&b, "Content-Type");
     CHECK(type && strcmp(type, "text/event-stream") == 0);
     gp_buf audio;
@@ -228,7 +220,7 @@ TEST(server_streams_audio_while_synthesis_runs) {
         "{\"input\":\"Hello "
         "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":400," TS_GREEDY
         "}";
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
     CHECK_EQ_INT(h.body.len, 400 * 1024 * 2);
     double first = h.t_first_body - h.t_start, total = h.t_end - h.t_start;
     test_note("first audio after %.0f ms, last after %.0f ms", first * 1e3, total * 1e3);
@@ -241,7 +233,8 @@ TEST(server_streams_audio_while_synthesis_runs) {
 
 /* OpenAI's pcm is 24 kHz: N frames of 1024 samples at 22.05 kHz come out as
  * N * 1024 * 24000 / 22050 samples (within one frame: the resampler's
- * filter), still streamed; "sample_rate": 22050 keeps the codec's rate. */
+ * filter), still streamed; "sample_rate": 22050 keeps the codec's rate;
+ * 8000 serves telephony's mu-law; rates off the list are refused. */
 TEST(server_pcm_defaults_to_24khz) {
     test_server ts;
     REQUIRE(test_server_start(&ts, NULL) == 0);
@@ -254,7 +247,7 @@ TEST(server_pcm_defaults_to_24khz) {
                  rates[i]);
         test_http h = {0};
         h.watch = &ts;
-        CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+        CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
         CHECK_MSG(h.status == 200, "HTTP %ld %s", h.status, h.body.data);
         const char *rate = test_http_header(&h, "X-Sample-Rate");
         const char *want_rate = i < 2 ? "24000" : "22050";
@@ -268,13 +261,25 @@ TEST(server_pcm_defaults_to_24khz) {
         CHECK_EQ_INT(h.active_at_first_body, 1); /* still streaming */
         test_http_free(&h);
     }
-    const char *bad[] = {"16000", "44100", "24000.5", "\"24000\""};
+    /* telephony's rate, for the G.711 formats (an extension of OpenAI's list) */
+    test_http t = {0};
+    CHECK_EQ_INT(test_http_post(&t, test_url(&ts, "/v1/audio/speech"), NULL,
+                                "{\"input\":\"Hi\",\"response_format\":\"mulaw\",\"sample_rate\":"
+                                "8000,\"max_frames\":20," TS_GREEDY "}",
+                                NULL),
+                 0);
+    CHECK_MSG(t.status == 200 && labs((long)t.body.len - 20 * 1024 * 8000 / 22050) <= 400,
+              "mulaw at 8000 Hz: HTTP %ld, %zu bytes", t.status, t.body.len);
+    const char *type = test_http_header(&t, "Content-Type");
+    CHECK(type && strcmp(type, "audio/PCMU") == 0);
+    test_http_free(&t);
+    const char *bad[] = {"11025", "96000", "24000.5", "\"24000\""};
     for (int i = 0; i < 4; i++) {
         char body[256];
         snprintf(body, sizeof body,
                  "{\"input\":\"Hi\",\"response_format\":\"pcm\",\"sample_rate\":%s}", bad[i]);
         test_http h = {0};
-        CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+        CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
         CHECK_MSG(h.status == 400 && h.body.data && strstr(h.body.data, "sample_rate"),
                   "sample_rate %s: HTTP %ld %s", bad[i], h.status, h.body.data);
         test_http_free(&h);
@@ -339,9 +344,9 @@ TEST(server_bad_requests_get_openai_errors) {
         const bad_case *c = &cases[i];
         test_http h = {0};
         if (c->body)
-            test_http_post(&h, url(&ts, c->path), c->content_type, c->body, c->auth);
+            test_http_post(&h, test_url(&ts, c->path), c->content_type, c->body, c->auth);
         else
-            test_http_get(&h, url(&ts, c->path), c->auth);
+            test_http_get(&h, test_url(&ts, c->path), c->auth);
         CHECK_MSG(h.status == c->status, "case %zu: HTTP %ld, want %ld: %s", i, h.status, c->status,
                   h.body.data ? h.body.data : "");
         cJSON *j = h.body.data ? cJSON_Parse(h.body.data) : NULL;
@@ -364,16 +369,16 @@ TEST(server_bad_requests_get_openai_errors) {
     }
     /* a body too large without a Content-Length (chunked upload) */
     test_http h = {0};
-    test_http_post(&h, url(&ts, S), "application/json\r\nTransfer-Encoding: chunked", big, K);
+    test_http_post(&h, test_url(&ts, S), "application/json\r\nTransfer-Encoding: chunked", big, K);
     CHECK_MSG(h.status == 413, "chunked oversize body: HTTP %ld", h.status);
     test_http_free(&h);
     /* health needs no key; the right key works */
     h = (test_http){0};
-    test_http_get(&h, url(&ts, "/health"), NULL);
+    test_http_get(&h, test_url(&ts, "/health"), NULL);
     CHECK_EQ_INT(h.status, 200);
     test_http_free(&h);
     h = (test_http){0};
-    test_http_get(&h, url(&ts, "/v1/models"), K);
+    test_http_get(&h, test_url(&ts, "/v1/models"), K);
     CHECK_EQ_INT(h.status, 200);
     test_http_free(&h);
     test_server_stop(&ts);
@@ -388,7 +393,7 @@ TEST(server_request_time_limit_stops_a_stream) {
         "{\"input\":\"Hello "
         "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":3000," TS_GREEDY
         "}";
-    int rc = test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL);
+    int rc = test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, body, NULL);
     test_note("curl %d after %.2f s with %zu bytes", rc, h.t_end - h.t_start, h.body.len);
     CHECK(rc != 0); /* the chunked stream ends without its final chunk */
     CHECK_EQ_INT(h.status, 200);

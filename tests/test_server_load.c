@@ -25,17 +25,9 @@
     "world!\",\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":" #frames           \
     ",\"stop_threshold\":2,\"seed\":" #seed "}"
 
-static char *url(const test_server *ts, const char *path) {
-    static char bufs[4][256];
-    static int next;
-    char *b = bufs[next++ % 4];
-    snprintf(b, 256, "%s%s", ts->base, path);
-    return b;
-}
-
 static char *get_metrics(test_server *ts) {
     test_http h = {0};
-    test_http_get(&h, url(ts, "/metrics"), NULL);
+    test_http_get(&h, test_url(ts, "/metrics"), NULL);
     char *text = gp_buf_detach(&h.body, NULL);
     test_http_free(&h);
     return text;
@@ -57,15 +49,17 @@ TEST(server_16_concurrent_streams_batched_with_correct_audio) {
     /* references, one at a time */
     test_http ref[2] = {{0}, {0}};
     CHECK_EQ_INT(
-        test_http_post(&ref[0], url(&ts, "/v1/audio/speech"), NULL, SPEECH_BODY(30, 1), NULL), 0);
+        test_http_post(&ref[0], test_url(&ts, "/v1/audio/speech"), NULL, SPEECH_BODY(30, 1), NULL),
+        0);
     CHECK_EQ_INT(
-        test_http_post(&ref[1], url(&ts, "/v1/audio/speech"), NULL, SPEECH_BODY(30, 2), NULL), 0);
+        test_http_post(&ref[1], test_url(&ts, "/v1/audio/speech"), NULL, SPEECH_BODY(30, 2), NULL),
+        0);
     REQUIRE(ref[0].body.len == 30 * 2048 && ref[1].body.len == 30 * 2048);
     CHECK(memcmp(ref[0].body.data, ref[1].body.data, ref[0].body.len) != 0);
     test_http h[16];
     memset(h, 0, sizeof h);
     for (int i = 0; i < 16; i++)
-        REQUIRE(test_http_post_async(&h[i], url(&ts, "/v1/audio/speech"),
+        REQUIRE(test_http_post_async(&h[i], test_url(&ts, "/v1/audio/speech"),
                                      i % 2 ? SPEECH_BODY(30, 2) : SPEECH_BODY(30, 1)) == 0);
     for (int i = 0; i < 16; i++) test_http_join(&h[i]);
     for (int i = 0; i < 16; i++) {
@@ -116,14 +110,14 @@ TEST(server_client_disconnect_frees_the_slot) {
      * gives up early */
     test_http a = {0}, b = {0};
     b.timeout_ms = 300;
-    REQUIRE(test_http_post_async(&a, url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 1)) == 0);
+    REQUIRE(test_http_post_async(&a, test_url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 1)) == 0);
     gepard_engine_stats st;
     double until = gp_now_s() + 5;
     do {
         test_server_stats(&ts, &st);
         usleep(5000);
     } while (st.frames == 0 && gp_now_s() < until);
-    REQUIRE(test_http_post_async(&b, url(&ts, "/v1/audio/speech"), SPEECH_BODY(3000, 2)) == 0);
+    REQUIRE(test_http_post_async(&b, test_url(&ts, "/v1/audio/speech"), SPEECH_BODY(3000, 2)) == 0);
     test_http_join(&b);
     CHECK_EQ_INT(b.status, 200); /* accepted into the queue, then abandoned */
     usleep(200000);              /* the server notices within 100 ms */
@@ -161,15 +155,15 @@ TEST(server_full_slots_and_queue_answer_429) {
     test_server_opts o = {.max_streams = 1, .max_queue = -1};
     REQUIRE(test_server_start(&ts, &o) == 0);
     test_http a = {0}, b = {0}; /* A holds the slot until the test hangs up on it */
-    REQUIRE(test_http_post_async(&a, url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 1)) == 0);
+    REQUIRE(test_http_post_async(&a, test_url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 1)) == 0);
     gepard_engine_stats st;
     double until = gp_now_s() + 5;
     do {
         test_server_stats(&ts, &st);
         usleep(5000);
     } while (st.active_streams == 0 && gp_now_s() < until);
-    CHECK_EQ_INT(test_http_post(&b, url(&ts, "/v1/audio/speech"), NULL, SPEECH_BODY(5, 1), NULL),
-                 0);
+    CHECK_EQ_INT(
+        test_http_post(&b, test_url(&ts, "/v1/audio/speech"), NULL, SPEECH_BODY(5, 1), NULL), 0);
     CHECK_EQ_INT(b.status, 429);
     const char *retry = test_http_header(&b, "Retry-After");
     CHECK(retry && atoi(retry) >= 1);
@@ -191,14 +185,15 @@ TEST(server_late_first_audio_outlives_the_idle_timeout) {
     /* A, then A2, hold the only slot for 1.4 s whatever the machine's speed:
      * the test hangs up on both then (4000 frames took 1.0-2.5 s on
      * different machines, so A alone may end before the timeout) */
-    REQUIRE(test_http_post_async(&a, url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 1)) == 0);
+    REQUIRE(test_http_post_async(&a, test_url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 1)) == 0);
     usleep(50000);
-    REQUIRE(test_http_post_async(&a2, url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 4)) == 0);
+    REQUIRE(test_http_post_async(&a2, test_url(&ts, "/v1/audio/speech"), SPEECH_BODY(4000, 4)) ==
+            0);
     usleep(50000);
-    REQUIRE(test_http_post_async(&b, url(&ts, "/v1/audio/speech"), SPEECH_BODY(5, 2)) == 0);
+    REQUIRE(test_http_post_async(&b, test_url(&ts, "/v1/audio/speech"), SPEECH_BODY(5, 2)) == 0);
     const char *whole = "{\"input\":\"Hello world!\",\"response_format\":\"wav\",\"stream\":false,"
                         "\"max_frames\":5,\"stop_threshold\":2,\"seed\":3}";
-    REQUIRE(test_http_post_async(&c, url(&ts, "/v1/audio/speech"), whole) == 0);
+    REQUIRE(test_http_post_async(&c, test_url(&ts, "/v1/audio/speech"), whole) == 0);
     usleep(1300000);
     atomic_store(&a.hang_up, 1);
     atomic_store(&a2.hang_up, 1);
@@ -245,7 +240,7 @@ TEST(server_batch_fans_one_text_out_to_several_voices) {
     const char *body = "{\"input\":\"Hello world!\",\"voices\":[\"alloy\",\"default\",\"vox\"],"
                        "\"response_format\":\"wav\",\"max_frames\":12," TS_GREEDY "}";
     test_http h = {0};
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech/batch"), NULL, body, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech/batch"), NULL, body, NULL), 0);
     CHECK_MSG(h.status == 200, "HTTP %ld: %s", h.status, h.body.data);
     cJSON *j = cJSON_Parse(h.body.data);
     cJSON *data = cJSON_GetObjectItem(j, "data");
@@ -276,7 +271,7 @@ TEST(server_batch_fans_one_text_out_to_several_voices) {
     body =
         "{\"input\":\"Hello world!\",\"items\":[{\"seed\":1},{\"seed\":2,\"temperature\":0.5}],"
         "\"response_format\":\"pcm\",\"sample_rate\":22050,\"max_frames\":6,\"stop_threshold\":2}";
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech/batch"), NULL, body, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech/batch"), NULL, body, NULL), 0);
     j = cJSON_Parse(h.body.data);
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(j, "data")), 2);
     cJSON_Delete(j);
@@ -306,7 +301,7 @@ static char *speak(test_server *ts, const char *extra, size_t *n) {
         "%s}",
         extra);
     test_http h = {0};
-    test_http_post(&h, url(ts, "/v1/audio/speech"), NULL, body, NULL);
+    test_http_post(&h, test_url(ts, "/v1/audio/speech"), NULL, body, NULL);
     free(body);
     if (h.status != 200) test_fail(__FILE__, __LINE__, "HTTP %ld: %s", h.status, h.body.data);
     char *out = gp_buf_detach(&h.body, n);
@@ -373,7 +368,7 @@ TEST(server_voices_from_directory_and_ref_audio) {
     REQUIRE(test_server_start(&ts, &o) == 0);
     /* the listing */
     test_http h = {0};
-    test_http_get(&h, url(&ts, "/v1/audio/voices"), NULL);
+    test_http_get(&h, test_url(&ts, "/v1/audio/voices"), NULL);
     cJSON *j = cJSON_Parse(h.body.data);
     cJSON *names = cJSON_GetObjectItem(j, "voices");
     char *names_text = cJSON_PrintUnformatted(names);
@@ -655,7 +650,7 @@ TEST(server_ref_audio_in_whole_file_and_batch_requests) {
                   "\"max_frames\":12," TS_GREEDY ",\"ref_audio\":\"%s\"}",
                   b64.data);
     test_http h = {0};
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body.data, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, body.data, NULL), 0);
     CHECK_MSG(h.status == 200 && same(h.body.data, h.body.len, streamed, n_stream),
               "whole file: HTTP %ld, %zu bytes", h.status, h.body.len);
     test_http_free(&h);
@@ -667,7 +662,8 @@ TEST(server_ref_audio_in_whole_file_and_batch_requests) {
         ",\"items\":[{},{\"ref_audio\":\"%s\"}]}",
         b64.data);
     h = (test_http){0};
-    CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech/batch"), NULL, body.data, NULL), 0);
+    CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech/batch"), NULL, body.data, NULL),
+                 0);
     CHECK_MSG(h.status == 200, "batch: HTTP %ld: %s", h.status, h.body.data);
     cJSON *j = cJSON_Parse(h.body.data);
     cJSON *data = cJSON_GetObjectItem(j, "data");

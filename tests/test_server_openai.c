@@ -15,14 +15,6 @@
 #include "server_harness.h"
 #include "test.h"
 
-static char *url(const test_server *ts, const char *path) {
-    static char bufs[4][256];
-    static int next;
-    char *b = bufs[next++ % 4];
-    snprintf(b, 256, "%s%s", ts->base, path);
-    return b;
-}
-
 /* POST a short pcm request with `fields` added; returns the HTTP status and
  * leaves the response in *h. */
 static long speak(test_server *ts, const char *fields, test_http *h) {
@@ -31,7 +23,7 @@ static long speak(test_server *ts, const char *fields, test_http *h) {
              "{\"input\":\"Hi\",\"response_format\":\"pcm\",\"max_frames\":2," TS_GREEDY ",%s}",
              fields);
     *h = (test_http){0};
-    test_http_post(h, url(ts, "/v1/audio/speech"), NULL, body, NULL);
+    test_http_post(h, test_url(ts, "/v1/audio/speech"), NULL, body, NULL);
     return h->status;
 }
 
@@ -73,7 +65,7 @@ TEST(server_openai_voice_and_model_names) {
         test_http_free(&h);
     }
     test_http h = {0};
-    CHECK_EQ_INT(test_http_get(&h, url(&ts, "/v1/audio/voices"), NULL), 0);
+    CHECK_EQ_INT(test_http_get(&h, test_url(&ts, "/v1/audio/voices"), NULL), 0);
     CHECK(h.body.data && strstr(h.body.data, "\"marin\"") && strstr(h.body.data, "\"cedar\""));
     test_http_free(&h);
     test_server_stop(&ts);
@@ -84,7 +76,7 @@ TEST(server_models_list_and_retrieve) {
     REQUIRE(test_server_start(&ts, NULL) == 0);
     long long now = (long long)time(NULL);
     test_http h = {0};
-    CHECK_EQ_INT(test_http_get(&h, url(&ts, "/v1/models"), NULL), 0);
+    CHECK_EQ_INT(test_http_get(&h, test_url(&ts, "/v1/models"), NULL), 0);
     CHECK_EQ_INT(h.status, 200);
     cJSON *j = h.body.data ? cJSON_Parse(h.body.data) : NULL;
     cJSON *data = cJSON_GetObjectItem(j, "data");
@@ -112,7 +104,7 @@ TEST(server_models_list_and_retrieve) {
         char path[128];
         snprintf(path, sizeof path, "/v1/models/%s", ids[i]);
         h = (test_http){0};
-        CHECK_EQ_INT(test_http_get(&h, url(&ts, path), NULL), 0);
+        CHECK_EQ_INT(test_http_get(&h, test_url(&ts, path), NULL), 0);
         CHECK_MSG(h.status == 200, "%s: HTTP %ld %s", path, h.status, h.body.data);
         j = h.body.data ? cJSON_Parse(h.body.data) : NULL;
         const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(j, "id"));
@@ -128,7 +120,7 @@ TEST(server_models_list_and_retrieve) {
     const char *unknown[] = {"/v1/models/whisper-1", "/v1/models/tts-1-20251"};
     for (size_t i = 0; i < 2; i++) {
         h = (test_http){0};
-        CHECK_EQ_INT(test_http_get(&h, url(&ts, unknown[i]), NULL), 0);
+        CHECK_EQ_INT(test_http_get(&h, test_url(&ts, unknown[i]), NULL), 0);
         CHECK_MSG(h.status == 404 && strcmp(error_code(&h), "model_not_found") == 0,
                   "%s: HTTP %ld %s", unknown[i], h.status, h.body.data);
         const char *type = test_http_header(&h, "Content-Type");
@@ -176,7 +168,7 @@ TEST(server_every_response_has_a_request_id) {
     long statuses[] = {200, 200, 404, 404};
     for (int i = 0; i < 4; i++) {
         test_http h = {0};
-        CHECK_EQ_INT(test_http_get(&h, url(&ts, paths[i]), NULL), 0);
+        CHECK_EQ_INT(test_http_get(&h, test_url(&ts, paths[i]), NULL), 0);
         CHECK_EQ_INT(h.status, statuses[i]);
         const char *id = test_http_header(&h, "x-request-id");
         CHECK_MSG(id && strncmp(id, "req_", 4) == 0 && strlen(id) == 28, "%s: x-request-id %s",
@@ -216,7 +208,7 @@ static long post_raw(test_server *ts, const char *body, size_t len, char *msg, s
     copy[len] = '\0';
     test_http h = {0};
     /* the harness sends strlen(body) bytes: a raw NUL goes through test_tcp */
-    test_http_post(&h, url(ts, "/v1/audio/speech"), NULL, copy, NULL);
+    test_http_post(&h, test_url(ts, "/v1/audio/speech"), NULL, copy, NULL);
     free(copy);
     long st = h.status;
     msg[0] = '\0';
@@ -551,7 +543,7 @@ TEST(server_whole_flac_has_its_length) {
             ",%s}",
             cases[i].fields);
         test_http h = {0};
-        CHECK_EQ_INT(test_http_post(&h, url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
+        CHECK_EQ_INT(test_http_post(&h, test_url(&ts, "/v1/audio/speech"), NULL, body, NULL), 0);
         CHECK_EQ_INT(h.status, 200);
         int rate = 0;
         long long n = flac_total_samples(&h, &rate);

@@ -20,6 +20,7 @@
 #include "aac_decode.h"
 #include "io/file.h"
 #include "io/json.h"
+#include "node_suite.h"
 #include "server_harness.h"
 #include "test.h"
 
@@ -29,23 +30,6 @@
 static const char *openai_modules(void) {
     const char *env = getenv("GEPARD_OPENAI_NODE_MODULES");
     return env && *env ? env : "tests/openai/node_modules";
-}
-
-static void require_node_client(void) {
-    test_cmd_result r;
-    const char *argv[] = {"node", "--version", NULL};
-    bool node = test_run_program(&r, NULL, 0, 30, argv) == 0 && r.status == 0;
-    test_cmd_result_free(&r);
-    if (!node)
-        test_skip("node is not installed (apt-get install nodejs npm), so OpenAI's client "
-                  "cannot run");
-    char path[1024];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/openai/package.json", openai_modules());
-    if (stat(path, &st) != 0)
-        test_skip("tests/openai/node_modules/openai is missing — run `GEPARD_TEST_EXTRAS=1 sh "
-                  "scripts/install-deps.sh` or `npm install --prefix tests/openai` (needs the npm "
-                  "registry once)");
 }
 
 /* Seconds of audio in one saved body, from its decoder; -1 if it does not
@@ -71,18 +55,9 @@ static double decoded_seconds(const char *path, const char *format, int manifest
         *rate = info.rate;
         return (double)n / info.rate;
     }
-    SF_INFO info;
-    memset(&info, 0, sizeof info);
-    SNDFILE *sf = sf_open(path, SFM_READ, &info);
-    if (!sf) return -1;
-    /* count what decodes (a streamed WAV/FLAC header has no length) */
-    float buf[4096];
-    sf_count_t total = 0, got;
-    while ((got = sf_readf_float(sf, buf, 4096 / (info.channels > 0 ? info.channels : 1))) > 0)
-        total += got;
-    sf_close(sf);
-    *rate = info.samplerate;
-    return info.channels == 1 ? (double)total / info.samplerate : -1;
+    int channels;
+    double secs = test_sndfile_seconds(path, rate, &channels);
+    return channels == 1 ? secs : -1;
 }
 
 /* The input rate an Ogg Opus file's OpusHead records (libsndfile decodes
@@ -106,13 +81,8 @@ static int opus_head_rate(const char *path) {
 /* Decode every file of the manifest and hold it to what the request asked. */
 static void check_manifest(const char *dir) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    cJSON *m = NULL;
-    gp_error err;
-    if (gp_json_load_file(path, 1 << 22, &m, &err)) {
-        test_fail(__FILE__, __LINE__, "no manifest: %s", err.message);
-        return;
-    }
+    cJSON *m = test_node_manifest();
+    if (!m) return;
     int files = 0;
     for (const cJSON *f = m->child; f; f = f->next, files++) {
         const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(f, "file"));
@@ -155,36 +125,11 @@ static void check_manifest(const char *dir) {
 }
 
 TEST(server_openai_node_client_suite) {
-    require_node_client();
+    test_require_node_package(openai_modules(), "openai", "OpenAI's client", "tests/openai");
     test_server_opts o = {.api_key = KEY, .max_streams = 1, .max_queue = -1};
     test_server ts;
     REQUIRE(test_server_start(&ts, &o) == 0);
-    const char *argv[] = {"node", "tests/openai/client_suite.mjs", ts.base, KEY, test_tmpdir(),
-                          NULL};
-    test_cmd_result r;
-    REQUIRE(test_run_program(&r, NULL, 0, 240, argv) == 0);
-    int checks = 0;
-    for (char *line = r.out; line && *line;) {
-        char *end = strchr(line, '\n');
-        if (end) *end = '\0';
-        cJSON *j = cJSON_Parse(line);
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(j, "check"));
-        const char *info = cJSON_GetStringValue(cJSON_GetObjectItem(j, "info"));
-        if (name) {
-            checks++;
-            bool ok = cJSON_IsTrue(cJSON_GetObjectItem(j, "ok"));
-            test_note("%s %s: %.300s", ok ? "ok  " : "FAIL", name, info ? info : "");
-            CHECK_MSG(ok, "openai client: %s: %s", name, info ? info : "");
-        } else if (*line) {
-            test_note("node: %.300s", line);
-        }
-        cJSON_Delete(j);
-        line = end ? end + 1 : NULL;
-    }
-    CHECK_MSG(r.status == 0, "node exited %d: %.2000s", r.status, r.err);
-    CHECK_MSG(checks == CHECKS_EXPECTED, "%d checks reported, want %d: %.2000s", checks,
-              CHECKS_EXPECTED, r.err);
-    test_cmd_result_free(&r);
+    test_node_suite("tests/openai/client_suite.mjs", &ts, KEY, "openai client", CHECKS_EXPECTED);
     check_manifest(test_tmpdir());
     /* the aborted streams are gone from the engine */
     gepard_engine_stats st;

@@ -17,19 +17,13 @@
 
 #define FRAMES 40 /* 1.86 s of audio at 22.05 kHz */
 
-static char *url(const test_server *ts, const char *path) {
-    static char b[256];
-    snprintf(b, sizeof b, "%s%s", ts->base, path);
-    return b;
-}
-
 /* POST a FRAMES-frame request with `fields`; 0 and the response in *h. */
 static int speak(test_server *ts, const char *fields, test_http *h) {
     char body[512];
     snprintf(body, sizeof body, "{\"input\":\"Hello world!\",\"max_frames\":%d," TS_GREEDY ",%s}",
              FRAMES, fields);
     *h = (test_http){0};
-    int rc = test_http_post(h, url(ts, "/v1/audio/speech"), NULL, body, NULL);
+    int rc = test_http_post(h, test_url(ts, "/v1/audio/speech"), NULL, body, NULL);
     if (rc == 0 && h->status != 200) return -1;
     return rc;
 }

@@ -140,11 +140,19 @@ enum MHD_Result gp_http_send_error(gp_http_request *r, const gp_api_error *e) {
     }
     if (e->status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (e->status == 405) {
-        const char *allow =
-            r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH ? "POST" : "GET, HEAD";
+        const char *allow = gp_route_synthesizes(r->route) ? "POST" : "GET, HEAD";
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
     }
     return gp_http_send_response(r, e->status, resp);
+}
+
+/* Compare every byte of the key whatever the input, so timing says nothing. */
+static bool key_matches(const char *given, const char *key) {
+    size_t n = strlen(given), k = strlen(key);
+    unsigned diff = (unsigned)(n != k);
+    for (size_t i = 0; i < k; i++)
+        diff |= (unsigned char)key[i] ^ (unsigned char)(i < n ? given[i] : 0);
+    return diff == 0;
 }
 
 bool gp_http_authorized(gp_http_request *r) {
@@ -152,15 +160,14 @@ bool gp_http_authorized(gp_http_request *r) {
     if (!key || !*key) return true;
     const char *h =
         MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
-    h += 7;
-    while (*h == ' ') h++;
-    size_t n = strlen(h), k = strlen(key);
-    /* Compare every byte of the key whatever the input, so timing says nothing. */
-    unsigned diff = (unsigned)(n != k);
-    for (size_t i = 0; i < k; i++)
-        diff |= (unsigned char)key[i] ^ (unsigned char)(i < n ? h[i] : 0);
-    return diff == 0;
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+        h += 7;
+        while (*h == ' ') h++;
+        return key_matches(h, key);
+    }
+    /* Cartesia's older clients send the key as X-API-Key */
+    h = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, "X-API-Key");
+    return h && key_matches(h, key);
 }
 
 bool gp_http_peer_gone(int fd) {

@@ -37,15 +37,20 @@ struct gp_metrics {
     int n_samples, next_sample;
 };
 
-static const char *route_names[GP_ROUTE_COUNT] = {"speech",  "speech_batch", "voices",
-                                                  "models",  "health",       "ready",
-                                                  "metrics", "playground",   "other"};
+static const char *route_names[GP_ROUTE_COUNT] = {
+    "speech",  "speech_batch", "voices",    "models",  "health",          "ready",
+    "metrics", "playground",   "tts_bytes", "tts_sse", "cartesia_voices", "other"};
 
 static const char *const close_reason_names[GP_CONN_CLOSE_COUNT] = {
     "receive_timeout", "connection_limit", "per_client_limit"};
 
 const char *gp_conn_close_reason_name(gp_conn_close_reason reason) {
     return (unsigned)reason < GP_CONN_CLOSE_COUNT ? close_reason_names[reason] : "?";
+}
+
+bool gp_route_synthesizes(gp_route r) {
+    return r == GP_ROUTE_SPEECH || r == GP_ROUTE_SPEECH_BATCH || r == GP_ROUTE_TTS_BYTES ||
+           r == GP_ROUTE_TTS_SSE;
 }
 
 const char *gp_route_name(gp_route route) {

@@ -13,6 +13,7 @@
 #ifndef GP_SERVER_METRICS_H
 #define GP_SERVER_METRICS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/buf.h"
@@ -27,11 +28,16 @@ typedef enum gp_route {
     GP_ROUTE_READY,
     GP_ROUTE_METRICS,
     GP_ROUTE_PLAYGROUND,
+    GP_ROUTE_TTS_BYTES,       /* Cartesia's POST /tts/bytes */
+    GP_ROUTE_TTS_SSE,         /* Cartesia's POST /tts/sse */
+    GP_ROUTE_CARTESIA_VOICES, /* Cartesia's GET /voices and /voices/{id} */
     GP_ROUTE_OTHER,
     GP_ROUTE_COUNT
 } gp_route;
 
 const char *gp_route_name(gp_route route);
+/* The routes that synthesise speech: POST, authorised, long-running. */
+bool gp_route_synthesizes(gp_route route);
 
 /* Why the server closed a connection itself (see connections.c). */
 typedef enum gp_conn_close_reason {

@@ -104,7 +104,8 @@ static gp_route route_of(const char *url) {
         {"/v1/audio/voices", GP_ROUTE_VOICES}, {"/v1/models", GP_ROUTE_MODELS},
         {"/health", GP_ROUTE_HEALTH},          {"/ready", GP_ROUTE_READY},
         {"/metrics", GP_ROUTE_METRICS},        {"/", GP_ROUTE_PLAYGROUND},
-        {"/index.html", GP_ROUTE_PLAYGROUND}};
+        {"/index.html", GP_ROUTE_PLAYGROUND},  {"/tts/bytes", GP_ROUTE_TTS_BYTES},
+        {"/tts/sse", GP_ROUTE_TTS_SSE},        {"/voices", GP_ROUTE_CARTESIA_VOICES}};
     size_t len = strcspn(url, "?");
     while (len > 1 && url[len - 1] == '/') len--; /* "/v1/models/" too */
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
@@ -113,21 +114,28 @@ static gp_route route_of(const char *url) {
     return GP_ROUTE_OTHER;
 }
 
-/* "/v1/models/{id}": the models route with the id kept in the request. */
-static void route_model_id(gp_http_request *r, const char *url) {
-    static const char prefix[] = "/v1/models/";
-    size_t n = sizeof prefix - 1;
-    if (r->route != GP_ROUTE_OTHER || strncmp(url, prefix, n) != 0) return;
-    size_t len = strcspn(url + n, "?");
-    while (len > 0 && url[n + len - 1] == '/') len--;
-    if (len == 0 || memchr(url + n, '/', len)) return;
-    r->route = GP_ROUTE_MODELS;
-    if (len >= sizeof r->model_id) {
-        r->model_id_too_long = true;
-        len = sizeof r->model_id - 1;
+/* "/v1/models/{id}" and "/voices/{id}": the models or Cartesia's voices
+ * route with the id kept in the request. */
+static void route_resource_id(gp_http_request *r, const char *url) {
+    static const struct {
+        const char *prefix;
+        gp_route route;
+    } prefixes[] = {{"/v1/models/", GP_ROUTE_MODELS}, {"/voices/", GP_ROUTE_CARTESIA_VOICES}};
+    for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++) {
+        size_t n = strlen(prefixes[k].prefix);
+        if (r->route != GP_ROUTE_OTHER || strncmp(url, prefixes[k].prefix, n) != 0) continue;
+        size_t len = strcspn(url + n, "?");
+        while (len > 0 && url[n + len - 1] == '/') len--;
+        if (len == 0 || memchr(url + n, '/', len)) return;
+        r->route = prefixes[k].route;
+        if (len >= sizeof r->model_id) {
+            r->model_id_too_long = true;
+            len = sizeof r->model_id - 1;
+        }
+        memcpy(r->model_id, url + n, len);
+        r->model_id[len] = '\0';
+        return;
     }
-    memcpy(r->model_id, url + n, len);
-    r->model_id[len] = '\0';
 }
 
 /* A client's X-Request-Id is echoed if it is 1-64 characters of
@@ -197,8 +205,6 @@ static int parse_cors_origins(gp_server *s, const char *list, gp_error *err) {
     return GEPARD_OK;
 }
 
-static bool is_post_route(gp_route r) { return r == GP_ROUTE_SPEECH || r == GP_ROUTE_SPEECH_BATCH; }
-
 /* Checks made when the headers are in, before any body is read. Returns
  * false after queueing an error response. */
 static bool check_request_head(gp_http_request *r, enum MHD_Result *ret) {
@@ -213,17 +219,18 @@ static bool check_request_head(gp_http_request *r, enum MHD_Result *ret) {
         bad = true;
         gp_http_fail(&e, 404, NULL, "not_found",
                      "no such endpoint; see /v1/audio/speech, /v1/audio/voices, /v1/models, "
-                     "/health, /ready, /metrics");
-    } else if (is_post_route(r->route) ? !r->is_post : !r->is_get) {
+                     "/tts/bytes, /tts/sse, /voices, /health, /ready, /metrics");
+    } else if (gp_route_synthesizes(r->route) ? !r->is_post : !r->is_get) {
         bad = true;
         gp_http_fail(&e, 405, NULL, "method_not_allowed", "this endpoint only accepts %s",
-                     is_post_route(r->route) ? "POST" : "GET");
-    } else if ((r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH ||
-                r->route == GP_ROUTE_VOICES || r->route == GP_ROUTE_MODELS) &&
+                     gp_route_synthesizes(r->route) ? "POST" : "GET");
+    } else if ((gp_route_synthesizes(r->route) || r->route == GP_ROUTE_VOICES ||
+                r->route == GP_ROUTE_MODELS || r->route == GP_ROUTE_CARTESIA_VOICES) &&
                !gp_http_authorized(r)) {
         bad = true;
         gp_http_fail(&e, 401, NULL, "invalid_api_key",
-                     "missing or wrong API key; send \"Authorization: Bearer <key>\"");
+                     "missing or wrong API key; send \"Authorization: Bearer <key>\" (or "
+                     "\"X-API-Key: <key>\")");
     } else if (r->is_post) {
         const char *type = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND,
                                                        MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -323,6 +330,7 @@ static enum MHD_Result handle_get(gp_http_request *r) {
         return gp_http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", &out);
     }
     case GP_ROUTE_PLAYGROUND: return gp_handle_playground(r);
+    case GP_ROUTE_CARTESIA_VOICES: return gp_handle_cartesia_voices(r);
     default: break;
     }
     gp_buf_free(&out);
@@ -342,7 +350,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->server = s;
         r->connection = connection;
         r->route = route_of(url);
-        route_model_id(r, url);
+        route_resource_id(r, url);
         set_request_id(r);
         r->is_options = strcmp(method, "OPTIONS") == 0;
         gp_access_entry_begin(&r->log, r->request_id, method, r->route);
@@ -381,6 +389,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     }
     if (r->route == GP_ROUTE_SPEECH) return gp_handle_speech(r);
     if (r->route == GP_ROUTE_SPEECH_BATCH) return gp_handle_speech_batch(r);
+    if (r->route == GP_ROUTE_TTS_BYTES || r->route == GP_ROUTE_TTS_SSE) return gp_handle_tts(r);
     return handle_get(r);
 }
 
@@ -391,7 +400,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     gp_conn_response_done(s, connection);
     gp_http_request *r = *con_cls;
     if (!r) return;
-    if (r->route == GP_ROUTE_SPEECH || r->route == GP_ROUTE_SPEECH_BATCH) /* back to idle */
+    if (gp_route_synthesizes(r->route)) /* back to idle */
         MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
                                   (unsigned)s->params.connection_timeout_s);
     gp_speech_pending_free(r);

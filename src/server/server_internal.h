@@ -120,7 +120,7 @@ typedef struct gp_http_request {
     gp_wake wake;                       /* while a handler waits (speech.c) */
     gp_speech_pending *pending;         /* a speech request started and not yet answered */
     char request_id[GP_REQUEST_ID_MAX]; /* sent as x-request-id */
-    char model_id[128];                 /* GET /v1/models/{id}; "" for the list */
+    char model_id[128];                 /* GET /v1/models/{id} or /voices/{id}; "" for the list */
     bool model_id_too_long;
     bool is_options;
     char cors_origin[256]; /* Access-Control-Allow-Origin for this request, or "" */
@@ -242,6 +242,17 @@ void gp_server_job_orphan(gp_server *s, gp_speech_job *job);
 
 /* ---- speech_options.c: request fields ---- */
 #define GP_OPENAI_PCM_RATE 24000 /* what OpenAI documents for response_format pcm */
+/* The rates a response may be resampled to (Cartesia's list; OpenAI's
+ * 24000 and the codec's 22050 among them). */
+#define GP_RESPONSE_RATE_COUNT 6
+extern const int gp_response_rates[GP_RESPONSE_RATE_COUNT];
+bool gp_response_rate_allowed(double rate);
+#define GP_CONTEXT_ID_MAX 129 /* a Cartesia context_id: 128 bytes and the NUL */
+/* How a streamed answer frames its audio as server-sent events. */
+typedef enum gp_sse_style {
+    GP_SSE_OPENAI = 0, /* data: {"type":"speech.audio.delta","audio":…}, then speech.audio.done */
+    GP_SSE_CARTESIA,   /* event: chunk / data: {"type":"chunk","data":…}, then event: done */
+} gp_sse_style;
 #define GP_MODEL_ALIAS_COUNT 5
 /* gepard, gepard-1.0, tts-1, tts-1-hd, gpt-4o-mini-tts */
 extern const char *const gp_model_aliases[GP_MODEL_ALIAS_COUNT];
@@ -252,9 +263,13 @@ typedef struct gp_speech_options {
     gepard_synth_params params;
     gp_audio_format format;
     bool sse;
+    gp_sse_style sse_style;
+    char context_id[GP_CONTEXT_ID_MAX]; /* echoed in Cartesia's events; "": none */
     bool stream;     /* false: the whole file in one response with Content-Length */
     int sample_rate; /* of the response; 0: 24000 for pcm, the codec's own otherwise */
+    int bit_rate;    /* MP3/Opus/AAC bits per second; 0: the format's default */
     double speed;    /* OpenAI's speed, 0.25-4.0; 1: as spoken */
+    double volume;   /* gain on the samples (Cartesia's generation_config.volume); 1: none */
     char voice[GP_VOICE_NAME_MAX];
     const gp_voice_entry *voice_entry; /* NULL: the default voice */
     const char *ref_audio;             /* base64, points into the request JSON */
@@ -271,6 +286,23 @@ int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voice
 /* The required `input`: a non-empty string of at most max_input_chars. */
 int gp_speech_input_parse(const cJSON *obj, const gp_server *s, const char **input,
                           gp_api_error *e);
+/* A number field of `obj` in [lo, hi], or a string field; absent or null
+ * leaves *v alone (and *present false). `prefix` goes before the key in
+ * errors ("items[2]." or "generation_config."). */
+int gp_field_number(const cJSON *obj, const char *key, const char *prefix, double lo, double hi,
+                    double *v, bool *present, gp_api_error *e);
+int gp_field_string(const cJSON *obj, const char *key, const char *prefix, const char **v,
+                    gp_api_error *e);
+/* The same for a text under another field name (Cartesia's `transcript`). */
+int gp_speech_text_parse(const cJSON *obj, const gp_server *s, const char *key, const char **text,
+                         gp_api_error *e);
+/* Gepard's sampling extensions (temperature, top_k, seed, ...) of `obj`. */
+int gp_speech_sampling_parse(const cJSON *obj, const gp_server *s, const char *prefix,
+                             gepard_synth_params *p, gp_api_error *e);
+/* The voice `name` from the server's voices (or a built-in name) into `o`;
+ * `param` names the field in errors. */
+int gp_speech_voice_set(const gp_voices *voices, const char *name, const char *param,
+                        gp_speech_options *o, gp_api_error *e);
 /* Parse the body as a JSON object, with errors that say where. */
 int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e);
 
@@ -281,6 +313,13 @@ struct gp_speech_job {
     gepard_voice *own_voice; /* from ref_audio; freed with the job */
     gp_audio_format format;
     bool sse;
+    gp_sse_style sse_style;
+    char context_id[GP_CONTEXT_ID_MAX];
+    char request_id[GP_REQUEST_ID_MAX]; /* for Cartesia's error event */
+    double last_chunk_s; /* when the last SSE chunk went out (Cartesia's step_time) */
+    float gain;          /* 1: none */
+    float *gained;
+    size_t cap_gained;
     int fd; /* the connection's socket, for hang-up checks; -1: none */
     double deadline;
     gp_wake *wake;                      /* signalled on new audio and at the end (wake_lock) */
@@ -346,6 +385,15 @@ void gp_flac_patch_length(char *data, size_t len, uint64_t samples);
 /* ---- handlers ---- */
 enum MHD_Result gp_handle_speech(gp_http_request *r);
 enum MHD_Result gp_handle_speech_batch(gp_http_request *r);
+/* One synthesis of `text` with options `o` for request r (speech.c): the
+ * JSON the text points into is taken over; answers as the options say
+ * (streamed audio or SSE, or a whole file). */
+enum MHD_Result gp_speech_run(gp_http_request *r, const gp_server_backend *b, cJSON *json,
+                              const char *text, const gp_speech_options *o);
+/* cartesia.c: Cartesia's API — POST /tts/bytes, POST /tts/sse, GET /voices
+ * and GET /voices/{id}. */
+enum MHD_Result gp_handle_tts(gp_http_request *r);
+enum MHD_Result gp_handle_cartesia_voices(gp_http_request *r);
 /* The request ended (the connection's completion callback): free what a
  * speech request still holds. */
 void gp_speech_pending_free(gp_http_request *r);

@@ -1,8 +1,9 @@
 /* speech.c — POST /v1/audio/speech (streamed audio, SSE, or a whole file
  * with "stream": false) and POST /v1/audio/speech/batch (one text, several
  * voices or option sets, run together and returned as JSON with base64
- * audio). Requests are validated completely before a stream starts, so every
- * problem the server can see in advance is a 4xx with nothing synthesised.
+ * audio); Cartesia's routes (cartesia.c) run through gp_speech_run too. Requests are validated
+ * completely before a stream starts, so every problem the server can see in advance is a 4xx with
+ * nothing synthesised.
  *
  * Nothing here blocks one of libmicrohttpd's threads. A request goes through
  * up to three steps, kept in the request (gp_speech_pending) between calls
@@ -47,6 +48,7 @@ static int start_job(gp_http_request *r, const gp_server_backend *b, const gp_sp
         return gp_http_fail(e, 500, NULL, "internal_error", "%s", err.message);
     }
     job->own_voice = own;
+    snprintf(job->request_id, sizeof job->request_id, "%s", r->request_id);
     job->input_tokens = count_tokens(b->model, text);
     gepard_synth_params p = o->params;
     p.voice = own ? own : (o->voice_entry ? o->voice_entry->voice : NULL);
@@ -64,14 +66,14 @@ static int start_job(gp_http_request *r, const gp_server_backend *b, const gp_sp
 
 static void add_audio_headers(struct MHD_Response *resp, const gp_speech_job *j,
                               const char *voice) {
-    char rate[16];
+    char rate[16], bits[8];
     snprintf(rate, sizeof rate, "%d", j->sample_rate);
-    bool is_float = j->format == GP_AUDIO_F32 || j->format == GP_AUDIO_WAV_FLOAT;
+    snprintf(bits, sizeof bits, "%d", gp_audio_format_bits(j->format));
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             j->sse ? "text/event-stream" : gp_audio_format_mime(j->format));
     MHD_add_response_header(resp, "X-Sample-Rate", rate);
     MHD_add_response_header(resp, "X-Channels", "1");
-    MHD_add_response_header(resp, "X-Bit-Depth", is_float ? "32" : "16");
+    MHD_add_response_header(resp, "X-Bit-Depth", bits);
     MHD_add_response_header(resp, "X-Audio-Format", gp_audio_format_name(j->format));
     MHD_add_response_header(resp, "X-Voice", voice);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
@@ -295,6 +297,24 @@ static enum MHD_Result speech_begin(gp_http_request *r) {
     return voices_continue(r);
 }
 
+enum MHD_Result gp_speech_run(gp_http_request *r, const gp_server_backend *b, cJSON *json,
+                              const char *text, const gp_speech_options *o) {
+    gp_api_error e;
+    gp_speech_pending *p = pending_create(r, NULL, 1, &e);
+    if (!p) {
+        cJSON_Delete(json);
+        return gp_http_send_error(r, &e);
+    }
+    p->json = json;
+    p->text = text;
+    p->backend = *b;
+    p->whole = !o->stream && !o->sse;
+    p->items[0].opts = *o;
+    snprintf(r->log.voice, sizeof r->log.voice, "%s", o->voice);
+    snprintf(p->items[0].param, sizeof p->items[0].param, "ref_audio");
+    return speech_begin(r);
+}
+
 enum MHD_Result gp_handle_speech(gp_http_request *r) {
     if (r->pending) return speech_continue(r); /* resumed */
     gp_api_error e;
@@ -309,19 +329,7 @@ enum MHD_Result gp_handle_speech(gp_http_request *r) {
         cJSON_Delete(json);
         return gp_http_send_error(r, &e);
     }
-    gp_speech_pending *p = pending_create(r, NULL, 1, &e);
-    if (!p) {
-        cJSON_Delete(json);
-        return gp_http_send_error(r, &e);
-    }
-    p->json = json;
-    p->text = text;
-    p->backend = b;
-    p->whole = !o.stream && !o.sse;
-    p->items[0].opts = o;
-    snprintf(r->log.voice, sizeof r->log.voice, "%s", o.voice);
-    snprintf(p->items[0].param, sizeof p->items[0].param, "ref_audio");
-    return speech_begin(r);
+    return gp_speech_run(r, &b, json, text, &o);
 }
 
 /* ---- batch ---- */

@@ -82,6 +82,10 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     j->server = s;
     j->format = o->format;
     j->sse = o->sse;
+    j->sse_style = o->sse_style;
+    snprintf(j->context_id, sizeof j->context_id, "%s", o->context_id);
+    j->gain = (float)o->volume;
+    j->last_chunk_s = gp_now_s();
     j->fd = gp_http_connection_fd(connection);
     j->deadline = gp_now_s() + s->params.request_timeout_s;
     gp_wake_init(&j->own_wake, connection, j->fd, j->deadline);
@@ -99,8 +103,8 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     if (!rc && j->sample_rate != native)
         rc = gp_resampler_create(native, j->sample_rate, &j->resampler, err);
     if (!rc)
-        rc = gp_audio_sink_open_stream(job_write_encoded, j, o->format, j->sample_rate, &j->sink,
-                                       err);
+        rc = gp_audio_sink_open_stream_at(job_write_encoded, j, o->format, j->sample_rate,
+                                          o->bit_rate, &j->sink, err);
     if (rc) {
         gp_job_free(j);
         return rc;
@@ -126,12 +130,33 @@ static int job_fail(gp_speech_job *j, const char *message) {
     return -1;
 }
 
-/* Wrap the encoded bytes in `raw` into one SSE delta event. */
+/* `"context_id":…` for Cartesia's events (nothing when the request had none). */
+static int append_context_id(gp_speech_job *j) {
+    if (!j->context_id[0]) return 0;
+    return gp_buf_append_str(&j->out, ",\"context_id\":") |
+           gp_json_append_string(&j->out, j->context_id);
+}
+
+/* Wrap the encoded bytes in `raw` into one SSE event: OpenAI's
+ * speech.audio.delta, or Cartesia's chunk with its step_time (ms since the
+ * previous chunk, or since the request). */
 static int job_frame_sse(gp_speech_job *j) {
     if (!j->sse || j->raw.len == 0) return 0;
-    int rc = gp_buf_append_str(&j->out, "data: {\"type\":\"speech.audio.delta\",\"audio\":\"");
-    rc |= gp_base64_append(&j->out, j->raw.data, j->raw.len);
-    rc |= gp_buf_append_str(&j->out, "\"}\n\n");
+    int rc;
+    if (j->sse_style == GP_SSE_CARTESIA) {
+        double now = gp_now_s();
+        rc = gp_buf_append_str(&j->out, "event: chunk\ndata: {\"type\":\"chunk\",\"data\":\"");
+        rc |= gp_base64_append(&j->out, j->raw.data, j->raw.len);
+        rc |= gp_buf_printf(&j->out, "\",\"done\":false,\"status_code\":206,\"step_time\":%.3f",
+                            (now - j->last_chunk_s) * 1000.0);
+        rc |= append_context_id(j);
+        rc |= gp_buf_append_str(&j->out, "}\n\n");
+        j->last_chunk_s = now;
+    } else {
+        rc = gp_buf_append_str(&j->out, "data: {\"type\":\"speech.audio.delta\",\"audio\":\"");
+        rc |= gp_base64_append(&j->out, j->raw.data, j->raw.len);
+        rc |= gp_buf_append_str(&j->out, "\"}\n\n");
+    }
     gp_buf_clear(&j->raw);
     return rc;
 }
@@ -141,6 +166,16 @@ static int job_frame_sse(gp_speech_job *j) {
 static int job_encode(gp_speech_job *j, const float *x, size_t n, bool flush) {
     gp_error err;
     gp_error_clear(&err);
+    if (j->gain != 1.0f && n) { /* the encoder clips what goes past full scale */
+        if (n > j->cap_gained) {
+            float *g = realloc(j->gained, n * sizeof(float));
+            if (!g) return job_fail(j, "out of memory changing the volume");
+            j->gained = g;
+            j->cap_gained = n;
+        }
+        for (size_t i = 0; i < n; i++) j->gained[i] = x[i] * j->gain;
+        x = j->gained;
+    }
     if (j->tempo) {
         j->n_tempo_out = 0;
         if ((n && gp_tempo_process(j->tempo, x, n, &j->tempo_out, &j->n_tempo_out,
@@ -196,7 +231,15 @@ static void job_record(gp_speech_job *j) {
     gp_metrics_stream_finished(j->server->metrics, &j->result, j->disconnected);
 }
 
-static void job_append_usage(gp_speech_job *j) {
+/* The last event of a successful SSE answer. */
+static void job_append_done(gp_speech_job *j) {
+    if (j->sse_style == GP_SSE_CARTESIA) {
+        gp_buf_append_str(&j->out, "event: done\ndata: {\"type\":\"done\",\"done\":true,"
+                                   "\"status_code\":200");
+        append_context_id(j);
+        gp_buf_append_str(&j->out, "}\n\n");
+        return;
+    }
     size_t out_tokens = j->result.frames;
     gp_buf_printf(&j->out,
                   "data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":%zu,"
@@ -205,6 +248,17 @@ static void job_append_usage(gp_speech_job *j) {
 }
 
 static void job_append_sse_error(gp_speech_job *j) {
+    if (j->sse_style == GP_SSE_CARTESIA) {
+        gp_buf_append_str(&j->out, "event: error\ndata: {\"type\":\"error\",\"done\":true,"
+                                   "\"status_code\":500,\"title\":\"Synthesis failed\","
+                                   "\"error_code\":\"synthesis_failed\",\"message\":");
+        gp_json_append_string(&j->out, j->error);
+        gp_buf_append_str(&j->out, ",\"request_id\":");
+        gp_json_append_string(&j->out, j->request_id);
+        append_context_id(j);
+        gp_buf_append_str(&j->out, "}\n\n");
+        return;
+    }
     gp_buf_append_str(&j->out, "data: {\"type\":\"error\",\"error\":{\"message\":");
     gp_json_append_string(&j->out, j->error);
     gp_buf_append_str(&j->out, ",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n");
@@ -229,7 +283,7 @@ static void job_finish(gp_speech_job *j) {
         if (j->failed)
             job_append_sse_error(j);
         else
-            job_append_usage(j);
+            job_append_done(j);
     }
     j->ended = true;
     job_record(j);
@@ -306,6 +360,7 @@ static void job_release(gp_speech_job *j) {
     gp_audio_sink_close(j->sink, false, NULL);
     gp_tempo_free(j->tempo);
     free(j->tempo_out);
+    free(j->gained);
     gp_resampler_free(j->resampler);
     free(j->resampled);
     gepard_voice_free(j->own_voice);

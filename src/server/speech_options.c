@@ -37,12 +37,21 @@ bool gp_model_name_accepted(const gp_server *s, const char *name) {
     return false;
 }
 
+const int gp_response_rates[GP_RESPONSE_RATE_COUNT] = {8000, 16000, 22050, 24000, 44100, 48000};
+
+bool gp_response_rate_allowed(double rate) {
+    for (int i = 0; i < GP_RESPONSE_RATE_COUNT; i++)
+        if (rate == gp_response_rates[i]) return true;
+    return false;
+}
+
 void gp_speech_options_init(gp_speech_options *o) {
     memset(o, 0, sizeof *o);
     o->params = gepard_synth_default_params();
     o->format = GP_AUDIO_MP3; /* OpenAI's default */
     o->stream = true;
     o->speed = 1.0;
+    o->volume = 1.0;
     snprintf(o->voice, sizeof o->voice, "default");
 }
 
@@ -89,8 +98,8 @@ int gp_request_json(const gp_http_request *r, cJSON **out, gp_api_error *e) {
 }
 
 /* A number field in [lo, hi]; absent or null leaves *v alone. */
-static int get_number(const cJSON *obj, const char *key, const char *prefix, double lo, double hi,
-                      double *v, bool *present, gp_api_error *e) {
+int gp_field_number(const cJSON *obj, const char *key, const char *prefix, double lo, double hi,
+                    double *v, bool *present, gp_api_error *e) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (present) *present = false;
     if (!item || cJSON_IsNull(item)) return 0;
@@ -110,7 +119,7 @@ static int get_integer(const cJSON *obj, const char *key, const char *prefix, do
                        double *v, bool *present, gp_api_error *e) {
     double x = *v;
     bool here = false;
-    if (get_number(obj, key, prefix, lo, hi, &x, &here, e)) return -1;
+    if (gp_field_number(obj, key, prefix, lo, hi, &x, &here, e)) return -1;
     if (present) *present = here;
     if (!here) return 0;
     if (x != floor(x)) {
@@ -124,8 +133,8 @@ static int get_integer(const cJSON *obj, const char *key, const char *prefix, do
 }
 
 /* A string field; absent or null leaves *v alone. */
-static int get_string(const cJSON *obj, const char *key, const char *prefix, const char **v,
-                      gp_api_error *e) {
+int gp_field_string(const cJSON *obj, const char *key, const char *prefix, const char **v,
+                    gp_api_error *e) {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!item || cJSON_IsNull(item)) return 0;
     if (!cJSON_IsString(item)) {
@@ -139,7 +148,7 @@ static int get_string(const cJSON *obj, const char *key, const char *prefix, con
 
 static int parse_model(const cJSON *obj, const gp_server *s, const char *prefix, gp_api_error *e) {
     const char *model = NULL;
-    if (get_string(obj, "model", prefix, &model, e)) return -1;
+    if (gp_field_string(obj, "model", prefix, &model, e)) return -1;
     if (!model || gp_model_name_accepted(s, model)) return 0;
     return gp_http_fail(e, 400, "model", "model_not_found",
                         "model \"%.100s\" is not served here; use \"%s\" (tts-1, tts-1-hd, "
@@ -147,6 +156,24 @@ static int parse_model(const cJSON *obj, const gp_server *s, const char *prefix,
                         "gpt-4o-mini-tts-2025-12-15 or tts-1-1106, and gepard are accepted as "
                         "aliases)",
                         model, s->model_name);
+}
+
+int gp_speech_voice_set(const gp_voices *voices, const char *name, const char *param,
+                        gp_speech_options *o, gp_api_error *e) {
+    const gp_voice_entry *entry = gp_voices_find(voices, name);
+    if (!entry && !gp_voices_is_builtin_name(name)) {
+        gp_buf names;
+        gp_buf_init(&names);
+        gp_voices_append_names(voices, &names);
+        gp_http_fail(e, 400, param, "voice_not_found",
+                     "voice \"%.100s\" does not exist; available voices: %.700s", name,
+                     names.data ? names.data : "[]");
+        gp_buf_free(&names);
+        return -1;
+    }
+    snprintf(o->voice, sizeof o->voice, "%s", name);
+    o->voice_entry = entry;
+    return 0;
 }
 
 static int parse_voice(const cJSON *obj, const gp_voices *voices, const char *prefix,
@@ -174,28 +201,14 @@ static int parse_voice(const cJSON *obj, const gp_voices *voices, const char *pr
         return gp_http_fail(e, 400, param, "invalid_type",
                             "%s must be a voice name (a string, or an object with an \"id\")",
                             param);
-    const char *name = item->valuestring;
-    const gp_voice_entry *entry = gp_voices_find(voices, name);
-    if (!entry && !gp_voices_is_builtin_name(name)) {
-        gp_buf names;
-        gp_buf_init(&names);
-        gp_voices_append_names(voices, &names);
-        gp_http_fail(e, 400, param, "voice_not_found",
-                     "voice \"%.100s\" does not exist; available voices: %.700s", name,
-                     names.data ? names.data : "[]");
-        gp_buf_free(&names);
-        return -1;
-    }
-    snprintf(o->voice, sizeof o->voice, "%s", name);
-    o->voice_entry = entry;
-    return 0;
+    return gp_speech_voice_set(voices, item->valuestring, param, o, e);
 }
 
 static int parse_format(const cJSON *obj, const char *prefix, gp_speech_options *o,
                         gp_api_error *e) {
     const char *name = NULL, *stream_format = NULL;
     char param[64];
-    if (get_string(obj, "response_format", prefix, &name, e)) return -1;
+    if (gp_field_string(obj, "response_format", prefix, &name, e)) return -1;
     if (name) {
         const char *why = NULL;
         int f = gp_audio_format_parse(name, &why);
@@ -208,7 +221,7 @@ static int parse_format(const cJSON *obj, const char *prefix, gp_speech_options 
                       "f32, wav-float)");
         o->format = (gp_audio_format)f;
     }
-    if (get_string(obj, "stream_format", prefix, &stream_format, e)) return -1;
+    if (gp_field_string(obj, "stream_format", prefix, &stream_format, e)) return -1;
     if (stream_format) {
         snprintf(param, sizeof param, "%sstream_format", prefix);
         if (strcmp(stream_format, "sse") == 0)
@@ -229,7 +242,7 @@ static int parse_format(const cJSON *obj, const char *prefix, gp_speech_options 
 }
 
 /* OpenAI's pcm is 24 kHz; the codec makes 22.05 kHz. Headerless pcm is
- * resampled to 24 kHz unless the request asks for the native rate; the
+ * resampled to 24 kHz unless the request asks for another rate; the
  * formats with a header keep the native rate unless asked (docs/SERVER.md). */
 static int parse_sample_rate(const cJSON *obj, const char *prefix, gp_speech_options *o,
                              gp_api_error *e) {
@@ -237,11 +250,12 @@ static int parse_sample_rate(const cJSON *obj, const char *prefix, gp_speech_opt
     bool here = false;
     if (get_integer(obj, "sample_rate", prefix, 0, 1e9, &rate, &here, e)) return -1;
     if (!here) return 0;
-    if (rate != 22050 && rate != 24000) {
+    if (!gp_response_rate_allowed(rate)) {
         char param[64];
         snprintf(param, sizeof param, "%ssample_rate", prefix);
         return gp_http_fail(e, 400, param, "invalid_value",
-                            "%s must be 24000 (OpenAI's rate) or 22050 (the codec's own), got %g",
+                            "%s must be 24000 (OpenAI's rate), 22050 (the codec's own), 8000, "
+                            "16000, 44100 or 48000, got %g",
                             param, rate);
     }
     o->sample_rate = (int)rate;
@@ -252,16 +266,16 @@ static int parse_sample_rate(const cJSON *obj, const char *prefix, gp_speech_opt
  * applied to the audio as it is delivered; io/tempo.h). */
 static int parse_speed(const cJSON *obj, const char *prefix, gp_speech_options *o,
                        gp_api_error *e) {
-    return get_number(obj, "speed", prefix, GP_TEMPO_MIN, GP_TEMPO_MAX, &o->speed, NULL, e);
+    return gp_field_number(obj, "speed", prefix, GP_TEMPO_MIN, GP_TEMPO_MAX, &o->speed, NULL, e);
 }
 
-static int parse_sampling(const cJSON *obj, const gp_server *s, const char *prefix,
-                          gepard_synth_params *p, gp_api_error *e) {
+int gp_speech_sampling_parse(const cJSON *obj, const gp_server *s, const char *prefix,
+                             gepard_synth_params *p, gp_api_error *e) {
     double v;
     bool here;
 #define NUMBER(key, field, lo, hi)                                                                 \
     v = p->field;                                                                                  \
-    if (get_number(obj, key, prefix, lo, hi, &v, NULL, e)) return -1;                              \
+    if (gp_field_number(obj, key, prefix, lo, hi, &v, NULL, e)) return -1;                         \
     p->field = (float)v
 #define INTEGER(key, field, lo, hi)                                                                \
     v = p->field;                                                                                  \
@@ -285,7 +299,7 @@ static int parse_sampling(const cJSON *obj, const gp_server *s, const char *pref
         p->random_seed = 0;
     }
     const char *mode = NULL;
-    if (get_string(obj, "cfg_uncond", prefix, &mode, e)) return -1;
+    if (gp_field_string(obj, "cfg_uncond", prefix, &mode, e)) return -1;
     if (mode) {
         if (strcmp(mode, "empty_text") == 0)
             p->cfg_uncond = GEPARD_CFG_EMPTY_TEXT;
@@ -303,11 +317,11 @@ int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voice
     const char *ignored = NULL;
     if (parse_model(obj, s, prefix, e) || parse_voice(obj, voices, prefix, o, e) ||
         parse_format(obj, prefix, o, e) || parse_sample_rate(obj, prefix, o, e) ||
-        parse_speed(obj, prefix, o, e) || parse_sampling(obj, s, prefix, &o->params, e) ||
-        get_string(obj, "instructions", prefix, &ignored, e))
+        parse_speed(obj, prefix, o, e) || gp_speech_sampling_parse(obj, s, prefix, &o->params, e) ||
+        gp_field_string(obj, "instructions", prefix, &ignored, e))
         return -1;
     const char *ref = NULL;
-    if (get_string(obj, "ref_audio", prefix, &ref, e)) return -1;
+    if (gp_field_string(obj, "ref_audio", prefix, &ref, e)) return -1;
     if (ref) {
         o->ref_audio = ref;
         o->ref_audio_len = strlen(ref);
@@ -315,28 +329,32 @@ int gp_speech_options_parse(const cJSON *obj, const gp_server *s, const gp_voice
     return 0;
 }
 
+int gp_speech_text_parse(const cJSON *obj, const gp_server *s, const char *key, const char **text,
+                         gp_api_error *e) {
+    *text = NULL;
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!item || cJSON_IsNull(item))
+        return gp_http_fail(e, 400, key, "missing_input", "%s is required: the text to speak", key);
+    if (!cJSON_IsString(item))
+        return gp_http_fail(e, 400, key, "invalid_type", "%s must be a string", key);
+    const char *t = item->valuestring;
+    size_t len = strlen(t), chars = 0;
+    for (size_t i = 0; i < len; i++) chars += ((unsigned char)t[i] & 0xC0) != 0x80;
+    bool blank = true;
+    for (size_t i = 0; i < len && blank; i++) blank = strchr(" \t\r\n\v\f", t[i]) != NULL;
+    if (blank)
+        return gp_http_fail(e, 400, key, "empty_input", "%s is empty — give some words to speak",
+                            key);
+    if (chars > s->params.max_input_chars)
+        return gp_http_fail(e, 400, key, "string_above_max_length",
+                            "%s has %zu characters; the limit is %zu — split the text into "
+                            "several requests",
+                            key, chars, s->params.max_input_chars);
+    *text = t;
+    return 0;
+}
+
 int gp_speech_input_parse(const cJSON *obj, const gp_server *s, const char **input,
                           gp_api_error *e) {
-    *input = NULL;
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, "input");
-    if (!item || cJSON_IsNull(item))
-        return gp_http_fail(e, 400, "input", "missing_input",
-                            "input is required: the text to speak");
-    if (!cJSON_IsString(item))
-        return gp_http_fail(e, 400, "input", "invalid_type", "input must be a string");
-    const char *text = item->valuestring;
-    size_t len = strlen(text), chars = 0;
-    for (size_t i = 0; i < len; i++) chars += ((unsigned char)text[i] & 0xC0) != 0x80;
-    bool blank = true;
-    for (size_t i = 0; i < len && blank; i++) blank = strchr(" \t\r\n\v\f", text[i]) != NULL;
-    if (blank)
-        return gp_http_fail(e, 400, "input", "empty_input",
-                            "input is empty — give some words to speak");
-    if (chars > s->params.max_input_chars)
-        return gp_http_fail(e, 400, "input", "string_above_max_length",
-                            "input has %zu characters; the limit is %zu — split the text into "
-                            "several requests",
-                            chars, s->params.max_input_chars);
-    *input = text;
-    return 0;
+    return gp_speech_text_parse(obj, s, "input", input, e);
 }

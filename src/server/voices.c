@@ -208,6 +208,26 @@ int gp_voices_append_names(const gp_voices *v, gp_buf *out) {
     return rc | gp_buf_append_str(out, "]");
 }
 
+int gp_voices_listed_count(const gp_voices *v) {
+    int n = v ? v->count : 0;
+    for (int i = 0; i < N_BUILTIN; i++) n += gp_voices_find(v, builtin_names[i]) == NULL;
+    return n;
+}
+
+const char *gp_voices_listed(const gp_voices *v, int i, const gp_voice_entry **entry) {
+    *entry = NULL;
+    if (v && i >= 0 && i < v->count) {
+        *entry = &v->items[i];
+        return v->items[i].name;
+    }
+    int k = i - (v ? v->count : 0);
+    for (int b = 0; b < N_BUILTIN && k >= 0; b++) {
+        if (gp_voices_find(v, builtin_names[b])) continue;
+        if (k-- == 0) return builtin_names[b];
+    }
+    return NULL;
+}
+
 static int append_file_or_null(gp_buf *out, const char *key, const char *file) {
     int rc = gp_buf_printf(out, ",\"%s\":", key);
     return rc | (file ? gp_json_append_string(out, file) : gp_buf_append_str(out, "null"));

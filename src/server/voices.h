@@ -51,6 +51,11 @@ bool gp_voices_is_builtin_name(const char *name);
 /* Append a JSON array of every usable name (directory voices, then the
  * built-in names no file overrides). */
 int gp_voices_append_names(const gp_voices *voices, gp_buf *out);
+/* Every usable voice in the listings' order (directory voices by name, then
+ * the built-in names no file overrides): how many there are, and the i-th's
+ * name and entry (*entry NULL for a built-in name). */
+int gp_voices_listed_count(const gp_voices *voices);
+const char *gp_voices_listed(const gp_voices *voices, int i, const gp_voice_entry **entry);
 /* Append the body of GET /v1/audio/voices. */
 int gp_voices_append_listing(const gp_voices *voices, gp_buf *out);
 

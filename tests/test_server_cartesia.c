@@ -1,0 +1,339 @@
+/* test_server_cartesia.c — `gepard serve`'s Cartesia routes (src/server/
+ * cartesia.c): the same audio as the OpenAI route for the same request,
+ * volume as an exact gain, the X-API-Key header, every refusal as a 400
+ * naming its field, SSE's error event when a stream fails, the voices'
+ * cursor pages; then Cartesia's official Node client (npm
+ * @cartesia/cartesia-js, pinned in tests/cartesia/package.json) through
+ * tests/cartesia/client_suite.mjs, whose WAV and MP3 bodies are decoded
+ * here with libsndfile. The client test is skipped, with a note, without
+ * node or the package. */
+#include <math.h>
+#include <sndfile.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/json.h"
+#include "node_suite.h"
+#include "server_harness.h"
+#include "test.h"
+
+#define KEY "sesame"
+#define CHECKS_EXPECTED 20 /* client_suite.mjs's checks */
+#define FRAMES 40
+
+/* POST a Cartesia request with `output_format` and `extra` fields. */
+static long tts(test_server *ts, const char *route, const char *output_format, const char *extra,
+                test_http *h) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"model_id\":\"sonic-3\",\"transcript\":\"Hello world!\",\"voice\":{\"mode\":"
+             "\"id\",\"id\":\"alloy\"},\"output_format\":%s,\"max_frames\":%d," TS_GREEDY "%s%s}",
+             output_format, FRAMES, extra[0] ? "," : "", extra);
+    *h = (test_http){0};
+    test_http_post(h, test_url(ts, route), NULL, body, KEY);
+    return h->status;
+}
+
+/* The Cartesia route and OpenAI's give the same samples for the same
+ * request (both at the codec's 22050 Hz, no resampling); volume is a gain
+ * applied to the float samples before encoding. */
+TEST(server_cartesia_bytes_equal_the_openai_route) {
+    test_server_opts o = {.api_key = KEY};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_http c, a = {0}, loud, quiet;
+    REQUIRE(tts(&ts, "/tts/bytes",
+                "{\"container\":\"raw\",\"encoding\":\"pcm_s16le\",\"sample_rate\":22050}", "",
+                &c) == 200);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"input\":\"Hello world!\",\"voice\":\"alloy\",\"response_format\":\"pcm\","
+             "\"sample_rate\":22050,\"max_frames\":%d," TS_GREEDY "}",
+             FRAMES);
+    test_http_post(&a, test_url(&ts, "/v1/audio/speech"), NULL, body, KEY);
+    REQUIRE(a.status == 200);
+    CHECK_EQ_INT(c.body.len, FRAMES * 1024 * 2);
+    CHECK(c.body.len == a.body.len && memcmp(c.body.data, a.body.data, a.body.len) == 0);
+    const char *f32 = "{\"container\":\"raw\",\"encoding\":\"pcm_f32le\",\"sample_rate\":22050}";
+    REQUIRE(tts(&ts, "/tts/bytes", f32, "", &loud) == 200);
+    REQUIRE(tts(&ts, "/tts/bytes", f32, "\"generation_config\":{\"volume\":0.5}", &quiet) == 200);
+    REQUIRE(loud.body.len == quiet.body.len && loud.body.len == FRAMES * 1024 * 4);
+    const float *x = (const float *)loud.body.data, *y = (const float *)quiet.body.data;
+    double worst = 0;
+    for (size_t i = 0; i < loud.body.len / 4; i++) worst = fmax(worst, fabs(y[i] - 0.5 * x[i]));
+    CHECK_MSG(worst == 0, "volume 0.5: %g from half the samples", worst);
+    const char *bits = test_http_header(&quiet, "X-Bit-Depth");
+    CHECK(bits && strcmp(bits, "32") == 0);
+    test_http_free(&c);
+    test_http_free(&a);
+    test_http_free(&loud);
+    test_http_free(&quiet);
+    test_server_stop(&ts);
+}
+
+/* The error code and param of an error body. */
+static void error_of(const test_http *h, char code[64], char param[64]) {
+    code[0] = param[0] = '\0';
+    cJSON *j = h->body.data ? cJSON_Parse(h->body.data) : NULL;
+    const cJSON *e = cJSON_GetObjectItem(j, "error");
+    const char *c = cJSON_GetStringValue(cJSON_GetObjectItem(e, "code"));
+    const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(e, "param"));
+    if (c) snprintf(code, 64, "%s", c);
+    if (p) snprintf(param, 64, "%s", p);
+    cJSON_Delete(j);
+}
+
+TEST(server_cartesia_refusals_name_the_field) {
+    test_server_opts o = {.api_key = KEY};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    const char *raw = "{\"container\":\"raw\",\"encoding\":\"pcm_s16le\",\"sample_rate\":24000}";
+    const struct {
+        const char *route, *format, *extra, *param;
+    } cases[] = {
+        {"/tts/bytes", raw, "\"model_id\":\"eleven_v3\"", "model_id"},
+        {"/tts/bytes", raw, "\"transcript\":\"  \"", "transcript"},
+        {"/tts/bytes", raw, "\"voice\":{\"mode\":\"id\"}", "voice.id"},
+        {"/tts/bytes", raw, "\"voice\":{\"mode\":\"embedding\",\"embedding\":[1]}", "voice.mode"},
+        {"/tts/bytes", raw, "\"voice\":{\"mode\":\"clone\",\"id\":\"alloy\"}", "voice.mode"},
+        {"/tts/bytes", raw, "\"voice\":7", "voice"},
+        {"/tts/bytes", "\"wav\"", "", "output_format"},
+        {"/tts/bytes", "{\"container\":\"flac\",\"sample_rate\":24000}", "",
+         "output_format.container"},
+        {"/tts/bytes", "{\"container\":\"raw\",\"sample_rate\":24000}", "",
+         "output_format.encoding"},
+        {"/tts/bytes", "{\"container\":\"wav\",\"encoding\":\"pcm_s24le\",\"sample_rate\":24000}",
+         "", "output_format.encoding"},
+        {"/tts/bytes", "{\"container\":\"raw\",\"encoding\":\"pcm_s16le\"}", "",
+         "output_format.sample_rate"},
+        {"/tts/bytes", "{\"container\":\"raw\",\"encoding\":\"pcm_s16le\",\"sample_rate\":11025}",
+         "", "output_format.sample_rate"},
+        {"/tts/bytes", "{\"container\":\"mp3\",\"sample_rate\":24000,\"bit_rate\":48000}", "",
+         "output_format.bit_rate"},
+        {"/tts/sse", "{\"container\":\"mp3\",\"sample_rate\":24000}", "",
+         "output_format.container"},
+        {"/tts/sse", raw, "\"add_phoneme_timestamps\":true", "add_phoneme_timestamps"},
+        {"/tts/sse", raw, "\"add_timestamps\":\"yes\"", "add_timestamps"},
+        {"/tts/bytes", raw, "\"continue\":true", "continue"},
+        {"/tts/bytes", raw, "\"language\":\"en\",\"locale\":\"en-US\"", "locale"},
+        {"/tts/bytes", raw, "\"generation_config\":{\"speed\":2}", "generation_config.speed"},
+        {"/tts/bytes", raw, "\"generation_config\":{\"volume\":0.1}", "generation_config.volume"},
+        {"/tts/bytes", raw, "\"generation_config\":[]", "generation_config"},
+        {"/tts/bytes", raw, "\"speed\":\"warp\"", "speed"},
+        {"/tts/bytes", raw, "\"speed\":3", "speed"},
+        {"/tts/bytes", raw, "\"top_k\":-2", "top_k"},
+    };
+    char long_id[300];
+    memset(long_id, 'c', sizeof long_id);
+    long_id[sizeof long_id - 1] = '\0';
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_http h;
+        /* cJSON finds a key's first occurrence: the case's field, written
+         * first, overrides the defaults after it */
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{%s%s\"model_id\":\"sonic-3\",\"transcript\":\"Hi\",\"voice\":\"alloy\","
+                 "\"output_format\":%s}",
+                 cases[i].extra, cases[i].extra[0] ? "," : "", cases[i].format);
+        h = (test_http){0};
+        test_http_post(&h, test_url(&ts, cases[i].route), NULL, body, KEY);
+        char code[64], param[64];
+        error_of(&h, code, param);
+        CHECK_MSG(h.status == 400 && strcmp(param, cases[i].param) == 0,
+                  "%s %s: HTTP %ld param \"%s\" (want %s): %.300s", cases[i].route, body, h.status,
+                  param, cases[i].param, h.body.data ? h.body.data : "");
+        test_http_free(&h);
+    }
+    char body[600];
+    snprintf(body, sizeof body,
+             "{\"context_id\":\"%s\",\"model_id\":\"sonic-3\",\"transcript\":\"Hi\",\"voice\":"
+             "\"alloy\",\"output_format\":%s}",
+             long_id, raw);
+    test_http h = {0};
+    test_http_post(&h, test_url(&ts, "/tts/sse"), NULL, body, KEY);
+    CHECK_EQ_INT(h.status, 400);
+    test_http_free(&h);
+    /* the wrong method, and no key */
+    h = (test_http){0};
+    test_http_get(&h, test_url(&ts, "/tts/bytes"), KEY);
+    CHECK_EQ_INT(h.status, 405);
+    const char *allow = test_http_header(&h, "Allow");
+    CHECK(allow && strcmp(allow, "POST") == 0);
+    test_http_free(&h);
+    h = (test_http){0};
+    test_http_get(&h, test_url(&ts, "/voices"), NULL);
+    CHECK_EQ_INT(h.status, 401);
+    test_http_free(&h);
+    test_server_stop(&ts);
+}
+
+/* Cartesia's older clients send the key as X-API-Key. */
+TEST(server_cartesia_x_api_key) {
+    test_server_opts o = {.api_key = KEY};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    const char *keys[2] = {KEY, "wrong"};
+    const int want[2] = {200, 401};
+    for (int k = 0; k < 2; k++) {
+        int fd = test_tcp_connect(ts.port, 10);
+        REQUIRE(fd >= 0);
+        char req[256], head[2048];
+        snprintf(req, sizeof req,
+                 "GET /voices?limit=1 HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nCartesia-Version: "
+                 "2026-08-14\r\nConnection: close\r\n\r\n",
+                 keys[k]);
+        REQUIRE(test_tcp_send(fd, req, strlen(req)) == 0);
+        CHECK_EQ_INT(test_tcp_read_head(fd, head, sizeof head), want[k]);
+        close(fd);
+    }
+    test_server_stop(&ts);
+}
+
+/* A stream that fails after its first chunks ends with Cartesia's error
+ * event (title, message, request_id, context_id) rather than `done`. */
+TEST(server_cartesia_sse_error_event) {
+    test_server_opts o = {.api_key = KEY, .request_timeout_s = 0.4};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_http h = {0};
+    const char *body =
+        "{\"model_id\":\"sonic-3\",\"transcript\":\"Hello world!\",\"voice\":\"alloy\","
+        "\"context_id\":\"c-7\",\"output_format\":{\"container\":\"raw\",\"encoding\":"
+        "\"pcm_s16le\",\"sample_rate\":16000},\"max_frames\":4000," TS_GREEDY "}";
+    test_http_post(&h, test_url(&ts, "/tts/sse"), NULL, body, KEY);
+    REQUIRE(h.status == 200 && h.body.data);
+    const char *type = test_http_header(&h, "Content-Type");
+    CHECK(type && strcmp(type, "text/event-stream") == 0);
+    const char *err = strstr(h.body.data, "event: error\ndata: ");
+    REQUIRE_MSG(err, "no error event in %.300s",
+                h.body.data + (h.body.len > 300 ? h.body.len - 300 : 0));
+    CHECK(strstr(h.body.data, "event: chunk\ndata: {\"type\":\"chunk\"") < err);
+    CHECK(!strstr(h.body.data, "event: done"));
+    cJSON *j = cJSON_Parse(err + strlen("event: error\ndata: "));
+    REQUIRE(j);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(j, "done")));
+    CHECK_EQ_INT(cJSON_GetObjectItem(j, "status_code")->valueint, 500);
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(j, "message"));
+    CHECK(msg && strstr(msg, "time limit"));
+    const char *rid = cJSON_GetStringValue(cJSON_GetObjectItem(j, "request_id"));
+    const char *hid = test_http_header(&h, "x-request-id");
+    CHECK(rid && hid && strcmp(rid, hid) == 0);
+    CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "context_id")), "c-7") == 0);
+    cJSON_Delete(j);
+    test_http_free(&h);
+    test_server_stop(&ts);
+}
+
+/* The ids of a /voices page, comma-separated, and its has_more. */
+static long voices_page(test_server *ts, const char *query, char *ids, size_t cap, bool *more) {
+    char path[256];
+    snprintf(path, sizeof path, "/voices%s", query);
+    test_http h = {0};
+    test_http_get(&h, test_url(ts, path), KEY);
+    ids[0] = '\0';
+    *more = false;
+    cJSON *j = h.status == 200 ? cJSON_Parse(h.body.data) : NULL;
+    for (const cJSON *v = cJSON_GetObjectItem(j, "data") ? cJSON_GetObjectItem(j, "data")->child
+                                                         : NULL;
+         v; v = v->next) {
+        size_t n = strlen(ids);
+        snprintf(ids + n, cap - n, "%s%s", n ? "," : "",
+                 cJSON_GetStringValue(cJSON_GetObjectItem(v, "id")));
+    }
+    *more = cJSON_IsTrue(cJSON_GetObjectItem(j, "has_more"));
+    cJSON_Delete(j);
+    long status = h.status;
+    test_http_free(&h);
+    return status;
+}
+
+TEST(server_cartesia_voice_pages) {
+    test_server_opts o = {.api_key = KEY};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    char ids[1024];
+    bool more;
+    CHECK_EQ_INT(voices_page(&ts, "?limit=2", ids, sizeof ids, &more), 200);
+    CHECK_MSG(strcmp(ids, "alloy,ash") == 0 && more, "%s", ids);
+    CHECK_EQ_INT(voices_page(&ts, "?limit=2&starting_after=ash", ids, sizeof ids, &more), 200);
+    CHECK_MSG(strcmp(ids, "ballad,coral") == 0 && more, "%s", ids);
+    CHECK_EQ_INT(voices_page(&ts, "?limit=2&ending_before=coral", ids, sizeof ids, &more), 200);
+    CHECK_MSG(strcmp(ids, "ash,ballad") == 0 && more, "%s", ids);
+    CHECK_EQ_INT(voices_page(&ts, "?ending_before=ash", ids, sizeof ids, &more), 200);
+    CHECK_MSG(strcmp(ids, "alloy") == 0 && !more, "%s", ids);
+    CHECK_EQ_INT(voices_page(&ts, "?limit=100&starting_after=cedar", ids, sizeof ids, &more), 200);
+    CHECK_MSG(strcmp(ids, "default") == 0 && !more, "%s", ids);
+    CHECK_EQ_INT(voices_page(&ts, "?q=SH", ids, sizeof ids, &more), 200);
+    CHECK_MSG(strcmp(ids, "ash,shimmer") == 0 && !more, "%s", ids);
+    CHECK_EQ_INT(voices_page(&ts, "?gender=feminine", ids, sizeof ids, &more), 200);
+    CHECK_MSG(ids[0] == '\0', "%s", ids);
+    CHECK_EQ_INT(voices_page(&ts, "?limit=0", ids, sizeof ids, &more), 400);
+    CHECK_EQ_INT(voices_page(&ts, "?limit=2x", ids, sizeof ids, &more), 400);
+    CHECK_EQ_INT(voices_page(&ts, "?starting_after=nobody", ids, sizeof ids, &more), 400);
+    test_http h = {0};
+    test_http_get(&h, test_url(&ts, "/voices/verse"), KEY);
+    CHECK(h.status == 200 && h.body.data && strstr(h.body.data, "\"id\":\"verse\""));
+    test_http_free(&h);
+    h = (test_http){0};
+    test_http_get(&h, test_url(&ts, "/voices/nobody"), KEY);
+    CHECK_EQ_INT(h.status, 404);
+    test_http_free(&h);
+    test_server_stop(&ts);
+}
+
+/* ---- Cartesia's Node client ---- */
+
+static const char *cartesia_modules(void) {
+    const char *env = getenv("GEPARD_CARTESIA_NODE_MODULES");
+    return env && *env ? env : "tests/cartesia/node_modules";
+}
+
+/* Decode every saved body: its rate, its length (lossless within one codec
+ * frame, MP3 within 0.1 s for the encoder's delay and padding) and an MP3's
+ * size against its bit rate. */
+static void check_manifest(const char *dir) {
+    char path[1024];
+    cJSON *m = test_node_manifest();
+    if (!m) return;
+    int files = 0;
+    for (const cJSON *f = m->child; f; f = f->next, files++) {
+        const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(f, "file"));
+        int rate = cJSON_GetObjectItem(f, "rate")->valueint;
+        double want = cJSON_GetObjectItem(f, "seconds")->valuedouble;
+        bool lossy = cJSON_IsTrue(cJSON_GetObjectItem(f, "lossy"));
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        int got_rate, channels;
+        double secs = test_sndfile_seconds(path, &got_rate, &channels);
+        CHECK_MSG(secs >= 0, "%s does not decode: %s", file, sf_strerror(NULL));
+        if (secs < 0) continue;
+        test_note("%s: %.3f s at %d Hz (want %.3f s at %d Hz)", file, secs, got_rate, want, rate);
+        CHECK_EQ_INT(got_rate, rate);
+        CHECK_EQ_INT(channels, 1);
+        double tol = lossy ? 0.1 : 1024.0 / 22050;
+        CHECK_MSG(fabs(secs - want) <= tol, "%s: %.3f s, want %.3f +- %.3f", file, secs, want, tol);
+        int bit_rate = cJSON_GetObjectItem(f, "bit_rate")->valueint;
+        if (bit_rate) {
+            double bytes = cJSON_GetObjectItem(f, "bytes")->valuedouble;
+            double expect = bit_rate / 8.0 * want;
+            CHECK_MSG(fabs(bytes - expect) <= 0.15 * expect + 1500, "%s: %.0f bytes, ~%.0f", file,
+                      bytes, expect);
+        }
+    }
+    CHECK_EQ_INT(files, 7);
+    cJSON_Delete(m);
+}
+
+TEST(server_cartesia_node_client_suite) {
+    test_require_node_package(cartesia_modules(), "@cartesia/cartesia-js", "Cartesia's client",
+                              "tests/cartesia");
+    test_server_opts o = {.api_key = KEY, .max_streams = 2};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_node_suite("tests/cartesia/client_suite.mjs", &ts, KEY, "cartesia client",
+                    CHECKS_EXPECTED);
+    check_manifest(test_tmpdir());
+    test_server_stop(&ts);
+}

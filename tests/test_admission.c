@@ -204,3 +204,14 @@ TEST(admission_engine_holds_back_what_would_not_be_real_time) {
     CHECK(largest > 1);
     CHECK_EQ_INT(st.realtime_capacity, 6);
 }
+
+/* Without a real-time limit (margin 0) nothing is paced: a burst fills every
+ * slot in one cycle, as the capacity says. */
+TEST(admission_without_a_limit_admits_every_slot_at_once) {
+    gp_admission a;
+    REQUIRE(gp_admission_init(&a, 1024, 0, 0.0464) == 0);
+    gp_admission_begin_service(&a);
+    CHECK_EQ_INT(gp_admission_admit_limit(&a, 0), 1024);
+    CHECK_EQ_INT(gp_admission_admit_limit(&a, 16), 1024);
+    gp_admission_free(&a);
+}

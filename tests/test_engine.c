@@ -1,12 +1,15 @@
 /* test_engine.c — the public engine API on the fixtures: batched streams
  * give the same audio as single ones, first audio arrives after the first
  * frame, cancellation (by callback, by another thread, by freeing) returns
- * every KV block, a full queue answers BUSY, and long text is segmented. */
+ * every KV block, a full queue answers BUSY, and long text is segmented
+ * (a later sentence's prefill marked urgent). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/engine_internal.h"
 #include "engine_fixture.h"
 #include "gepard.h"
 #include "test.h"
@@ -225,5 +228,56 @@ TEST(engine_warm_up_runs_batches_and_restarts_counters) {
     CHECK(c.n > 0);
     free(c.samples);
     CHECK(gepard_engine_warm_up(NULL, 0, 0, NULL) == GEPARD_ERR_INVALID_ARGUMENT);
+    engine_fixture_close(&f);
+}
+
+/* Which sentence each frame came from, and whether its generation stream
+ * was marked urgent for gathered prefills (read on the step thread, where
+ * the frame callback runs and the stream's state is stable). */
+typedef struct urgency_probe {
+    gepard_stream *_Atomic stream;
+    int frames[2], urgent[2];
+} urgency_probe;
+
+static int probe_frame(const int32_t *codes, int channels, void *user) {
+    (void)codes;
+    (void)channels;
+    urgency_probe *u = user;
+    gepard_stream *s = atomic_load(&u->stream);
+    if (!s || !s->gen) return 0;
+    int seg = s->result.segments > 0 ? 1 : 0;
+    u->frames[seg]++;
+    u->urgent[seg] += s->gen->prefill_urgent;
+    return 0;
+}
+
+/* A later sentence of a split text is marked urgent (its listener is
+ * playing the earlier ones), the first one is not: gathered prefills
+ * (GEPARD_GPU_PREFILL_EVERY) hold only new arrivals. */
+TEST(engine_later_sentences_prefill_urgently) {
+    engine_fixture f;
+    REQUIRE_MSG(engine_fixture_open(&f, 2, 2, NULL, NULL) == 0, "%s", gepard_last_error());
+    urgency_probe u;
+    memset(&u, 0, sizeof u);
+    gepard_synth_params p = engine_test_params(7, 30);
+    p.split_text = 1;
+    gepard_stream_callbacks cb = {.on_frame = probe_frame, .user = &u};
+    gepard_stream *s;
+    /* a first sentence past the segmenter's 200-byte packing target */
+    const char *text =
+        "This is the first sentence, and it goes on for quite a while, on and on, so that the "
+        "segmenter reaches its packing target of two hundred bytes before the sentence ends and "
+        "cannot put the next one beside it. And here comes the second sentence.";
+    REQUIRE(gepard_stream_start(f.engine, text, &p, &cb, &s) == GEPARD_OK);
+    atomic_store(&u.stream, s);
+    gepard_synth_result res;
+    REQUIRE(gepard_stream_wait(s, &res) == GEPARD_OK);
+    test_note("segments %d; frames seen %d / %d, urgent %d / %d", res.segments, u.frames[0],
+              u.frames[1], u.urgent[0], u.urgent[1]);
+    CHECK_EQ_INT(res.segments, 2);
+    CHECK(u.frames[0] > 0 && u.frames[1] > 0);
+    CHECK_EQ_INT(u.urgent[0], 0);
+    CHECK_EQ_INT(u.urgent[1], u.frames[1]);
+    gepard_stream_free(s);
     engine_fixture_close(&f);
 }

@@ -188,3 +188,27 @@ TEST(engine_gathered_prefills_go_every_fourth_cycle) {
     e.prefill_every = 1;
     for (int cycle = 0; cycle < 4; cycle++) CHECK(gp_engine_prefill_now(&e, load, 1, false));
 }
+
+/* What gathering counts: streams in prefill, and whether one of them must
+ * not wait — its prefill begun, or a later sentence of a stream whose
+ * listener is already playing the earlier ones (prefill_urgent, set by
+ * gp_stream_begin_segment), which would otherwise fall silent for up to
+ * prefill_every - 1 more cycles at every sentence boundary. */
+TEST(engine_gathering_never_holds_a_playing_streams_next_sentence) {
+    gp_gen_stream s[3];
+    memset(s, 0, sizeof s);
+    gp_gen_stream *list[3] = {&s[0], &s[1], &s[2]};
+    s[0].phase = GP_GEN_DECODE;
+    s[1].phase = GP_GEN_PREFILL;
+    s[2].phase = GP_GEN_PREFILL;
+    bool started = true;
+    CHECK_EQ_INT(gp_gen_prefill_waiting(list, 3, &started), 2);
+    CHECK(!started); /* two new arrivals: they may be gathered */
+    s[2].prefill_urgent = true;
+    CHECK_EQ_INT(gp_gen_prefill_waiting(list, 3, &started), 2);
+    CHECK(started);
+    s[2].prefill_urgent = false;
+    s[1].cond.fed = 3;
+    CHECK_EQ_INT(gp_gen_prefill_waiting(list, 3, &started), 2);
+    CHECK(started);
+}

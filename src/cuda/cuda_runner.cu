@@ -617,6 +617,10 @@ static int launch_graph(gp_dev_runner *r, gp_dev_kv *kv, int rows, int splits, g
             if (r->n_graphs >= r->max_graphs) break; /* (room for the sizes in use) */
             if ((rc = capture_graph(r, kv, size, 1, &other, st))) return rc;
         }
+        /* the graph launched now is the most recently used, not the ones
+         * captured after it (the cache evicts the least recently used) */
+        gp_cuda_graph *used = find_graph(r, kv, rows, splits);
+        if (used) used->last_use = ++r->graph_clock;
     }
     return gp_cuda_check(cudaGraphLaunch(exec, r->stream), "cudaGraphLaunch", st);
 }

@@ -129,6 +129,7 @@ int gp_admission_capacity(gp_admission *a, int active) {
 
 int gp_admission_admit_limit(gp_admission *a, int active) {
     const int cap = gp_admission_capacity(a, active);
+    if (a->budget_s <= 0) return cap; /* no real-time limit: nothing to pace for */
     const int grow = active / 4 > GP_ADMISSION_GROW_MIN ? active / 4 : GP_ADMISSION_GROW_MIN;
     return cap - active > grow ? active + grow : cap;
 }

@@ -59,7 +59,8 @@ int gp_admission_capacity(gp_admission *a, int active);
 /* The figures measured so far become provisional (after a warm-up). */
 void gp_admission_begin_service(gp_admission *a);
 /* The capacity, growing by at most max(GP_ADMISSION_GROW_MIN, active / 4)
- * streams over `active` in one cycle. */
+ * streams over `active` in one cycle; without a real-time limit (budget 0)
+ * the capacity itself, max_streams. */
 int gp_admission_admit_limit(gp_admission *a, int active);
 
 #endif

@@ -453,12 +453,14 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     pthread_cond_init(&e->cycle_done, NULL);
     gp_gen_workspace_init(&e->work);
     /* A device reserves its step buffers once for the engine's biggest step
-     * (an idle prefill, or every stream decoding with prefill on top), so its
-     * warm-up's graphs survive into service. */
-    e->work.device_reserve_rows =
-        e->params.max_streams + (e->prefill_on_top ? e->params.prefill_chunk : 0);
-    if (e->work.device_reserve_rows < ENGINE_IDLE_PREFILL_ROWS)
-        e->work.device_reserve_rows = ENGINE_IDLE_PREFILL_ROWS;
+     * (an idle prefill, a prefill chunk, or every stream decoding — two rows
+     * each under guidance, a per-request option — with prefill on top), so
+     * its warm-up's graphs survive into service: growing the buffers frees
+     * every graph. */
+    int reserve = 2 * e->params.max_streams + (e->prefill_on_top ? e->params.prefill_chunk : 0);
+    if (reserve < e->params.prefill_chunk) reserve = e->params.prefill_chunk;
+    if (reserve < ENGINE_IDLE_PREFILL_ROWS) reserve = ENGINE_IDLE_PREFILL_ROWS;
+    e->work.device_reserve_rows = reserve;
     const gp_backbone_config *bb = &model->model->cfg.backbone;
     int rc = GEPARD_OK;
     if (codec && codec->codec->pool) {

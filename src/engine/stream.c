@@ -125,6 +125,8 @@ int gp_stream_begin_segment(gepard_engine *e, gepard_stream *s, bool *no_more, g
         gp_gen_free(gen, e->kv);
         return rc;
     }
+    /* a later sentence: its listener is playing the earlier ones */
+    gen->prefill_urgent = s->result.segments > 0 || s->result.samples > 0;
     s->gen = gen;
     s->frames_delivered = 0;
     s->frames_signaled = 0;

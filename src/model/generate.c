@@ -83,7 +83,8 @@ int gp_gen_prefill_waiting(gp_gen_stream *const *streams, int n, bool *started) 
         const gp_gen_stream *s = streams[i];
         if (s->phase != GP_GEN_PREFILL) continue;
         waiting++;
-        if (s->cond.fed > 0 || (s->uncond.used && s->uncond.fed > 0)) *started = true;
+        if (s->prefill_urgent || s->cond.fed > 0 || (s->uncond.used && s->uncond.fed > 0))
+            *started = true;
     }
     return waiting;
 }

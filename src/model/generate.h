@@ -104,6 +104,9 @@ struct gp_gen_stream {
     gp_gen_probs_fn on_probs;
     void *user;
     uint64_t step_mark; /* the workspace step that last ran rows of this stream */
+    /* A listener is already playing this stream (a later sentence of its
+     * text): its prefill is never held back to be gathered with others. */
+    bool prefill_urgent;
 };
 
 /* Create a stream for layout ids (text after the repetition layout, ending in
@@ -131,7 +134,8 @@ void gp_gen_cancel(gp_gen_stream *s);
  * stream, two while guided): what a row budget meant for prefill adds to. */
 int gp_gen_decode_rows(gp_gen_stream *const *streams, int n);
 /* Streams still waiting for (part of) their prefill; *started: whether one
- * of them already ran part of it (its rest should not wait). */
+ * of them already ran part of it, or is urgent (prefill_urgent), so that
+ * the prefill should not wait. */
 int gp_gen_prefill_waiting(gp_gen_stream *const *streams, int n, bool *started);
 
 /* The two halves of one reference loop iteration, used by gp_gen_step:

@@ -94,7 +94,7 @@
 #        and on all cores, at the best kernel level and with GEPARD_KERNELS=avx2,
 #        each run interleaved with the previous build's programs when the bundle
 #        has them (.device/base.tar.xz: `make device-bundle DEVICE_BASE_DIR=...`). Writes cpu.log and cpu-*.json. CPU_KERNELS
-#        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (32) narrow it;
+#        ("best avx2"), CPU_CORES ("2 <all>") and BENCH_FRAMES (64: the bench's own default, issue 15's protocol) narrow it;
 #        CPU_NO_TESTS=1 skips the tests; CPU_NO_PREFILL=1 the prefill_bench runs;
 #        CPU_ENV_VARIANTS="NAME:VAR=VALUE[+VAR=VALUE] ..." adds this build's bench
 #        under each setting to every round (e.g. "pf4k:GEPARD_DECODE_PREFETCH=4096").
@@ -592,14 +592,14 @@ if want cpu; then
                         f="$out/cpu-$b-$kernels-$cores-$rep.json"
                         env $kenv taskset -c $cpus "$(prog $b gepard)" bench --device cpu \
                             --model /tmp/rs/model --codec /tmp/rs/codec --threads $cores \
-                            --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
+                            --frames "${BENCH_FRAMES:-64}" "$@" > "$f" 2> "$f.err"
                         echo "bench $b kernels=$kernels cores=$cores rep=$rep: $(python3 scripts/cpu-summary.py "$f")"
                     done
                     for v in ${CPU_ENV_VARIANTS:-}; do # NAME:VAR=VALUE[+VAR=VALUE] of this build
                         f="$out/cpu-${v%%:*}-$kernels-$cores-$rep.json"
                         env $kenv $(echo "${v#*:}" | tr '+' ' ') taskset -c $cpus "$bin/gepard" \
                             bench --device cpu --model /tmp/rs/model --codec /tmp/rs/codec \
-                            --threads $cores --frames "${BENCH_FRAMES:-32}" "$@" > "$f" 2> "$f.err"
+                            --threads $cores --frames "${BENCH_FRAMES:-64}" "$@" > "$f" 2> "$f.err"
                         echo "bench ${v%%:*} kernels=$kernels cores=$cores rep=$rep: $(python3 scripts/cpu-summary.py "$f")"
                     done
                 done

@@ -194,8 +194,8 @@ static int refuse_true(const cJSON *json, const char *key, const char *why, gp_a
     return gp_http_fail(e, 400, key, "unsupported_feature", "%s", why);
 }
 
-static int parse_request(const cJSON *json, const gp_server *s, const gp_voices *voices, bool sse,
-                         const char **text, gp_speech_options *o, gp_api_error *e) {
+int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
+                              bool sse, const char **text, gp_speech_options *o, gp_api_error *e) {
     const char *language = NULL, *locale = NULL, *context_id = NULL;
     if (parse_model_id(json, s, e) || gp_speech_text_parse(json, s, "transcript", text, e) ||
         parse_voice(json, voices, o, e) || parse_output_format(json, sse, o, e) ||
@@ -241,7 +241,8 @@ enum MHD_Result gp_handle_tts(gp_http_request *r) {
     const char *text = NULL;
     gp_speech_options_init(&o);
     if (!gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
-        parse_request(json, r->server, b.voices, r->route == GP_ROUTE_TTS_SSE, &text, &o, &e)) {
+        gp_cartesia_request_parse(json, r->server, b.voices, r->route == GP_ROUTE_TTS_SSE, &text,
+                                  &o, &e)) {
         cJSON_Delete(json);
         return gp_http_send_error(r, &e);
     }

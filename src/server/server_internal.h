@@ -393,6 +393,10 @@ enum MHD_Result gp_speech_run(gp_http_request *r, const gp_server_backend *b, cJ
 /* cartesia.c: Cartesia's API — POST /tts/bytes, POST /tts/sse, GET /voices
  * and GET /voices/{id}. */
 enum MHD_Result gp_handle_tts(gp_http_request *r);
+/* A Cartesia TTS request (the JSON of /tts/bytes, or of /tts/sse when
+ * `sse`) into speech options and its transcript. */
+int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
+                              bool sse, const char **text, gp_speech_options *o, gp_api_error *e);
 enum MHD_Result gp_handle_cartesia_voices(gp_http_request *r);
 /* The request ended (the connection's completion callback): free what a
  * speech request still holds. */

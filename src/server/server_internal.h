@@ -14,8 +14,7 @@
 
 #include "base/buf.h"
 #include "io/audio_sink.h"
-#include "io/resample.h"
-#include "io/tempo.h"
+#include "server/audio_pipe.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
@@ -317,22 +316,14 @@ struct gp_speech_job {
     char context_id[GP_CONTEXT_ID_MAX];
     char request_id[GP_REQUEST_ID_MAX]; /* for Cartesia's error event */
     double last_chunk_s; /* when the last SSE chunk went out (Cartesia's step_time) */
-    float gain;          /* 1: none */
-    float *gained;
-    size_t cap_gained;
-    int fd; /* the connection's socket, for hang-up checks; -1: none */
+    int fd;              /* the connection's socket, for hang-up checks; -1: none */
     double deadline;
     gp_wake *wake;                      /* signalled on new audio and at the end (wake_lock) */
     gp_wake own_wake;                   /* a streamed response's (the request's is gone by then) */
     double next_check;                  /* of the socket and the deadline */
     int sample_rate, samples_per_frame; /* of the response; of the codec */
-    gp_tempo *tempo;                    /* NULL: speed 1 */
-    float *tempo_out;
-    size_t n_tempo_out, cap_tempo_out;
-    gp_resampler *resampler; /* NULL: the codec's rate goes out as is */
-    float *resampled;
-    size_t n_resampled, cap_resampled;
-    uint64_t samples_out; /* given to the encoder */
+    gp_audio_pipe pipe;                 /* gain, speed, rate and encoder */
+    uint64_t samples_out;               /* given to the encoder (the pipe's, once finished) */
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;
@@ -342,7 +333,7 @@ struct gp_speech_job {
     /* connection thread only */
     float *taken;
     size_t cap_taken;
-    gp_audio_sink *sink;
+    bool pipe_open;
     gp_buf raw; /* encoded audio not yet framed (SSE) */
     gp_buf out; /* bytes for the client */
     size_t out_pos;

@@ -84,7 +84,6 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     j->sse = o->sse;
     j->sse_style = o->sse_style;
     snprintf(j->context_id, sizeof j->context_id, "%s", o->context_id);
-    j->gain = (float)o->volume;
     j->last_chunk_s = gp_now_s();
     j->fd = gp_http_connection_fd(connection);
     j->deadline = gp_now_s() + s->params.request_timeout_s;
@@ -99,16 +98,19 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     pthread_mutex_init(&j->lock, NULL);
     gp_buf_init(&j->raw);
     gp_buf_init(&j->out);
-    int rc = o->speed != 1.0 ? gp_tempo_create(native, o->speed, &j->tempo, err) : GEPARD_OK;
-    if (!rc && j->sample_rate != native)
-        rc = gp_resampler_create(native, j->sample_rate, &j->resampler, err);
-    if (!rc)
-        rc = gp_audio_sink_open_stream_at(job_write_encoded, j, o->format, j->sample_rate,
-                                          o->bit_rate, &j->sink, err);
+    gp_audio_pipe_params pp = {.in_rate = native,
+                               .out_rate = j->sample_rate,
+                               .speed = o->speed,
+                               .volume = o->volume,
+                               .format = o->format,
+                               .bit_rate = o->bit_rate,
+                               .step = (size_t)j->samples_per_frame};
+    int rc = gp_audio_pipe_open(&j->pipe, &pp, job_write_encoded, j, err);
     if (rc) {
         gp_job_free(j);
         return rc;
     }
+    j->pipe_open = true;
     *out = j;
     return GEPARD_OK;
 }
@@ -161,47 +163,13 @@ static int job_frame_sse(gp_speech_job *j) {
     return rc;
 }
 
-/* Change the speed (libsonic) and the rate (libsoxr) when asked, then
- * encode. `flush`: the end of the audio, so both give out what they hold. */
+/* Change the volume, speed and rate when asked, then encode (audio_pipe.h).
+ * `flush`: the end of the audio, so the changers give out what they hold. */
 static int job_encode(gp_speech_job *j, const float *x, size_t n, bool flush) {
     gp_error err;
     gp_error_clear(&err);
-    if (j->gain != 1.0f && n) { /* the encoder clips what goes past full scale */
-        if (n > j->cap_gained) {
-            float *g = realloc(j->gained, n * sizeof(float));
-            if (!g) return job_fail(j, "out of memory changing the volume");
-            j->gained = g;
-            j->cap_gained = n;
-        }
-        for (size_t i = 0; i < n; i++) j->gained[i] = x[i] * j->gain;
-        x = j->gained;
-    }
-    if (j->tempo) {
-        j->n_tempo_out = 0;
-        if ((n && gp_tempo_process(j->tempo, x, n, &j->tempo_out, &j->n_tempo_out,
-                                   &j->cap_tempo_out, &err)) ||
-            (flush && gp_tempo_process(j->tempo, NULL, 0, &j->tempo_out, &j->n_tempo_out,
-                                       &j->cap_tempo_out, &err)))
-            return job_fail(j, err.message);
-        x = j->tempo_out;
-        n = j->n_tempo_out;
-    }
-    if (j->resampler) {
-        j->n_resampled = 0;
-        if ((n && gp_resampler_process(j->resampler, x, n, &j->resampled, &j->n_resampled,
-                                       &j->cap_resampled, &err)) ||
-            (flush && gp_resampler_process(j->resampler, NULL, 0, &j->resampled, &j->n_resampled,
-                                           &j->cap_resampled, &err)))
-            return job_fail(j, err.message);
-        x = j->resampled;
-        n = j->n_resampled;
-    }
-    size_t step = j->samples_per_frame > 0 ? (size_t)j->samples_per_frame : n;
-    for (size_t i = 0; i < n; i += step) {
-        size_t m = n - i < step ? n - i : step;
-        if (gp_audio_sink_write(j->sink, x + i, m, &err)) return job_fail(j, err.message);
-        j->samples_out += m;
-    }
+    if (gp_audio_pipe_push(&j->pipe, x, n, flush, &err)) return job_fail(j, err.message);
+    j->samples_out = j->pipe.samples_out;
     if (job_frame_sse(j)) return job_fail(j, "out of memory framing the audio");
     return 0;
 }
@@ -274,9 +242,7 @@ static void job_finish(gp_speech_job *j) {
         gp_error err;
         gp_error_clear(&err);
         if (job_encode(j, NULL, 0, true) == 0) { /* what the speed and rate changers hold */
-            gp_audio_sink *sink = j->sink;
-            j->sink = NULL;
-            if (gp_audio_sink_close(sink, true, &err) || job_frame_sse(j)) job_fail(j, err.message);
+            if (gp_audio_pipe_finish(&j->pipe, &err) || job_frame_sse(j)) job_fail(j, err.message);
         }
     }
     if (j->sse) {
@@ -357,12 +323,7 @@ static void job_release(gp_speech_job *j) {
         free(j->log);
     }
     gp_wake_forget(j->server, &j->own_wake);
-    gp_audio_sink_close(j->sink, false, NULL);
-    gp_tempo_free(j->tempo);
-    free(j->tempo_out);
-    free(j->gained);
-    gp_resampler_free(j->resampler);
-    free(j->resampled);
+    if (j->pipe_open) gp_audio_pipe_free(&j->pipe);
     gepard_voice_free(j->own_voice);
     free(j->pending);
     free(j->taken);

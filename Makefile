@@ -27,7 +27,7 @@ endif
 
 BUILD ?= build
 PKGS := libcjson libpcre2-8 libutf8proc libarchive yaml-0.1 libcurl libmicrohttpd sndfile \
-        libopusenc soxr openblas flac libpulse-simple libavcodec libavutil
+        libopusenc soxr openblas flac libpulse-simple libavcodec libavutil gnutls
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # FFmpeg (AAC only) is opened at run time (src/io/avcodec_runtime.c): headers, no link.
 PKG_LIBS = $(shell pkg-config --libs $(filter-out libavcodec libavutil,$(PKGS)) 2>/dev/null) \

@@ -67,8 +67,8 @@ install_cartesia_client() {
     want=$(sed -n 's/.*"@cartesia\/cartesia-js": *"\([^"]*\)".*/\1/p' "$dir/package.json")
     have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
         "$dir/node_modules/@cartesia/cartesia-js/package.json" 2>/dev/null | head -n 1)
-    [ "$have" = "$want" ] && return 0
-    echo "gepard: installing npm @cartesia/cartesia-js $want into tests/cartesia" >&2
+    [ "$have" = "$want" ] && [ -f "$dir/node_modules/ws/package.json" ] && return 0
+    echo "gepard: installing npm @cartesia/cartesia-js $want and ws into tests/cartesia" >&2
     if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
             >/dev/null 2>&1); then
         echo "gepard: npm install failed (no network?) — the Cartesia client test will be" \
@@ -103,7 +103,7 @@ PACKAGES="gcc make pkg-config libc6-dev \
 libcjson-dev libpcre2-dev libutf8proc-dev libarchive-dev libyaml-dev \
 libcurl4-openssl-dev libmicrohttpd-dev libsndfile1-dev libopusenc-dev \
 libmp3lame-dev libsoxr-dev libopenblas-dev libdnnl-dev libflac-dev libpulse-dev \
-libsonic-dev libavcodec-dev libavutil-dev"
+libsonic-dev libavcodec-dev libavutil-dev libgnutls28-dev"
 
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     # The browser the playground test drives (headless).

@@ -5,16 +5,20 @@
  * cursor pages; then Cartesia's official Node client (npm
  * @cartesia/cartesia-js, pinned in tests/cartesia/package.json) through
  * tests/cartesia/client_suite.mjs, whose WAV and MP3 bodies are decoded
- * here with libsndfile. The client test is skipped, with a note, without
+ * here with libsndfile; the WebSocket (/tts/websocket): its handshake and a
+ * shutdown with a context running, here, and its messages through the `ws`
+ * client (tests/cartesia/ws_suite.mjs). The client test is skipped, with a note, without
  * node or the package. */
 #include <math.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/timing.h"
 #include "io/json.h"
 #include "node_suite.h"
 #include "server_harness.h"
@@ -335,5 +339,121 @@ TEST(server_cartesia_node_client_suite) {
     test_node_suite("tests/cartesia/client_suite.mjs", &ts, KEY, "cartesia client",
                     CHECKS_EXPECTED);
     check_manifest(test_tmpdir());
+    test_server_stop(&ts);
+}
+
+/* ---- the WebSocket ---- */
+
+/* A raw handshake with `extra` headers; the status of the answer (the head
+ * in `head`). The socket stays open in *fd. */
+static int ws_handshake(test_server *ts, const char *path, const char *extra, char *head,
+                        size_t cap, int *fd) {
+    *fd = test_tcp_connect(ts->port, 10);
+    if (*fd < 0) return -1;
+    char req[1024];
+    snprintf(req, sizeof req,
+             "GET %s HTTP/1.1\r\nHost: x\r\n%sSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+             path, extra);
+    if (test_tcp_send(*fd, req, strlen(req))) return -1;
+    return test_tcp_read_head(*fd, head, cap);
+}
+
+/* A masked text frame (a client's). */
+static void ws_send_text(int fd, const char *text) {
+    size_t n = strlen(text), h = 0;
+    unsigned char *frame = malloc(n + 14);
+    frame[h++] = 0x81;
+    if (n < 126) {
+        frame[h++] = (unsigned char)(0x80 | n);
+    } else {
+        frame[h++] = 0x80 | 126;
+        frame[h++] = (unsigned char)(n >> 8);
+        frame[h++] = (unsigned char)n;
+    }
+    const unsigned char mask[4] = {1, 2, 3, 4};
+    memcpy(frame + h, mask, 4);
+    h += 4;
+    for (size_t i = 0; i < n; i++) frame[h + i] = (unsigned char)text[i] ^ mask[i & 3];
+    CHECK(test_tcp_send(fd, (const char *)frame, h + n) == 0);
+    free(frame);
+}
+
+TEST(server_cartesia_websocket_handshake) {
+    test_server_opts o = {.api_key = KEY};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    const char *up = "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n";
+    const struct {
+        const char *path, *headers;
+        int status;
+    } cases[] = {
+        {"/tts/websocket?api_key=" KEY, "", 426}, /* plain GET */
+        {"/tts/websocket?api_key=" KEY,
+         "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Version: 8\r\n",
+         426}, /* old version */
+        {"/tts/websocket",
+         "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Version: 13\r\n",
+         401},                             /* no key */
+        {"/voices?api_key=" KEY, "", 401}, /* the query key is the WebSocket's only */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char head[2048];
+        int fd;
+        int status = ws_handshake(&ts, cases[i].path, cases[i].headers, head, sizeof head, &fd);
+        CHECK_MSG(status == cases[i].status, "case %zu: HTTP %d, want %d: %.300s", i, status,
+                  cases[i].status, head);
+        if (fd >= 0) close(fd);
+    }
+    /* the right handshake: 101 with RFC 6455's answer to its example key */
+    char head[2048], hdrs[256];
+    int fd;
+    snprintf(hdrs, sizeof hdrs, "%sSec-WebSocket-Version: 13\r\nX-API-Key: %s\r\n", up, KEY);
+    REQUIRE(ws_handshake(&ts, "/tts/websocket", hdrs, head, sizeof head, &fd) == 101);
+    CHECK(strcasestr(head, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));
+    /* a long utterance running when the server shuts down: the drain ends
+     * it, the connection is closed with 1001, nothing hangs */
+    ws_send_text(
+        fd, "{\"model_id\":\"sonic\",\"context_id\":\"c\",\"transcript\":\"Hello "
+            "world.\",\"voice\":\"alloy\",\"output_format\":{\"container\":\"raw\","
+            "\"encoding\":\"pcm_s16le\",\"sample_rate\":22050},\"max_frames\":4000," TS_GREEDY "}");
+    usleep(300000);
+    double t0 = gp_now_s();
+    gp_server_shutdown(ts.server, 0.2);
+    double took = gp_now_s() - t0;
+    test_note("shutdown with a running WebSocket context: %.2f s", took);
+    CHECK(took < 5);
+    /* read to the end: chunk frames, then the close frame's code 1001 */
+    static char all[1 << 22];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof all && (r = recv(fd, all + got, sizeof all - got, 0)) > 0) got += (size_t)r;
+    close(fd);
+    bool closed_1001 = false;
+    for (size_t i = 0; i + 4 <= got;) {
+        unsigned char op = (unsigned char)all[i] & 0x0F;
+        size_t len = (unsigned char)all[i + 1] & 0x7F, h = 2;
+        if (len == 126)
+            len = ((size_t)(unsigned char)all[i + 2] << 8) | (unsigned char)all[i + 3], h = 4;
+        if (op == 0x8 && len >= 2)
+            closed_1001 = ((unsigned char)all[i + h] << 8 | (unsigned char)all[i + h + 1]) == 1001;
+        i += h + len;
+    }
+    CHECK_MSG(closed_1001, "no close frame with 1001 in %zu bytes", got);
+    test_server_stop(&ts);
+}
+
+TEST(server_cartesia_websocket_suite) {
+    test_require_node_package(cartesia_modules(), "ws", "the ws client", "tests/cartesia");
+    test_server_opts o = {.api_key = KEY, .max_streams = 4};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_node_suite("tests/cartesia/ws_suite.mjs", &ts, KEY, "websocket client", 6);
+    test_http h = {0};
+    test_http_get(&h, test_url(&ts, "/metrics"), NULL);
+    const char *text = h.body.data;
+    CHECK(text && strstr(text, "route=\"tts_websocket\""));
+    test_http_free(&h);
     test_server_stop(&ts);
 }

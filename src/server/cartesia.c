@@ -109,7 +109,8 @@ static int parse_output_format(const cJSON *json, bool sse, gp_speech_options *o
                             "output_format.container must be \"raw\", \"wav\" or \"mp3\"");
     if (sse && !raw)
         return gp_http_fail(e, 400, "output_format.container", "invalid_value",
-                            "/tts/sse sends raw audio in its events: use \"container\": \"raw\" "
+                            "/tts/sse and /tts/websocket send raw audio in their events: use "
+                            "\"container\": \"raw\" "
                             "(or /tts/bytes for %s)",
                             container);
     if (!has_rate || !gp_response_rate_allowed(rate))
@@ -194,11 +195,11 @@ static int refuse_true(const cJSON *json, const char *key, const char *why, gp_a
     return gp_http_fail(e, 400, key, "unsupported_feature", "%s", why);
 }
 
-int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
-                              bool sse, const char **text, gp_speech_options *o, gp_api_error *e) {
+int gp_cartesia_options_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
+                              gp_cartesia_route route, gp_speech_options *o, gp_api_error *e) {
     const char *language = NULL, *locale = NULL, *context_id = NULL;
-    if (parse_model_id(json, s, e) || gp_speech_text_parse(json, s, "transcript", text, e) ||
-        parse_voice(json, voices, o, e) || parse_output_format(json, sse, o, e) ||
+    if (parse_model_id(json, s, e) || parse_voice(json, voices, o, e) ||
+        parse_output_format(json, route != GP_CARTESIA_BYTES, o, e) ||
         parse_generation(json, o, e) || gp_speech_sampling_parse(json, s, "", &o->params, e) ||
         gp_field_string(json, "language", "", &language, e) ||
         gp_field_string(json, "locale", "", &locale, e) ||
@@ -212,10 +213,11 @@ int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_vo
                     "Gepard speaks from text tokens, not "
                     "phonemes",
                     e) ||
-        refuse_true(json, "continue",
-                    "continuations need Cartesia's WebSocket, which this "
-                    "server does not offer; send the whole transcript",
-                    e))
+        (route != GP_CARTESIA_WEBSOCKET &&
+         refuse_true(json, "continue",
+                     "continuations are for the WebSocket (/tts/websocket); over HTTP send the "
+                     "whole transcript",
+                     e)))
         return -1;
     if (language && locale)
         return gp_http_fail(e, 400, "locale", "invalid_value",
@@ -227,9 +229,18 @@ int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_vo
         snprintf(o->context_id, sizeof o->context_id, "%s", context_id);
     }
     o->stream = true;
-    o->sse = sse;
+    o->sse = route == GP_CARTESIA_SSE;
     o->sse_style = GP_SSE_CARTESIA;
     return 0;
+}
+
+int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
+                              bool sse, const char **text, gp_speech_options *o, gp_api_error *e) {
+    return gp_speech_text_parse(json, s, "transcript", text, e) ||
+                   gp_cartesia_options_parse(json, s, voices,
+                                             sse ? GP_CARTESIA_SSE : GP_CARTESIA_BYTES, o, e)
+               ? -1
+               : 0;
 }
 
 enum MHD_Result gp_handle_tts(gp_http_request *r) {

@@ -167,6 +167,12 @@ bool gp_http_authorized(gp_http_request *r) {
     }
     /* Cartesia's older clients send the key as X-API-Key */
     h = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, "X-API-Key");
+    if (h) return key_matches(h, key);
+    /* a browser cannot set a WebSocket's headers: Cartesia's WebSocket takes
+     * the key in the query (only there: elsewhere it would end up in logs) */
+    if (r->route != GP_ROUTE_TTS_WEBSOCKET) return false;
+    h = MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, "api_key");
+    if (!h) h = MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, "access_token");
     return h && key_matches(h, key);
 }
 

@@ -37,9 +37,21 @@ struct gp_metrics {
     int n_samples, next_sample;
 };
 
-static const char *route_names[GP_ROUTE_COUNT] = {
-    "speech",  "speech_batch", "voices",    "models",  "health",          "ready",
-    "metrics", "playground",   "tts_bytes", "tts_sse", "cartesia_voices", "other"};
+static const char *const route_names[GP_ROUTE_COUNT] = {
+    [GP_ROUTE_SPEECH] = "speech",
+    [GP_ROUTE_SPEECH_BATCH] = "speech_batch",
+    [GP_ROUTE_VOICES] = "voices",
+    [GP_ROUTE_MODELS] = "models",
+    [GP_ROUTE_HEALTH] = "health",
+    [GP_ROUTE_READY] = "ready",
+    [GP_ROUTE_METRICS] = "metrics",
+    [GP_ROUTE_PLAYGROUND] = "playground",
+    [GP_ROUTE_TTS_BYTES] = "tts_bytes",
+    [GP_ROUTE_TTS_SSE] = "tts_sse",
+    [GP_ROUTE_CARTESIA_VOICES] = "cartesia_voices",
+    [GP_ROUTE_TTS_WEBSOCKET] = "tts_websocket",
+    [GP_ROUTE_OTHER] = "other",
+};
 
 static const char *const close_reason_names[GP_CONN_CLOSE_COUNT] = {
     "receive_timeout", "connection_limit", "per_client_limit"};
@@ -54,7 +66,7 @@ bool gp_route_synthesizes(gp_route r) {
 }
 
 const char *gp_route_name(gp_route route) {
-    return (unsigned)route < GP_ROUTE_COUNT ? route_names[route] : "other";
+    return (unsigned)route < GP_ROUTE_COUNT && route_names[route] ? route_names[route] : "other";
 }
 
 static void histogram_init(histogram *h, const char *name, const char *help, const double *bounds,
@@ -178,9 +190,10 @@ static int render_requests_locked(const gp_metrics *m, gp_buf *out) {
     for (int r = 0; r < GP_ROUTE_COUNT; r++)
         for (int s = 0; s < STATUS_SPAN; s++)
             if (m->requests[r][s])
-                rc |= gp_buf_printf(
-                    out, "gepard_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
-                    route_names[r], s + STATUS_MIN, (unsigned long long)m->requests[r][s]);
+                rc |= gp_buf_printf(out,
+                                    "gepard_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+                                    gp_route_name((gp_route)r), s + STATUS_MIN,
+                                    (unsigned long long)m->requests[r][s]);
     rc |= gp_buf_printf(out,
                         "# HELP gepard_streams_total Finished synthesis streams by outcome.\n"
                         "# TYPE gepard_streams_total counter\n"

@@ -31,6 +31,7 @@ typedef enum gp_route {
     GP_ROUTE_TTS_BYTES,       /* Cartesia's POST /tts/bytes */
     GP_ROUTE_TTS_SSE,         /* Cartesia's POST /tts/sse */
     GP_ROUTE_CARTESIA_VOICES, /* Cartesia's GET /voices and /voices/{id} */
+    GP_ROUTE_TTS_WEBSOCKET,   /* Cartesia's GET /tts/websocket */
     GP_ROUTE_OTHER,
     GP_ROUTE_COUNT
 } gp_route;

@@ -99,13 +99,19 @@ static gp_route route_of(const char *url) {
     static const struct {
         const char *path;
         gp_route route;
-    } routes[] = {
-        {"/v1/audio/speech", GP_ROUTE_SPEECH}, {"/v1/audio/speech/batch", GP_ROUTE_SPEECH_BATCH},
-        {"/v1/audio/voices", GP_ROUTE_VOICES}, {"/v1/models", GP_ROUTE_MODELS},
-        {"/health", GP_ROUTE_HEALTH},          {"/ready", GP_ROUTE_READY},
-        {"/metrics", GP_ROUTE_METRICS},        {"/", GP_ROUTE_PLAYGROUND},
-        {"/index.html", GP_ROUTE_PLAYGROUND},  {"/tts/bytes", GP_ROUTE_TTS_BYTES},
-        {"/tts/sse", GP_ROUTE_TTS_SSE},        {"/voices", GP_ROUTE_CARTESIA_VOICES}};
+    } routes[] = {{"/v1/audio/speech", GP_ROUTE_SPEECH},
+                  {"/v1/audio/speech/batch", GP_ROUTE_SPEECH_BATCH},
+                  {"/v1/audio/voices", GP_ROUTE_VOICES},
+                  {"/v1/models", GP_ROUTE_MODELS},
+                  {"/health", GP_ROUTE_HEALTH},
+                  {"/ready", GP_ROUTE_READY},
+                  {"/metrics", GP_ROUTE_METRICS},
+                  {"/", GP_ROUTE_PLAYGROUND},
+                  {"/index.html", GP_ROUTE_PLAYGROUND},
+                  {"/tts/bytes", GP_ROUTE_TTS_BYTES},
+                  {"/tts/sse", GP_ROUTE_TTS_SSE},
+                  {"/voices", GP_ROUTE_CARTESIA_VOICES},
+                  {"/tts/websocket", GP_ROUTE_TTS_WEBSOCKET}};
     size_t len = strcspn(url, "?");
     while (len > 1 && url[len - 1] == '/') len--; /* "/v1/models/" too */
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
@@ -225,7 +231,8 @@ static bool check_request_head(gp_http_request *r, enum MHD_Result *ret) {
         gp_http_fail(&e, 405, NULL, "method_not_allowed", "this endpoint only accepts %s",
                      gp_route_synthesizes(r->route) ? "POST" : "GET");
     } else if ((gp_route_synthesizes(r->route) || r->route == GP_ROUTE_VOICES ||
-                r->route == GP_ROUTE_MODELS || r->route == GP_ROUTE_CARTESIA_VOICES) &&
+                r->route == GP_ROUTE_MODELS || r->route == GP_ROUTE_CARTESIA_VOICES ||
+                r->route == GP_ROUTE_TTS_WEBSOCKET) &&
                !gp_http_authorized(r)) {
         bad = true;
         gp_http_fail(&e, 401, NULL, "invalid_api_key",
@@ -331,6 +338,7 @@ static enum MHD_Result handle_get(gp_http_request *r) {
     }
     case GP_ROUTE_PLAYGROUND: return gp_handle_playground(r);
     case GP_ROUTE_CARTESIA_VOICES: return gp_handle_cartesia_voices(r);
+    case GP_ROUTE_TTS_WEBSOCKET: return gp_handle_tts_websocket(r);
     default: break;
     }
     gp_buf_free(&out);
@@ -397,8 +405,9 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
                          enum MHD_RequestTerminationCode toe) {
     gp_server *s = cls;
     (void)toe;
-    gp_conn_response_done(s, connection);
     gp_http_request *r = *con_cls;
+    /* an upgraded socket is the WebSocket thread's: no next request to wait for */
+    if (!r || !r->upgraded) gp_conn_response_done(s, connection);
     if (!r) return;
     if (gp_route_synthesizes(r->route)) /* back to idle */
         MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT,
@@ -569,7 +578,8 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         /* A few threads over epoll serve every connection; nothing blocks on
          * them: waiting connections are suspended (wake.c). */
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+                         (ipv6 ? MHD_USE_IPv6 : 0);
         s->daemon = MHD_start_daemon(
             flags, (uint16_t)s->params.port, accept_unless_stopping, s, on_request, s,
             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
@@ -644,9 +654,11 @@ void gp_server_shutdown(gp_server *s, double drain_s) {
      * 0.9.75 removes the listening socket from each worker's epoll set in
      * two threads at once and aborts the process when it loses that race —
      * "Failed to remove listen FD from epoll set", seen in CI.) */
+    gp_ws_hub_drain_begin(s); /* WebSockets: no new generations */
+    const double drain_until = gp_now_s() + (drain_s > 0 ? drain_s : 0);
     pthread_mutex_lock(&s->lock);
     if (s->n_jobs > 0) GP_INFO("waiting up to %.0f s for %d streams", drain_s, s->n_jobs);
-    wait_jobs_locked(s, gp_now_s() + (drain_s > 0 ? drain_s : 0));
+    wait_jobs_locked(s, drain_until);
     if (s->n_jobs > 0) GP_WARN("cancelling %d unfinished streams", s->n_jobs);
     s->stopped = true;
     for (gp_speech_job *j = s->jobs; j; j = j->next) gepard_stream_cancel(j->stream);
@@ -655,6 +667,8 @@ void gp_server_shutdown(gp_server *s, double drain_s) {
     pthread_mutex_unlock(&s->lock);
     if (s->ticker_started) pthread_join(s->ticker, NULL);
     s->ticker_started = false;
+    gp_ws_hub_drain_wait(s, drain_until);
+    gp_ws_hub_stop(s);       /* before libmicrohttpd: it must not stop with upgraded sockets */
     gp_voice_worker_stop(s); /* requests still waiting for a voice get 503 */
     /* libmicrohttpd must not be stopped with suspended connections: resume
      * them until none suspends again (their streams are cancelled by now). */

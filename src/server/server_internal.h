@@ -22,6 +22,7 @@ typedef struct gp_speech_job gp_speech_job;
 typedef struct gp_conn gp_conn;
 typedef struct gp_speech_pending gp_speech_pending;
 typedef struct gp_voice_task gp_voice_task;
+typedef struct gp_ws_hub gp_ws_hub;
 
 /* Requests with ref_audio that may wait for the voice worker at once. */
 #define GP_VOICE_QUEUE_MAX 64
@@ -79,6 +80,7 @@ struct gp_server {
     int n_conns; /* open and not being closed by us */
     double conn_last_warn[GP_CONN_CLOSE_COUNT];
     int conn_suppressed[GP_CONN_CLOSE_COUNT];
+    gp_ws_hub *ws_hub; /* (lock) ws_tts.c: every WebSocket, started with the first */
     /* wake.c (wake_lock) */
     pthread_mutex_t wake_lock;
     gp_wake *suspended; /* connections suspended now */
@@ -124,6 +126,7 @@ typedef struct gp_http_request {
     bool is_options;
     char cors_origin[256]; /* Access-Control-Allow-Origin for this request, or "" */
     gp_access_entry log;   /* its access-log line */
+    bool upgraded;         /* answered 101: the socket became a WebSocket (ws_tts.c) */
     bool log_by_job;       /* a streamed answer's job writes it when freed */
 } gp_http_request;
 
@@ -386,9 +389,27 @@ enum MHD_Result gp_speech_run(gp_http_request *r, const gp_server_backend *b, cJ
 enum MHD_Result gp_handle_tts(gp_http_request *r);
 /* A Cartesia TTS request (the JSON of /tts/bytes, or of /tts/sse when
  * `sse`) into speech options and its transcript. */
+typedef enum gp_cartesia_route {
+    GP_CARTESIA_BYTES,
+    GP_CARTESIA_SSE,
+    GP_CARTESIA_WEBSOCKET, /* raw audio as SSE; `continue` allowed */
+} gp_cartesia_route;
+/* Everything of a Cartesia request but its transcript. */
+int gp_cartesia_options_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
+                              gp_cartesia_route route, gp_speech_options *o, gp_api_error *e);
 int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
                               bool sse, const char **text, gp_speech_options *o, gp_api_error *e);
 enum MHD_Result gp_handle_cartesia_voices(gp_http_request *r);
+/* ws_tts.c: Cartesia's WebSocket, GET /tts/websocket (the handshake; the
+ * connection then lives on the server's WebSocket thread). */
+#define GP_WS_MAX_CONTEXTS 32
+enum MHD_Result gp_handle_tts_websocket(gp_http_request *r);
+/* Shutdown: refuse new generations on every WebSocket, then wait until the
+ * running contexts are done (each connection closes with 1001) or the
+ * deadline; gp_ws_hub_stop cancels the rest and closes everything. */
+void gp_ws_hub_drain_begin(gp_server *s);
+void gp_ws_hub_drain_wait(gp_server *s, double deadline);
+void gp_ws_hub_stop(gp_server *s);
 /* The request ended (the connection's completion callback): free what a
  * speech request still holds. */
 void gp_speech_pending_free(gp_http_request *r);

@@ -2,12 +2,12 @@
  * pieces (a voice agent forwarding an LLM's tokens) spoken as it becomes
  * whole sentences, several contexts per connection.
  *
- * The handshake is an ordinary request (gp_handle_tts_websocket): checked,
- * answered 101 through libmicrohttpd's upgrade, after which libmicrohttpd
- * hands over the socket. From then on one thread of the server, the hub,
- * serves every WebSocket: it polls their sockets and an eventfd the engine's
- * callbacks write to, parses frames (websocket.c), answers messages, and
- * writes each context's audio as it comes — nothing blocks on a client.
+ * The sockets are ws_hub.c's: the handshake, answered 101 through
+ * libmicrohttpd's upgrade, and one thread of the server, the hub, that
+ * serves every WebSocket (polling their sockets and an eventfd the engine's
+ * callbacks write to) and calls in here for each whole message and to pump
+ * each context's audio — nothing blocks on a client. This file is the
+ * protocol: contexts, their utterances, the events.
  *
  * A context (context_id) takes Cartesia's generation request: its first
  * message sets the voice, output format and sampling (as /tts/sse: raw audio
@@ -27,89 +27,18 @@
  * not read is closed), and a connection idle for the request time limit is
  * closed. At shutdown new generations are refused, running contexts get the
  * drain time, then every connection is closed with 1001. */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "base/log.h"
 #include "base/timing.h"
 #include "io/json.h"
 #include "server/base64.h"
-#include "server/server_internal.h"
 #include "server/websocket.h"
+#include "server/ws_internal.h"
 #include "text/clean.h"
 #include "text/segment.h"
-
-#define WS_MAX_MESSAGE ((size_t)1 << 20)
-#define WS_MAX_TEXT ((size_t)64 << 10)
-#define WS_MAX_OUT ((size_t)8 << 20)
-
-typedef struct ws_utterance {
-    gepard_stream *stream;
-    gp_ws_hub *hub;
-    pthread_mutex_t lock; /* pcm, n, cap, overflow: engine thread → hub */
-    float *pcm;
-    size_t n, cap;
-    bool overflow;
-    float *taken; /* hub only */
-    size_t cap_taken;
-    int chunk_flush_id; /* the flush that spoke it (0: none), on its chunks */
-    int flush_done_id;  /* flush_done to send once it has gone out (0: none) */
-    struct ws_utterance *next;
-} ws_utterance;
-
-typedef struct ws_context {
-    char id[GP_CONTEXT_ID_MAX];
-    gp_speech_options opts;
-    gp_audio_pipe pipe;
-    gp_buf raw; /* encoded audio not yet sent */
-    char *text; /* transcript not yet spoken */
-    size_t len;
-    bool ended;  /* "continue": false came: the rest is spoken, then done */
-    int flushes; /* flush ids given so far */
-    int raw_flush_id;
-    ws_utterance *head, *tail;
-    double last_chunk_s;
-    struct ws_context *next;
-} ws_context;
-
-typedef struct ws_conn {
-    int fd;
-    struct MHD_UpgradeResponseHandle *urh;
-    gp_buf in, msg, out;
-    size_t out_pos;
-    int msg_opcode; /* of the fragmented message being assembled; -1: none */
-    ws_context *contexts;
-    int n_contexts;
-    bool close_sent, dead;
-    double last_activity;
-    struct ws_conn *next;
-} ws_conn;
-
-struct gp_ws_hub {
-    gp_server *server;
-    pthread_t thread;
-    int efd;
-    pthread_mutex_t lock; /* incoming, stop, draining, live */
-    ws_conn *incoming;
-    bool stop, draining;
-    int live;            /* connections adopted and not yet closed */
-    ws_conn *conns;      /* hub thread only */
-    ws_utterance *dying; /* cancelled, waiting for the engine to let go */
-};
-
-static void hub_wake(gp_ws_hub *h) {
-    uint64_t one = 1;
-    ssize_t r = write(h->efd, &one, sizeof one);
-    (void)r; /* a full counter still wakes the hub */
-}
 
 /* ---- utterances: engine callbacks ---- */
 
@@ -134,13 +63,13 @@ static int on_audio(const float *x, size_t n, void *user) {
         u->n += n;
     }
     pthread_mutex_unlock(&u->lock);
-    hub_wake(u->hub);
+    gp_ws_hub_wake(u->hub);
     return stop;
 }
 
 static void on_done(gepard_status status, void *user) {
     (void)status;
-    hub_wake(((ws_utterance *)user)->hub);
+    gp_ws_hub_wake(((ws_utterance *)user)->hub);
 }
 
 static void utterance_free(ws_utterance *u) {
@@ -158,7 +87,7 @@ static void utterance_drop(gp_ws_hub *h, ws_utterance *u) {
     h->dying = u;
 }
 
-static void reap_dying(gp_ws_hub *h, bool wait) {
+void gp_ws_reap_dying(gp_ws_hub *h, bool wait) {
     ws_utterance **link = &h->dying;
     while (*link) {
         ws_utterance *u = *link;
@@ -173,7 +102,7 @@ static void reap_dying(gp_ws_hub *h, bool wait) {
 
 /* ---- sending ---- */
 
-static void conn_send_text(ws_conn *c, const gp_buf *json) {
+void gp_ws_send_text(ws_conn *c, const gp_buf *json) {
     if (c->dead || c->close_sent) return;
     if (gp_ws_append_frame(&c->out, GP_WS_TEXT, json->data, json->len)) c->dead = true;
     if (c->out.len - c->out_pos > WS_MAX_OUT) {
@@ -182,15 +111,15 @@ static void conn_send_text(ws_conn *c, const gp_buf *json) {
     }
 }
 
-static void conn_close(ws_conn *c, int code, const char *reason) {
+void gp_ws_close(ws_conn *c, int code, const char *reason) {
     if (c->close_sent || c->dead) return;
     if (gp_ws_append_close(&c->out, code, reason)) c->dead = true;
     c->close_sent = true;
 }
 
 /* An error event: for a context (done: it is over) or for the connection. */
-static void send_error(ws_conn *c, const char *context_id, int status, const char *code,
-                       const char *message) {
+void gp_ws_send_error(ws_conn *c, const char *context_id, int status, const char *code,
+                      const char *message) {
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_printf(&b,
@@ -203,7 +132,7 @@ static void send_error(ws_conn *c, const char *context_id, int status, const cha
         gp_json_append_string(&b, context_id);
     }
     gp_buf_append_str(&b, "}");
-    conn_send_text(c, &b);
+    gp_ws_send_text(c, &b);
     gp_buf_free(&b);
 }
 
@@ -213,7 +142,7 @@ static void send_event(ws_conn *c, const ws_context *x, const char *type, const 
     gp_buf_printf(&b, "{\"type\":\"%s\",%s,\"context_id\":", type, fields);
     gp_json_append_string(&b, x->id);
     gp_buf_append_str(&b, "}");
-    conn_send_text(c, &b);
+    gp_ws_send_text(c, &b);
     gp_buf_free(&b);
 }
 
@@ -231,7 +160,7 @@ static void send_chunk(ws_conn *c, ws_context *x) {
     gp_buf_append_str(&b, ",\"context_id\":");
     gp_json_append_string(&b, x->id);
     gp_buf_append_str(&b, "}");
-    conn_send_text(c, &b);
+    gp_ws_send_text(c, &b);
     gp_buf_free(&b);
     gp_buf_clear(&x->raw);
     x->last_chunk_s = now;
@@ -243,7 +172,7 @@ static int context_write(const void *data, size_t len, void *user) {
     return gp_buf_append(&((ws_context *)user)->raw, data, len);
 }
 
-static void context_free(gp_ws_hub *h, ws_context *x) {
+void gp_ws_context_free(gp_ws_hub *h, ws_context *x) {
     while (x->head) {
         ws_utterance *u = x->head;
         x->head = u->next;
@@ -255,14 +184,14 @@ static void context_free(gp_ws_hub *h, ws_context *x) {
     free(x);
 }
 
-static void context_remove(gp_ws_hub *h, ws_conn *c, ws_context *x) {
+void gp_ws_context_remove(gp_ws_hub *h, ws_conn *c, ws_context *x) {
     for (ws_context **l = &c->contexts; *l; l = &(*l)->next)
         if (*l == x) {
             *l = x->next;
             c->n_contexts--;
             break;
         }
-    context_free(h, x);
+    gp_ws_context_free(h, x);
 }
 
 static ws_context *context_find(ws_conn *c, const char *id) {
@@ -337,8 +266,8 @@ static int context_speak(gp_ws_hub *h, ws_context *x, const gp_server_backend *b
 static void context_fail(gp_ws_hub *h, ws_conn *c, ws_context *x, int status, const char *code,
                          const char *message) {
     send_chunk(c, x); /* what it had made goes first */
-    send_error(c, x->id, status, code, message);
-    context_remove(h, c, x);
+    gp_ws_send_error(c, x->id, status, code, message);
+    gp_ws_context_remove(h, c, x);
 }
 
 static void context_fail_status(gp_ws_hub *h, ws_conn *c, ws_context *x, int st) {
@@ -351,7 +280,7 @@ static void context_fail_status(gp_ws_hub *h, ws_conn *c, ws_context *x, int st)
  * finished ones (flush_done after their audio), and end the context when
  * nothing is left and its input has ended. Returns false when the context
  * was removed. */
-static bool context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
+bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
     gp_error err;
     gp_error_clear(&err);
     while (x->head) {
@@ -407,7 +336,7 @@ static bool context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
         }
         send_chunk(c, x);
         send_event(c, x, "done", "\"done\":true,\"status_code\":206");
-        context_remove(h, c, x);
+        gp_ws_context_remove(h, c, x);
         return false;
     }
     send_chunk(c, x);
@@ -419,7 +348,7 @@ static bool context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
 static void message_cancel(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "context_id"));
     ws_context *x = id ? context_find(c, id) : NULL;
-    if (x) context_remove(h, c, x); /* Cartesia answers a cancel with nothing */
+    if (x) gp_ws_context_remove(h, c, x); /* Cartesia answers a cancel with nothing */
 }
 
 static bool flag(const cJSON *json, const char *key, bool dflt) {
@@ -432,8 +361,8 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
                                 const gp_server_backend *b) {
     gp_server *s = h->server;
     if (c->n_contexts >= GP_WS_MAX_CONTEXTS) {
-        send_error(c, id, 429, "too_many_contexts",
-                   "this connection has too many contexts running; end or cancel one first");
+        gp_ws_send_error(c, id, 429, "too_many_contexts",
+                         "this connection has too many contexts running; end or cancel one first");
         return NULL;
     }
     ws_context *x = calloc(1, sizeof *x);
@@ -445,7 +374,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
     if (gp_cartesia_options_parse(json, s, b->voices, GP_CARTESIA_WEBSOCKET, &x->opts, &e)) {
         char message[GP_ERROR_MESSAGE_MAX + 64];
         snprintf(message, sizeof message, "%s", e.message);
-        send_error(c, id, e.status, e.code ? e.code : "invalid_request", message);
+        gp_ws_send_error(c, id, e.status, e.code ? e.code : "invalid_request", message);
         free(x);
         return NULL;
     }
@@ -459,7 +388,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
                                .format = x->opts.format,
                                .step = (size_t)gepard_codec_samples_per_frame(b->codec)};
     if (gp_audio_pipe_open(&x->pipe, &pp, context_write, x, &err)) {
-        send_error(c, id, 500, "internal_error", err.message);
+        gp_ws_send_error(c, id, 500, "internal_error", err.message);
         gp_buf_free(&x->raw);
         free(x);
         return NULL;
@@ -476,9 +405,9 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     const cJSON *idj = cJSON_GetObjectItemCaseSensitive(json, "context_id");
     const char *id = cJSON_GetStringValue(idj);
     if (!id || !*id || strlen(id) >= GP_CONTEXT_ID_MAX) {
-        send_error(c, NULL, 400, "invalid_context_id",
-                   "every message needs a context_id: a string of 1-128 bytes that names the "
-                   "utterance its transcript belongs to");
+        gp_ws_send_error(c, NULL, 400, "invalid_context_id",
+                         "every message needs a context_id: a string of 1-128 bytes that names the "
+                         "utterance its transcript belongs to");
         return;
     }
     bool draining;
@@ -488,19 +417,19 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     gp_server_backend b;
     gp_api_error e;
     if (draining || !gp_server_backend_get(s, &b, &e)) {
-        send_error(c, id, 503, "shutting_down", "the server is shutting down");
+        gp_ws_send_error(c, id, 503, "shutting_down", "the server is shutting down");
         return;
     }
     const cJSON *tj = cJSON_GetObjectItemCaseSensitive(json, "transcript");
     if (tj && !cJSON_IsNull(tj) && !cJSON_IsString(tj)) {
-        send_error(c, id, 400, "invalid_type", "transcript must be a string");
+        gp_ws_send_error(c, id, 400, "invalid_type", "transcript must be a string");
         return;
     }
     const char *text = tj && cJSON_IsString(tj) ? tj->valuestring : "";
     ws_context *x = context_find(c, id);
     if (x && x->ended) {
-        send_error(c, id, 400, "context_ended",
-                   "this context already ended (\"continue\": false); use a new context_id");
+        gp_ws_send_error(c, id, 400, "context_ended",
+                         "this context already ended (\"continue\": false); use a new context_id");
         return;
     }
     if (!x && !(x = context_open(h, c, json, id, &b))) return;
@@ -543,19 +472,19 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
             send_event(c, x, "flush_done", fields);
         }
     }
-    context_pump(h, c, x);
+    gp_ws_context_pump(h, c, x);
 }
 
-static void on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
+void gp_ws_on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
     if (opcode != GP_WS_TEXT) {
-        send_error(c, NULL, 400, "invalid_message",
-                   "messages are JSON text: a generation request or {\"context_id\", "
-                   "\"cancel\": true}");
+        gp_ws_send_error(c, NULL, 400, "invalid_message",
+                         "messages are JSON text: a generation request or {\"context_id\", "
+                         "\"cancel\": true}");
         return;
     }
     size_t bad = gp_utf8_invalid_offset(m->data ? m->data : "", m->len);
     if (bad != (size_t)-1) {
-        conn_close(c, GP_WS_CLOSE_DATA, "a text message is not UTF-8");
+        gp_ws_close(c, GP_WS_CLOSE_DATA, "a text message is not UTF-8");
         return;
     }
     cJSON *json = NULL;
@@ -563,8 +492,8 @@ static void on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
     gp_error_clear(&err);
     if (gp_json_parse(m->data ? m->data : "", m->len, "message", &json, &err) ||
         !cJSON_IsObject(json)) {
-        send_error(c, NULL, 400, "invalid_json",
-                   json ? "a message must be a JSON object" : err.message);
+        gp_ws_send_error(c, NULL, 400, "invalid_json",
+                         json ? "a message must be a JSON object" : err.message);
         cJSON_Delete(json);
         return;
     }
@@ -573,324 +502,4 @@ static void on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
     else
         message_generate(h, c, json);
     cJSON_Delete(json);
-}
-
-/* ---- frames and sockets ---- */
-
-static void conn_read(gp_ws_hub *h, ws_conn *c) {
-    for (;;) {
-        if (gp_buf_reserve(&c->in, c->in.len + 65536)) {
-            c->dead = true;
-            return;
-        }
-        ssize_t r = recv(c->fd, c->in.data + c->in.len, 65536, MSG_DONTWAIT);
-        if (r > 0) {
-            c->in.len += (size_t)r;
-            c->last_activity = gp_now_s();
-            continue;
-        }
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (r < 0 && errno == EINTR) continue;
-        c->dead = true; /* closed or broken */
-        break;
-    }
-    size_t used = 0;
-    while (!c->dead && used < c->in.len) {
-        gp_ws_frame f;
-        const char *why = NULL;
-        long k = gp_ws_parse_frame((uint8_t *)c->in.data + used, c->in.len - used, WS_MAX_MESSAGE,
-                                   &f, &why);
-        if (k == 0) break;
-        if (k < 0) {
-            conn_close(c, GP_WS_CLOSE_PROTOCOL, why);
-            used = c->in.len;
-            break;
-        }
-        used += (size_t)k;
-        if (f.opcode == GP_WS_PING) {
-            if (gp_ws_append_frame(&c->out, GP_WS_PONG, f.payload, f.len)) c->dead = true;
-        } else if (f.opcode == GP_WS_PONG) {
-        } else if (f.opcode == GP_WS_CLOSE) {
-            int code = f.len >= 2 ? (f.payload[0] << 8) | f.payload[1] : GP_WS_CLOSE_NORMAL;
-            conn_close(c, code == 1005 || code == 1006 ? GP_WS_CLOSE_NORMAL : code, "");
-            used = c->in.len; /* nothing after a close counts */
-        } else if (c->close_sent) {
-        } else if (f.opcode == GP_WS_CONTINUATION ? c->msg_opcode < 0 : c->msg_opcode >= 0) {
-            conn_close(c, GP_WS_CLOSE_PROTOCOL, "a fragmented message is interleaved wrongly");
-        } else if (c->msg.len + f.len > WS_MAX_MESSAGE) {
-            conn_close(c, GP_WS_CLOSE_TOO_BIG, "a message is larger than 1 MiB");
-        } else {
-            if (f.opcode != GP_WS_CONTINUATION) c->msg_opcode = f.opcode;
-            if (f.len && gp_buf_append(&c->msg, f.payload, f.len)) c->dead = true;
-            if (f.fin && !c->dead) {
-                on_message(h, c, c->msg_opcode, &c->msg);
-                gp_buf_clear(&c->msg);
-                c->msg_opcode = -1;
-            }
-        }
-    }
-    memmove(c->in.data, c->in.data + used, c->in.len - used);
-    c->in.len -= used;
-}
-
-static void conn_write(ws_conn *c) {
-    while (!c->dead && c->out_pos < c->out.len) {
-        ssize_t w = send(c->fd, c->out.data + c->out_pos, c->out.len - c->out_pos,
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w > 0) {
-            c->out_pos += (size_t)w;
-        } else if (w < 0 && errno == EINTR) {
-            continue;
-        } else {
-            if (!(w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) c->dead = true;
-            break;
-        }
-    }
-    if (c->out_pos == c->out.len) {
-        gp_buf_clear(&c->out);
-        c->out_pos = 0;
-    }
-}
-
-static void conn_free(gp_ws_hub *h, ws_conn *c) {
-    while (c->contexts) {
-        ws_context *x = c->contexts;
-        c->contexts = x->next;
-        context_free(h, x);
-    }
-    MHD_upgrade_action(c->urh, MHD_UPGRADE_ACTION_CLOSE); /* libmicrohttpd closes the socket */
-    gp_buf_free(&c->in);
-    gp_buf_free(&c->msg);
-    gp_buf_free(&c->out);
-    free(c);
-}
-
-/* ---- the hub ---- */
-
-static void hub_adopt(gp_ws_hub *h) {
-    pthread_mutex_lock(&h->lock);
-    ws_conn *list = h->incoming;
-    h->incoming = NULL;
-    pthread_mutex_unlock(&h->lock);
-    while (list) {
-        ws_conn *c = list;
-        list = c->next;
-        c->next = h->conns;
-        h->conns = c;
-        pthread_mutex_lock(&h->lock);
-        h->live++;
-        pthread_mutex_unlock(&h->lock);
-        conn_read(h, c); /* bytes that came with the handshake, then what is waiting */
-    }
-}
-
-static void *hub_main(void *arg) {
-    gp_ws_hub *h = arg;
-    struct pollfd *fds = NULL;
-    size_t cap = 0;
-    for (;;) {
-        hub_adopt(h);
-        pthread_mutex_lock(&h->lock);
-        const bool stop = h->stop, draining = h->draining;
-        pthread_mutex_unlock(&h->lock);
-        size_t n = 1;
-        for (ws_conn *c = h->conns; c; c = c->next) n++;
-        if (n > cap) {
-            struct pollfd *p = realloc(fds, n * sizeof *p);
-            if (p) {
-                fds = p;
-                cap = n;
-            }
-        }
-        if (stop && !h->conns) break;
-        size_t k = 0;
-        if (cap >= n) {
-            fds[k++] = (struct pollfd){.fd = h->efd, .events = POLLIN};
-            for (ws_conn *c = h->conns; c; c = c->next)
-                fds[k++] = (struct pollfd){.fd = c->fd,
-                                           .events = (short)(POLLIN | (c->out.len ? POLLOUT : 0))};
-        }
-        if (poll(fds, k, 100) < 0 && errno != EINTR) usleep(10000);
-        uint64_t count;
-        if (read(h->efd, &count, sizeof count) < 0) {
-        } /* cleared (non-blocking) */
-        const double now = gp_now_s();
-        const double idle_limit = h->server->params.request_timeout_s;
-        size_t i = 1;
-        for (ws_conn **link = &h->conns; *link;) {
-            ws_conn *c = *link;
-            const short rev = i < k ? fds[i].revents : 0;
-            i++;
-            if (rev & (POLLIN | POLLHUP | POLLERR)) conn_read(h, c);
-            for (ws_context *x = c->contexts, *next; x && !c->dead; x = next) {
-                next = x->next;
-                context_pump(h, c, x);
-            }
-            if (stop)
-                while (c->contexts) context_remove(h, c, c->contexts); /* cancelled */
-            if (!c->contexts && (stop || draining))
-                conn_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
-            if (!c->contexts && now - c->last_activity > idle_limit)
-                conn_close(c, GP_WS_CLOSE_NORMAL, "idle for too long");
-            conn_write(c);
-            if (c->dead || (c->close_sent && c->out.len == 0) || stop) {
-                *link = c->next;
-                conn_free(h, c);
-                pthread_mutex_lock(&h->lock);
-                h->live--;
-                pthread_mutex_unlock(&h->lock);
-            } else {
-                link = &c->next;
-            }
-        }
-        reap_dying(h, false);
-    }
-    reap_dying(h, true);
-    free(fds);
-    return NULL;
-}
-
-/* The hub, started with the first WebSocket. */
-static gp_ws_hub *hub_get(gp_server *s) {
-    pthread_mutex_lock(&s->lock);
-    gp_ws_hub *h = s->ws_hub;
-    if (!h && !s->stopping && (h = calloc(1, sizeof *h))) {
-        h->server = s;
-        pthread_mutex_init(&h->lock, NULL);
-        h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (h->efd < 0 || pthread_create(&h->thread, NULL, hub_main, h) != 0) {
-            if (h->efd >= 0) close(h->efd);
-            pthread_mutex_destroy(&h->lock);
-            free(h);
-            h = NULL;
-        } else {
-            s->ws_hub = h;
-        }
-    }
-    pthread_mutex_unlock(&s->lock);
-    return h;
-}
-
-static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_cls,
-                       const char *extra_in, size_t extra_in_size, MHD_socket sock,
-                       struct MHD_UpgradeResponseHandle *urh) {
-    (void)connection;
-    (void)con_cls;
-    gp_server *s = cls;
-    gp_ws_hub *h = hub_get(s);
-    ws_conn *c = h ? calloc(1, sizeof *c) : NULL;
-    if (!c) {
-        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-        return;
-    }
-    c->fd = sock;
-    c->urh = urh;
-    c->msg_opcode = -1;
-    c->last_activity = gp_now_s();
-    gp_buf_init(&c->in);
-    gp_buf_init(&c->msg);
-    gp_buf_init(&c->out);
-    int fl = fcntl(sock, F_GETFL);
-    if (fl >= 0) fcntl(sock, F_SETFL, fl | O_NONBLOCK);
-    if (extra_in_size && gp_buf_append(&c->in, extra_in, extra_in_size)) c->dead = true;
-    pthread_mutex_lock(&h->lock);
-    c->next = h->incoming;
-    h->incoming = c;
-    pthread_mutex_unlock(&h->lock);
-    hub_wake(h);
-}
-
-static const char *header(gp_http_request *r, const char *name) {
-    return MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, name);
-}
-
-static bool header_has_token(const char *value, const char *token) {
-    size_t n = strlen(token);
-    for (const char *p = value; p && *p;) {
-        while (*p == ' ' || *p == ',' || *p == '\t') p++;
-        size_t k = strcspn(p, ", \t");
-        if (k == n && strncasecmp(p, token, n) == 0) return true;
-        p += k;
-    }
-    return false;
-}
-
-/* The handshake (GET /tts/websocket): the key may also come as ?api_key= or
- * ?access_token= (browsers cannot set headers on a WebSocket). */
-enum MHD_Result gp_handle_tts_websocket(gp_http_request *r) {
-    gp_api_error e;
-    gp_server_backend b;
-    const char *upgrade = header(r, "Upgrade"), *connection = header(r, "Connection");
-    const char *version = header(r, "Sec-WebSocket-Version"), *key = header(r, "Sec-WebSocket-Key");
-    char accept[29];
-    if (!upgrade || strcasecmp(upgrade, "websocket") != 0 || !connection ||
-        !header_has_token(connection, "upgrade")) {
-        gp_http_fail(&e, 426, NULL, "upgrade_required",
-                     "/tts/websocket is a WebSocket: connect with a WebSocket client (ws:// or "
-                     "wss://), or use POST /tts/bytes or /tts/sse over plain HTTP");
-        return gp_http_send_error(r, &e);
-    }
-    if (!version || strcmp(version, "13") != 0) {
-        gp_http_fail(&e, 426, NULL, "unsupported_websocket_version",
-                     "WebSocket version 13 (RFC 6455) is the one this server speaks");
-        return gp_http_send_error(r, &e);
-    }
-    if (gp_ws_accept_key(key, accept)) {
-        gp_http_fail(&e, 400, NULL, "invalid_websocket_key",
-                     "Sec-WebSocket-Key must be the base64 of 16 bytes");
-        return gp_http_send_error(r, &e);
-    }
-    if (!gp_server_backend_get(r->server, &b, &e)) return gp_http_send_error(r, &e);
-    struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, r->server);
-    if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
-    MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
-    r->upgraded = true;
-    return gp_http_send_response(r, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
-}
-
-static gp_ws_hub *hub_of(gp_server *s) {
-    pthread_mutex_lock(&s->lock);
-    gp_ws_hub *h = s->ws_hub;
-    pthread_mutex_unlock(&s->lock);
-    return h;
-}
-
-void gp_ws_hub_drain_begin(gp_server *s) {
-    gp_ws_hub *h = hub_of(s);
-    if (!h) return;
-    pthread_mutex_lock(&h->lock);
-    h->draining = true;
-    pthread_mutex_unlock(&h->lock);
-    hub_wake(h);
-}
-
-void gp_ws_hub_drain_wait(gp_server *s, double deadline) {
-    gp_ws_hub *h = hub_of(s);
-    if (!h) return;
-    /* the hub closes each connection once its contexts are done */
-    for (;;) {
-        pthread_mutex_lock(&h->lock);
-        const int live = h->live + (h->incoming != NULL);
-        pthread_mutex_unlock(&h->lock);
-        if (live == 0 || gp_now_s() >= deadline) break;
-        usleep(20000);
-    }
-}
-
-void gp_ws_hub_stop(gp_server *s) {
-    pthread_mutex_lock(&s->lock);
-    gp_ws_hub *h = s->ws_hub;
-    s->ws_hub = NULL;
-    pthread_mutex_unlock(&s->lock);
-    if (!h) return;
-    pthread_mutex_lock(&h->lock);
-    h->stop = true;
-    pthread_mutex_unlock(&h->lock);
-    /* contexts still running are cancelled: the hub closes every connection */
-    hub_wake(h);
-    pthread_join(h->thread, NULL);
-    close(h->efd);
-    pthread_mutex_destroy(&h->lock);
-    free(h);
 }

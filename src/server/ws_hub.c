@@ -1,0 +1,346 @@
+/* ws_hub.c — the sockets of Cartesia's WebSocket (the protocol is ws_tts.c's):
+ * the handshake through libmicrohttpd's upgrade, then one thread, the hub,
+ * that polls every WebSocket's socket and an eventfd the engine's callbacks
+ * write to, reads and parses frames (websocket.c), answers pings and closes,
+ * hands whole messages to ws_tts.c, pumps each context's audio and writes
+ * what is queued without ever blocking on a client. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/timing.h"
+#include "server/websocket.h"
+#include "server/ws_internal.h"
+
+void gp_ws_hub_wake(gp_ws_hub *h) {
+    uint64_t one = 1;
+    ssize_t r = write(h->efd, &one, sizeof one);
+    (void)r; /* a full counter still wakes the hub */
+}
+
+/* ---- frames and sockets ---- */
+
+static void conn_read(gp_ws_hub *h, ws_conn *c) {
+    for (;;) {
+        if (gp_buf_reserve(&c->in, c->in.len + 65536)) {
+            c->dead = true;
+            return;
+        }
+        ssize_t r = recv(c->fd, c->in.data + c->in.len, 65536, MSG_DONTWAIT);
+        if (r > 0) {
+            c->in.len += (size_t)r;
+            c->last_activity = gp_now_s();
+            continue;
+        }
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (r < 0 && errno == EINTR) continue;
+        c->dead = true; /* closed or broken */
+        break;
+    }
+    size_t used = 0;
+    while (!c->dead && used < c->in.len) {
+        gp_ws_frame f;
+        const char *why = NULL;
+        long k = gp_ws_parse_frame((uint8_t *)c->in.data + used, c->in.len - used, WS_MAX_MESSAGE,
+                                   &f, &why);
+        if (k == 0) break;
+        if (k < 0) {
+            gp_ws_close(c, GP_WS_CLOSE_PROTOCOL, why);
+            used = c->in.len;
+            break;
+        }
+        used += (size_t)k;
+        if (f.opcode == GP_WS_PING) {
+            if (gp_ws_append_frame(&c->out, GP_WS_PONG, f.payload, f.len)) c->dead = true;
+        } else if (f.opcode == GP_WS_PONG) {
+        } else if (f.opcode == GP_WS_CLOSE) {
+            int code = f.len >= 2 ? (f.payload[0] << 8) | f.payload[1] : GP_WS_CLOSE_NORMAL;
+            gp_ws_close(c, code == 1005 || code == 1006 ? GP_WS_CLOSE_NORMAL : code, "");
+            used = c->in.len; /* nothing after a close counts */
+        } else if (c->close_sent) {
+        } else if (f.opcode == GP_WS_CONTINUATION ? c->msg_opcode < 0 : c->msg_opcode >= 0) {
+            gp_ws_close(c, GP_WS_CLOSE_PROTOCOL, "a fragmented message is interleaved wrongly");
+        } else if (c->msg.len + f.len > WS_MAX_MESSAGE) {
+            gp_ws_close(c, GP_WS_CLOSE_TOO_BIG, "a message is larger than 1 MiB");
+        } else {
+            if (f.opcode != GP_WS_CONTINUATION) c->msg_opcode = f.opcode;
+            if (f.len && gp_buf_append(&c->msg, f.payload, f.len)) c->dead = true;
+            if (f.fin && !c->dead) {
+                gp_ws_on_message(h, c, c->msg_opcode, &c->msg);
+                gp_buf_clear(&c->msg);
+                c->msg_opcode = -1;
+            }
+        }
+    }
+    memmove(c->in.data, c->in.data + used, c->in.len - used);
+    c->in.len -= used;
+}
+
+static void conn_write(ws_conn *c) {
+    while (!c->dead && c->out_pos < c->out.len) {
+        ssize_t w = send(c->fd, c->out.data + c->out_pos, c->out.len - c->out_pos,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            c->out_pos += (size_t)w;
+        } else if (w < 0 && errno == EINTR) {
+            continue;
+        } else {
+            if (!(w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) c->dead = true;
+            break;
+        }
+    }
+    if (c->out_pos == c->out.len) {
+        gp_buf_clear(&c->out);
+        c->out_pos = 0;
+    }
+}
+
+static void conn_free(gp_ws_hub *h, ws_conn *c) {
+    while (c->contexts) {
+        ws_context *x = c->contexts;
+        c->contexts = x->next;
+        gp_ws_context_free(h, x);
+    }
+    MHD_upgrade_action(c->urh, MHD_UPGRADE_ACTION_CLOSE); /* libmicrohttpd closes the socket */
+    gp_buf_free(&c->in);
+    gp_buf_free(&c->msg);
+    gp_buf_free(&c->out);
+    free(c);
+}
+
+/* ---- the hub ---- */
+
+static void hub_adopt(gp_ws_hub *h) {
+    pthread_mutex_lock(&h->lock);
+    ws_conn *list = h->incoming;
+    h->incoming = NULL;
+    pthread_mutex_unlock(&h->lock);
+    while (list) {
+        ws_conn *c = list;
+        list = c->next;
+        c->next = h->conns;
+        h->conns = c;
+        pthread_mutex_lock(&h->lock);
+        h->live++;
+        pthread_mutex_unlock(&h->lock);
+        conn_read(h, c); /* bytes that came with the handshake, then what is waiting */
+    }
+}
+
+static void *hub_main(void *arg) {
+    gp_ws_hub *h = arg;
+    struct pollfd *fds = NULL;
+    size_t cap = 0;
+    for (;;) {
+        hub_adopt(h);
+        pthread_mutex_lock(&h->lock);
+        const bool stop = h->stop, draining = h->draining;
+        pthread_mutex_unlock(&h->lock);
+        size_t n = 1;
+        for (ws_conn *c = h->conns; c; c = c->next) n++;
+        if (n > cap) {
+            struct pollfd *p = realloc(fds, n * sizeof *p);
+            if (p) {
+                fds = p;
+                cap = n;
+            }
+        }
+        if (stop && !h->conns) break;
+        size_t k = 0;
+        if (cap >= n) {
+            fds[k++] = (struct pollfd){.fd = h->efd, .events = POLLIN};
+            for (ws_conn *c = h->conns; c; c = c->next)
+                fds[k++] = (struct pollfd){.fd = c->fd,
+                                           .events = (short)(POLLIN | (c->out.len ? POLLOUT : 0))};
+        }
+        if (poll(fds, k, 100) < 0 && errno != EINTR) usleep(10000);
+        uint64_t count;
+        if (read(h->efd, &count, sizeof count) < 0) {
+        } /* cleared (non-blocking) */
+        const double now = gp_now_s();
+        const double idle_limit = h->server->params.request_timeout_s;
+        size_t i = 1;
+        for (ws_conn **link = &h->conns; *link;) {
+            ws_conn *c = *link;
+            const short rev = i < k ? fds[i].revents : 0;
+            i++;
+            if (rev & (POLLIN | POLLHUP | POLLERR)) conn_read(h, c);
+            for (ws_context *x = c->contexts, *next; x && !c->dead; x = next) {
+                next = x->next;
+                gp_ws_context_pump(h, c, x);
+            }
+            if (stop)
+                while (c->contexts) gp_ws_context_remove(h, c, c->contexts); /* cancelled */
+            if (!c->contexts && (stop || draining))
+                gp_ws_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
+            if (!c->contexts && now - c->last_activity > idle_limit)
+                gp_ws_close(c, GP_WS_CLOSE_NORMAL, "idle for too long");
+            conn_write(c);
+            if (c->dead || (c->close_sent && c->out.len == 0) || stop) {
+                *link = c->next;
+                conn_free(h, c);
+                pthread_mutex_lock(&h->lock);
+                h->live--;
+                pthread_mutex_unlock(&h->lock);
+            } else {
+                link = &c->next;
+            }
+        }
+        gp_ws_reap_dying(h, false);
+    }
+    gp_ws_reap_dying(h, true);
+    free(fds);
+    return NULL;
+}
+
+/* The hub, started with the first WebSocket. */
+static gp_ws_hub *hub_get(gp_server *s) {
+    pthread_mutex_lock(&s->lock);
+    gp_ws_hub *h = s->ws_hub;
+    if (!h && !s->stopping && (h = calloc(1, sizeof *h))) {
+        h->server = s;
+        pthread_mutex_init(&h->lock, NULL);
+        h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (h->efd < 0 || pthread_create(&h->thread, NULL, hub_main, h) != 0) {
+            if (h->efd >= 0) close(h->efd);
+            pthread_mutex_destroy(&h->lock);
+            free(h);
+            h = NULL;
+        } else {
+            s->ws_hub = h;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return h;
+}
+
+static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_cls,
+                       const char *extra_in, size_t extra_in_size, MHD_socket sock,
+                       struct MHD_UpgradeResponseHandle *urh) {
+    (void)connection;
+    (void)con_cls;
+    gp_server *s = cls;
+    gp_ws_hub *h = hub_get(s);
+    ws_conn *c = h ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        return;
+    }
+    c->fd = sock;
+    c->urh = urh;
+    c->msg_opcode = -1;
+    c->last_activity = gp_now_s();
+    gp_buf_init(&c->in);
+    gp_buf_init(&c->msg);
+    gp_buf_init(&c->out);
+    int fl = fcntl(sock, F_GETFL);
+    if (fl >= 0) fcntl(sock, F_SETFL, fl | O_NONBLOCK);
+    if (extra_in_size && gp_buf_append(&c->in, extra_in, extra_in_size)) c->dead = true;
+    pthread_mutex_lock(&h->lock);
+    c->next = h->incoming;
+    h->incoming = c;
+    pthread_mutex_unlock(&h->lock);
+    gp_ws_hub_wake(h);
+}
+
+static const char *header(gp_http_request *r, const char *name) {
+    return MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, name);
+}
+
+static bool header_has_token(const char *value, const char *token) {
+    size_t n = strlen(token);
+    for (const char *p = value; p && *p;) {
+        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        size_t k = strcspn(p, ", \t");
+        if (k == n && strncasecmp(p, token, n) == 0) return true;
+        p += k;
+    }
+    return false;
+}
+
+/* The handshake (GET /tts/websocket): the key may also come as ?api_key= or
+ * ?access_token= (browsers cannot set headers on a WebSocket). */
+enum MHD_Result gp_handle_tts_websocket(gp_http_request *r) {
+    gp_api_error e;
+    gp_server_backend b;
+    const char *upgrade = header(r, "Upgrade"), *connection = header(r, "Connection");
+    const char *version = header(r, "Sec-WebSocket-Version"), *key = header(r, "Sec-WebSocket-Key");
+    char accept[29];
+    if (!upgrade || strcasecmp(upgrade, "websocket") != 0 || !connection ||
+        !header_has_token(connection, "upgrade")) {
+        gp_http_fail(&e, 426, NULL, "upgrade_required",
+                     "/tts/websocket is a WebSocket: connect with a WebSocket client (ws:// or "
+                     "wss://), or use POST /tts/bytes or /tts/sse over plain HTTP");
+        return gp_http_send_error(r, &e);
+    }
+    if (!version || strcmp(version, "13") != 0) {
+        gp_http_fail(&e, 426, NULL, "unsupported_websocket_version",
+                     "WebSocket version 13 (RFC 6455) is the one this server speaks");
+        return gp_http_send_error(r, &e);
+    }
+    if (gp_ws_accept_key(key, accept)) {
+        gp_http_fail(&e, 400, NULL, "invalid_websocket_key",
+                     "Sec-WebSocket-Key must be the base64 of 16 bytes");
+        return gp_http_send_error(r, &e);
+    }
+    if (!gp_server_backend_get(r->server, &b, &e)) return gp_http_send_error(r, &e);
+    struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, r->server);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
+    MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
+    r->upgraded = true;
+    return gp_http_send_response(r, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
+}
+
+static gp_ws_hub *hub_of(gp_server *s) {
+    pthread_mutex_lock(&s->lock);
+    gp_ws_hub *h = s->ws_hub;
+    pthread_mutex_unlock(&s->lock);
+    return h;
+}
+
+void gp_ws_hub_drain_begin(gp_server *s) {
+    gp_ws_hub *h = hub_of(s);
+    if (!h) return;
+    pthread_mutex_lock(&h->lock);
+    h->draining = true;
+    pthread_mutex_unlock(&h->lock);
+    gp_ws_hub_wake(h);
+}
+
+void gp_ws_hub_drain_wait(gp_server *s, double deadline) {
+    gp_ws_hub *h = hub_of(s);
+    if (!h) return;
+    /* the hub closes each connection once its contexts are done */
+    for (;;) {
+        pthread_mutex_lock(&h->lock);
+        const int live = h->live + (h->incoming != NULL);
+        pthread_mutex_unlock(&h->lock);
+        if (live == 0 || gp_now_s() >= deadline) break;
+        usleep(20000);
+    }
+}
+
+void gp_ws_hub_stop(gp_server *s) {
+    pthread_mutex_lock(&s->lock);
+    gp_ws_hub *h = s->ws_hub;
+    s->ws_hub = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!h) return;
+    pthread_mutex_lock(&h->lock);
+    h->stop = true;
+    pthread_mutex_unlock(&h->lock);
+    /* contexts still running are cancelled: the hub closes every connection */
+    gp_ws_hub_wake(h);
+    pthread_join(h->thread, NULL);
+    close(h->efd);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}

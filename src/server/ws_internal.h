@@ -1,0 +1,92 @@
+/* ws_internal.h — what the two halves of Cartesia's WebSocket share:
+ * ws_hub.c (the handshake, the thread that polls every WebSocket, frames in
+ * and out) and ws_tts.c (contexts, utterances, messages); see ws_tts.c for
+ * the protocol. Everything here belongs to the hub thread unless marked. */
+#ifndef GP_SERVER_WS_INTERNAL_H
+#define GP_SERVER_WS_INTERNAL_H
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "server/audio_pipe.h"
+#include "server/server_internal.h"
+
+#define WS_MAX_MESSAGE ((size_t)1 << 20)
+#define WS_MAX_TEXT ((size_t)64 << 10)
+#define WS_MAX_OUT ((size_t)8 << 20)
+
+typedef struct ws_utterance {
+    gepard_stream *stream;
+    gp_ws_hub *hub;
+    pthread_mutex_t lock; /* pcm, n, cap, overflow: engine thread → hub */
+    float *pcm;
+    size_t n, cap;
+    bool overflow;
+    float *taken; /* hub only */
+    size_t cap_taken;
+    int chunk_flush_id; /* the flush that spoke it (0: none), on its chunks */
+    int flush_done_id;  /* flush_done to send once it has gone out (0: none) */
+    struct ws_utterance *next;
+} ws_utterance;
+
+typedef struct ws_context {
+    char id[GP_CONTEXT_ID_MAX];
+    gp_speech_options opts;
+    gp_audio_pipe pipe;
+    gp_buf raw; /* encoded audio not yet sent */
+    char *text; /* transcript not yet spoken */
+    size_t len;
+    bool ended;  /* "continue": false came: the rest is spoken, then done */
+    int flushes; /* flush ids given so far */
+    int raw_flush_id;
+    ws_utterance *head, *tail;
+    double last_chunk_s;
+    struct ws_context *next;
+} ws_context;
+
+typedef struct ws_conn {
+    int fd;
+    struct MHD_UpgradeResponseHandle *urh;
+    gp_buf in, msg, out;
+    size_t out_pos;
+    int msg_opcode; /* of the fragmented message being assembled; -1: none */
+    ws_context *contexts;
+    int n_contexts;
+    bool close_sent, dead;
+    double last_activity;
+    struct ws_conn *next;
+} ws_conn;
+
+struct gp_ws_hub {
+    gp_server *server;
+    pthread_t thread;
+    int efd;
+    pthread_mutex_t lock; /* incoming, stop, draining, live */
+    ws_conn *incoming;
+    bool stop, draining;
+    int live;            /* connections adopted and not yet closed */
+    ws_conn *conns;      /* hub thread only */
+    ws_utterance *dying; /* cancelled, waiting for the engine to let go */
+};
+
+/* Wake the hub (any thread; the engine's callbacks). */
+void gp_ws_hub_wake(gp_ws_hub *h);
+/* Queue a text frame / a close frame for the client. */
+void gp_ws_send_text(ws_conn *c, const gp_buf *json);
+void gp_ws_close(ws_conn *c, int code, const char *reason);
+/* An error event: for a context (done: it is over) or for the connection. */
+void gp_ws_send_error(ws_conn *c, const char *context_id, int status, const char *code,
+                      const char *message);
+/* A whole message from the client. */
+void gp_ws_on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m);
+/* Move a context's audio out, retire finished utterances, end it when done;
+ * false when the context was removed. */
+bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x);
+void gp_ws_context_remove(gp_ws_hub *h, ws_conn *c, ws_context *x);
+/* Free a context (unlinked already), its utterances cancelled. */
+void gp_ws_context_free(gp_ws_hub *h, ws_context *x);
+/* Free cancelled utterances whose streams have ended (all, waiting, when `wait`). */
+void gp_ws_reap_dying(gp_ws_hub *h, bool wait);
+
+#endif

@@ -10,6 +10,7 @@
  * client (tests/cartesia/ws_suite.mjs). The client test is skipped, with a note, without
  * node or the package. */
 #include <math.h>
+#include <pthread.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +379,51 @@ static void ws_send_text(int fd, const char *text) {
     free(frame);
 }
 
+/* Read a WebSocket to its end, frame by frame: whether a close frame with
+ * 1001 came. */
+typedef struct ws_reader {
+    int fd;
+    size_t total;
+    bool closed_1001;
+} ws_reader;
+static ws_reader ws_read;
+
+static void *ws_read_all(void *arg) {
+    ws_reader *w = arg;
+    static char all[1 << 21];
+    size_t got = 0;
+    ssize_t r;
+    while ((r = recv(w->fd, all + got, sizeof all - got, 0)) > 0) {
+        got += (size_t)r;
+        w->total += (size_t)r;
+        size_t i = 0;
+        for (;;) {
+            if (got - i < 2) break;
+            unsigned char op = (unsigned char)all[i] & 0x0F;
+            size_t len = (unsigned char)all[i + 1] & 0x7F, h = 2;
+            if (len == 126) {
+                if (got - i < 4) break;
+                len = ((size_t)(unsigned char)all[i + 2] << 8) | (unsigned char)all[i + 3];
+                h = 4;
+            } else if (len == 127) {
+                if (got - i < 10) break;
+                len = 0;
+                for (int k = 0; k < 8; k++) len = (len << 8) | (unsigned char)all[i + 2 + k];
+                h = 10;
+            }
+            if (h + len > sizeof all) return NULL; /* not a frame this server sends */
+            if (got - i < h + len) break;
+            if (op == 0x8 && len >= 2)
+                w->closed_1001 =
+                    ((unsigned char)all[i + h] << 8 | (unsigned char)all[i + h + 1]) == 1001;
+            i += h + len;
+        }
+        memmove(all, all + i, got - i);
+        got -= i;
+    }
+    return NULL;
+}
+
 TEST(server_cartesia_websocket_handshake) {
     test_server_opts o = {.api_key = KEY};
     test_server ts;
@@ -419,28 +465,19 @@ TEST(server_cartesia_websocket_handshake) {
             "world.\",\"voice\":\"alloy\",\"output_format\":{\"container\":\"raw\","
             "\"encoding\":\"pcm_s16le\",\"sample_rate\":22050},\"max_frames\":4000," TS_GREEDY "}");
     usleep(300000);
+    ws_read = (ws_reader){.fd = fd};
+    pthread_t reader;
+    REQUIRE(pthread_create(&reader, NULL, ws_read_all, &ws_read) == 0); /* a client that listens */
     double t0 = gp_now_s();
     gp_server_shutdown(ts.server, 0.2);
     double took = gp_now_s() - t0;
     test_note("shutdown with a running WebSocket context: %.2f s", took);
     CHECK(took < 5);
-    /* read to the end: chunk frames, then the close frame's code 1001 */
-    static char all[1 << 22];
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof all && (r = recv(fd, all + got, sizeof all - got, 0)) > 0) got += (size_t)r;
+    pthread_join(reader, NULL);
     close(fd);
-    bool closed_1001 = false;
-    for (size_t i = 0; i + 4 <= got;) {
-        unsigned char op = (unsigned char)all[i] & 0x0F;
-        size_t len = (unsigned char)all[i + 1] & 0x7F, h = 2;
-        if (len == 126)
-            len = ((size_t)(unsigned char)all[i + 2] << 8) | (unsigned char)all[i + 3], h = 4;
-        if (op == 0x8 && len >= 2)
-            closed_1001 = ((unsigned char)all[i + h] << 8 | (unsigned char)all[i + h + 1]) == 1001;
-        i += h + len;
-    }
-    CHECK_MSG(closed_1001, "no close frame with 1001 in %zu bytes", got);
+    const bool closed_1001 = ws_read.closed_1001;
+    const size_t total = ws_read.total;
+    CHECK_MSG(closed_1001, "no close frame with 1001 in %zu bytes", total);
     test_server_stop(&ts);
 }
 

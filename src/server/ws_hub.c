@@ -102,6 +102,34 @@ static void conn_write(ws_conn *c) {
     }
 }
 
+/* Where the frame being written ends (the server's own frames: unmasked). */
+static size_t current_frame_end(const ws_conn *c) {
+    const unsigned char *b = (const unsigned char *)c->out.data;
+    size_t at = 0;
+    while (at < c->out.len) {
+        size_t len = b[at + 1] & 0x7F, h = 2;
+        if (len == 126) {
+            len = ((size_t)b[at + 2] << 8) | b[at + 3];
+            h = 4;
+        } else if (len == 127) {
+            len = 0;
+            for (int i = 0; i < 8; i++) len = (len << 8) | b[at + 2 + i];
+            h = 10;
+        }
+        if (at + h + len > c->out_pos) return at + h + len;
+        at += h + len;
+    }
+    return c->out.len;
+}
+
+/* Shutting down: the audio not yet written is dropped (its context is
+ * cancelled), the frame being written is finished, and the close goes next. */
+static void conn_cut_short(ws_conn *c) {
+    if (c->close_sent) return;
+    c->out.len = c->out_pos ? current_frame_end(c) : 0;
+    gp_ws_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
+}
+
 static void conn_free(gp_ws_hub *h, ws_conn *c) {
     while (c->contexts) {
         ws_context *x = c->contexts;
@@ -138,6 +166,7 @@ static void *hub_main(void *arg) {
     gp_ws_hub *h = arg;
     struct pollfd *fds = NULL;
     size_t cap = 0;
+    double stop_since = 0;
     for (;;) {
         hub_adopt(h);
         pthread_mutex_lock(&h->lock);
@@ -153,6 +182,7 @@ static void *hub_main(void *arg) {
             }
         }
         if (stop && !h->conns) break;
+        if (stop && !stop_since) stop_since = gp_now_s();
         size_t k = 0;
         if (cap >= n) {
             fds[k++] = (struct pollfd){.fd = h->efd, .events = POLLIN};
@@ -176,14 +206,17 @@ static void *hub_main(void *arg) {
                 next = x->next;
                 gp_ws_context_pump(h, c, x);
             }
-            if (stop)
+            if (stop) {
                 while (c->contexts) gp_ws_context_remove(h, c, c->contexts); /* cancelled */
+                conn_cut_short(c);
+            }
             if (!c->contexts && (stop || draining))
                 gp_ws_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
             if (!c->contexts && now - c->last_activity > idle_limit)
                 gp_ws_close(c, GP_WS_CLOSE_NORMAL, "idle for too long");
             conn_write(c);
-            if (c->dead || (c->close_sent && c->out.len == 0) || stop) {
+            /* at shutdown a client gets a second to take its close frame */
+            if (c->dead || (c->close_sent && c->out.len == 0) || (stop && now - stop_since > 1.0)) {
                 *link = c->next;
                 conn_free(h, c);
                 pthread_mutex_lock(&h->lock);

@@ -129,7 +129,7 @@ await check('ws_unfinished_sentence_waits', async () => {
 
 await check('ws_two_contexts_and_cancel', async () => {
   const c = await connect();
-  c.send(request('x', 'First context speaks.', { continue: false, max_frames: 400 }));
+  c.send(request('x', 'First context speaks.', { continue: false, max_frames: 2000 }));
   c.send(request('y', 'Second context speaks.', { continue: false }));
   await c.until((e) => e.type === 'done' && e.context_id === 'y');
   c.send({ context_id: 'x', cancel: true });

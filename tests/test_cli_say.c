@@ -124,6 +124,50 @@ TEST(say_all_output_formats) {
     }
 }
 
+/* Telephony: --rate resamples what -o gets (libsoxr), here 20 frames of
+ * 22050 Hz into 8 kHz mu-law in WAV, read back by libsndfile; a raw .ulaw
+ * has a byte a sample; a rate off the list and --rate without -o are usage
+ * errors. */
+TEST(say_rate_and_g711) {
+    const char *wav[] = {"say",          "--model",   MODEL,    "--codec",
+                         CODEC,          GREEDY,      "-o",     test_tmp("call.wav"),
+                         "--format",     "wav-mulaw", "--rate", "8000",
+                         "Hello world!", NULL};
+    test_cmd_result r;
+    REQUIRE(run(&r, NULL, wav) == 0);
+    CHECK_MSG(r.status == 0, "%s", r.err);
+    test_cmd_result_free(&r);
+    SF_INFO info;
+    float *x = read_wav(test_tmp("call.wav"), &info);
+    REQUIRE_MSG(x, "the mu-law WAV does not decode");
+    const long want = 20 * 1024 * 8000 / 22050;
+    test_note("%lld samples at %d Hz (want ~%ld), format 0x%x", (long long)info.frames,
+              info.samplerate, want, info.format);
+    CHECK_EQ_INT(info.samplerate, 8000);
+    CHECK_EQ_INT(info.format & SF_FORMAT_SUBMASK, SF_FORMAT_ULAW);
+    CHECK(labs((long)info.frames - want) <= 2);
+    free(x);
+    const char *raw[] = {"say",    "--model", MODEL,          "--codec",
+                         CODEC,    GREEDY,    "-o",           test_tmp("call.ulaw"),
+                         "--rate", "8000",    "Hello world!", NULL};
+    REQUIRE(run(&r, NULL, raw) == 0);
+    CHECK_MSG(r.status == 0, "%s", r.err);
+    test_cmd_result_free(&r);
+    FILE *f = fopen(test_tmp("call.ulaw"), "rb");
+    REQUIRE(f);
+    fseek(f, 0, SEEK_END);
+    CHECK(labs(ftell(f) - want) <= 2);
+    fclose(f);
+    const char *bad[][8] = {
+        {"say", "--model", MODEL, "-o", test_tmp("a.wav"), "--rate", "11025", NULL},
+        {"say", "--model", MODEL, "--play", "--rate", "8000", "Hi", NULL}};
+    for (int i = 0; i < 2; i++) {
+        REQUIRE(run(&r, NULL, bad[i]) == 0);
+        CHECK_MSG(r.status == 2 && strstr(r.err, "--rate"), "exit %d: %s", r.status, r.err);
+        test_cmd_result_free(&r);
+    }
+}
+
 TEST(say_voice_cloning_from_44k_stereo_wav) {
     test_write_reference_wav(test_tmp("ref.wav"));
     const char *with_voice[] = {"say",          "--model",

@@ -15,6 +15,7 @@
 #include "gepard.h"
 #include "io/audio_sink.h"
 #include "io/playback.h"
+#include "io/resample.h"
 #include "io/tempo.h"
 
 #define DEFAULT_MODEL "nineninesix/gepard-1.0"
@@ -29,6 +30,9 @@ static const cli_option say_options[] = {
     {"format", 0, "FMT",
      "wav, flac, opus, mp3, aac, pcm, f32, mulaw or alaw (default: from the file name)"},
     {"float", 0, NULL, "write 32-bit float WAV instead of 16-bit"},
+    {"rate", 0, "HZ",
+     "sample rate of -o's audio: 8000, 16000, 22050 (the codec's; default), 24000, 44100 or "
+     "48000 (libsoxr; e.g. --format mulaw --rate 8000 for telephony)"},
     {"speed", 0, "F", "speak F times as fast, at the same pitch (0.25-4.0, default 1)"},
     {"play", 0, NULL, "play on the speakers (needs a PulseAudio/PipeWire server)"},
     {"file", 'f', "FILE", "read the text from FILE (- for standard input)"},
@@ -58,6 +62,10 @@ typedef struct say_state {
     float *sped;
     size_t n_sped, cap_sped;
     gp_audio_sink *sink;
+    int out_rate;            /* of the sink; 0: the codec's */
+    gp_resampler *resampler; /* NULL: the codec's rate goes to the sink */
+    float *resampled;
+    size_t n_resampled, cap_resampled;
     gp_playback *playback;
     bool playback_used; /* --play was on (playback is closed before the summary) */
     int sample_rate;
@@ -73,20 +81,31 @@ static int write_stdout(const void *data, size_t len, void *user) {
     return fflush(stdout) == 0 ? 0 : -1;
 }
 
-/* Audio at its final speed to the file or stdout and the speakers. */
-static int say_emit(say_state *st, const float *samples, size_t n) {
-    if (n && st->sink && gp_audio_sink_write(st->sink, samples, n, &st->err)) return -1;
+/* Audio at its final speed to the file or stdout (at --rate) and the
+ * speakers; `end`: the resampler gives out what it holds. */
+static int say_emit(say_state *st, const float *samples, size_t n, bool end) {
     if (n && st->playback && gp_playback_write(st->playback, samples, n, &st->err)) return -1;
+    if (st->resampler) {
+        st->n_resampled = 0;
+        if ((n && gp_resampler_process(st->resampler, samples, n, &st->resampled, &st->n_resampled,
+                                       &st->cap_resampled, &st->err)) ||
+            (end && gp_resampler_process(st->resampler, NULL, 0, &st->resampled, &st->n_resampled,
+                                         &st->cap_resampled, &st->err)))
+            return -1;
+        samples = st->resampled;
+        n = st->n_resampled;
+    }
+    if (n && st->sink && gp_audio_sink_write(st->sink, samples, n, &st->err)) return -1;
     return 0;
 }
 
 /* Through the speed changer (in == NULL: its end) when --speed is not 1. */
 static int say_process(say_state *st, const float *samples, size_t n) {
-    if (!st->tempo) return samples ? say_emit(st, samples, n) : 0;
+    if (!st->tempo) return say_emit(st, samples, samples ? n : 0, !samples);
     st->n_sped = 0;
     if (gp_tempo_process(st->tempo, samples, n, &st->sped, &st->n_sped, &st->cap_sped, &st->err))
         return -1;
-    return say_emit(st, st->sped, st->n_sped);
+    return say_emit(st, st->sped, st->n_sped, !samples);
 }
 
 static int say_on_audio(const float *samples, size_t n, void *user) {
@@ -123,6 +142,9 @@ static int plan_outputs(const cli_args *a, say_state *st) {
                                       "terminal here; redirect it (-o - > speech.pcm, or pipe it: "
                                       "-o - | aplay -f S16_LE -r 22050), or use -o FILE or --play");
     st->out = out;
+    if (!out && cli_get(a, "rate"))
+        return cli_usage_error("say", "--rate sets the rate of -o's audio; the speakers play at "
+                                      "the codec's own rate");
     if (!out) return CLI_EXIT_OK;
     int fmt = -1;
     const char *why = NULL;
@@ -148,14 +170,33 @@ static int plan_outputs(const cli_args *a, say_state *st) {
         fmt = GP_AUDIO_WAV_FLOAT;
     }
     st->format = fmt;
+    if (cli_get(a, "rate")) {
+        long long rate = 0;
+        int rc = cli_get_int(a, "rate", 8000, 48000, &rate);
+        if (rc) return rc;
+        static const int rates[] = {8000, 16000, 22050, 24000, 44100, 48000};
+        bool ok = false;
+        for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) ok |= rate == rates[i];
+        if (!ok)
+            return cli_usage_error("say",
+                                   "--rate must be 8000, 16000, 22050, 24000, 44100 or "
+                                   "48000, got %lld",
+                                   rate);
+        st->out_rate = (int)rate;
+    }
     st->speed = 1.0;
     return cli_get_float(a, "speed", GP_TEMPO_MIN, GP_TEMPO_MAX, &st->speed);
 }
 
-/* Open what plan_outputs chose, at the codec's rate. */
-static int open_outputs(const cli_args *a, int rate, say_state *st) {
+/* Open what plan_outputs chose: the speakers at the codec's rate, the file
+ * or stdout at --rate. */
+static int open_outputs(const cli_args *a, int codec_rate, say_state *st) {
     gp_error err;
-    if (st->speed != 1.0 && gp_tempo_create(rate, st->speed, &st->tempo, &err))
+    if (st->speed != 1.0 && gp_tempo_create(codec_rate, st->speed, &st->tempo, &err))
+        return cli_runtime_error("%s", err.message);
+    const int rate = st->out_rate ? st->out_rate : codec_rate;
+    if (st->out && rate != codec_rate &&
+        gp_resampler_create(codec_rate, rate, &st->resampler, &err))
         return cli_runtime_error("%s", err.message);
     if (st->out) {
         int rc = strcmp(st->out, "-") == 0
@@ -166,7 +207,7 @@ static int open_outputs(const cli_args *a, int rate, say_state *st) {
         if (rc) return cli_runtime_error("%s", err.message);
     }
     if (cli_flag(a, "play")) {
-        if (gp_playback_open(rate, "gepard", &st->playback, &err))
+        if (gp_playback_open(codec_rate, "gepard", &st->playback, &err))
             return cli_runtime_error("%s", err.message);
     }
     return CLI_EXIT_OK;
@@ -304,6 +345,8 @@ done:
     if (st.playback) gp_playback_close(st.playback, 0, NULL);
     gp_tempo_free(st.tempo);
     free(st.sped);
+    gp_resampler_free(st.resampler);
+    free(st.resampled);
     gepard_engine_free(engine);
     gepard_voice_free(voice);
     gepard_lora_free(lora);

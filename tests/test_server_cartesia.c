@@ -385,6 +385,9 @@ typedef struct ws_reader {
     int fd;
     size_t total;
     bool closed_1001;
+    bool until_done; /* stop at the first `done` event */
+    bool done;
+    size_t audio_bytes; /* base64 characters of chunk data, decoded size */
 } ws_reader;
 static ws_reader ws_read;
 
@@ -416,10 +419,22 @@ static void *ws_read_all(void *arg) {
             if (op == 0x8 && len >= 2)
                 w->closed_1001 =
                     ((unsigned char)all[i + h] << 8 | (unsigned char)all[i + h + 1]) == 1001;
+            if (op == 0x1) {
+                cJSON *j = cJSON_ParseWithLength(all + i + h, len);
+                const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(j, "type"));
+                const char *data = cJSON_GetStringValue(cJSON_GetObjectItem(j, "data"));
+                if (type && !strcmp(type, "done")) w->done = true;
+                if (data)
+                    w->audio_bytes += strlen(data) / 4 * 3 - (strstr(data, "==")  ? 2
+                                                              : strchr(data, '=') ? 1
+                                                                                  : 0);
+                cJSON_Delete(j);
+            }
             i += h + len;
         }
         memmove(all, all + i, got - i);
         got -= i;
+        if (w->until_done && w->done) break;
     }
     return NULL;
 }
@@ -492,5 +507,45 @@ TEST(server_cartesia_websocket_suite) {
     const char *text = h.body.data;
     CHECK(text && strstr(text, "route=\"tts_websocket\""));
     test_http_free(&h);
+    test_server_stop(&ts);
+}
+
+/* A context's pieces run at most WS_CONTEXT_AHEAD (2) at once: six
+ * sentences sent one message each still give all their audio, in order,
+ * but the engine never steps more than two streams (each its own
+ * utterance) — they would only hold slots other listeners need. */
+TEST(server_cartesia_websocket_runs_two_pieces_ahead) {
+    test_server_opts o = {.api_key = KEY, .max_streams = 16};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    char head[2048], hdrs[256];
+    int fd;
+    snprintf(hdrs, sizeof hdrs,
+             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: "
+             "13\r\nAuthorization: Bearer %s\r\n",
+             KEY);
+    REQUIRE(ws_handshake(&ts, "/tts/websocket", hdrs, head, sizeof head, &fd) == 101);
+    for (int k = 0; k <= 6; k++) {
+        char msg[512];
+        snprintf(
+            msg, sizeof msg,
+            "{\"model_id\":\"sonic\",\"context_id\":\"six\",\"transcript\":\"%s\","
+            "\"continue\":%s,\"voice\":\"alloy\",\"output_format\":{\"container\":"
+            "\"raw\",\"encoding\":\"pcm_s16le\",\"sample_rate\":22050},\"max_frames\":40," TS_GREEDY
+            "}",
+            k < 6 ? "Sentence number something. " : "", k < 6 ? "true" : "false");
+        ws_send_text(fd, msg);
+    }
+    ws_reader w = {.fd = fd, .until_done = true};
+    ws_read_all(&w);
+    close(fd);
+    gepard_engine_stats st;
+    test_server_stats(&ts, &st);
+    test_note("done %d, %zu bytes of audio, engine: %llu frames, at most %d streams a step", w.done,
+              w.audio_bytes, (unsigned long long)st.frames, st.max_batch);
+    CHECK(w.done);
+    CHECK_EQ_INT((long)w.audio_bytes, 6L * 40 * 1024 * 2);
+    CHECK_EQ_INT((long)st.frames, 6L * 40);
+    CHECK_MSG(st.max_batch <= 2, "%d streams stepped together", st.max_batch);
     test_server_stop(&ts);
 }

@@ -15,9 +15,14 @@
 #define WS_MAX_MESSAGE ((size_t)1 << 20)
 #define WS_MAX_TEXT ((size_t)64 << 10)
 #define WS_MAX_OUT ((size_t)8 << 20)
+/* Utterances of one context generating at once: the one playing and the
+ * next. More would only hold engine slots other listeners need: the audio
+ * goes out in order, in real time, whatever runs ahead. */
+#define WS_CONTEXT_AHEAD 2
 
 typedef struct ws_utterance {
-    gepard_stream *stream;
+    char *text;            /* waiting to be started (stream NULL); freed once started */
+    gepard_stream *stream; /* NULL: not started yet */
     gp_ws_hub *hub;
     pthread_mutex_t lock; /* pcm, n, cap, overflow: engine thread → hub */
     float *pcm;
@@ -32,6 +37,7 @@ typedef struct ws_utterance {
 
 typedef struct ws_context {
     char id[GP_CONTEXT_ID_MAX];
+    gepard_engine *engine; /* (outlives the hub) */
     gp_speech_options opts;
     gp_audio_pipe pipe;
     gp_buf raw; /* encoded audio not yet sent */

@@ -16,10 +16,10 @@
  * more text); "flush": true speaks everything buffered and answers
  * flush_done once its audio has gone out; "continue": false (the default)
  * speaks the rest and ends the context with `done`. Each spoken piece is one
- * engine stream (an utterance); the pieces of a context start as soon as
- * their text is there, run side by side in the engine's batch, and their
- * audio goes out strictly in order through the context's one audio pipe
- * (rate, speed, encoder), so the client hears one signal. {"context_id",
+ * engine stream (an utterance); at most WS_CONTEXT_AHEAD of a context run at
+ * once (the one playing and the next), and their audio goes out strictly in
+ * order through the context's one audio pipe (rate, speed, encoder), so the
+ * client hears one signal. {"context_id",
  * "cancel": true} stops a context.
  *
  * Limits: GP_WS_MAX_CONTEXTS per connection, 1 MiB a message, 64 KiB of
@@ -74,6 +74,7 @@ static void on_done(gepard_status status, void *user) {
 
 static void utterance_free(ws_utterance *u) {
     gepard_stream_free(u->stream);
+    free(u->text);
     pthread_mutex_destroy(&u->lock);
     free(u->pcm);
     free(u->taken);
@@ -82,6 +83,10 @@ static void utterance_free(ws_utterance *u) {
 
 /* Cancel and hand to the hub's dying list (freed once the engine is done). */
 static void utterance_drop(gp_ws_hub *h, ws_utterance *u) {
+    if (!u->stream) { /* never started */
+        utterance_free(u);
+        return;
+    }
     gepard_stream_cancel(u->stream);
     u->next = h->dying;
     h->dying = u;
@@ -224,10 +229,9 @@ static size_t speakable(const ws_context *x, bool all) {
     return last;
 }
 
-/* Start an utterance for the first n bytes of the context's text (blank
- * text is only dropped). GEPARD_OK, or the engine's status. */
-static int context_speak(gp_ws_hub *h, ws_context *x, const gp_server_backend *b, size_t n,
-                         int flush_id) {
+/* Queue an utterance for the first n bytes of the context's text (blank
+ * text is only dropped); context_start_ahead starts it. */
+static int context_speak(gp_ws_hub *h, ws_context *x, size_t n, int flush_id) {
     bool blank = true;
     for (size_t i = 0; i < n && blank; i++) blank = strchr(" \t\r\n", x->text[i]) != NULL;
     char *piece = blank ? NULL : strndup(x->text, n);
@@ -240,25 +244,36 @@ static int context_speak(gp_ws_hub *h, ws_context *x, const gp_server_backend *b
         return GEPARD_ERR_NOMEM;
     }
     u->hub = h;
+    u->text = piece;
     pthread_mutex_init(&u->lock, NULL);
     u->chunk_flush_id = flush_id;
-    gepard_synth_params p = x->opts.params;
-    p.voice = x->opts.voice_entry ? x->opts.voice_entry->voice : NULL;
-    p.lora = x->opts.voice_entry ? x->opts.voice_entry->lora : NULL;
-    p.split_text = 1;
-    gepard_stream_callbacks cb = {.on_audio = on_audio, .on_done = on_done, .user = u};
-    gepard_status st = gepard_stream_start(b->engine, piece, &p, &cb, &u->stream);
-    free(piece);
-    if (st != GEPARD_OK) {
-        pthread_mutex_destroy(&u->lock);
-        free(u);
-        return (int)st;
-    }
     if (x->tail)
         x->tail->next = u;
     else
         x->head = u;
     x->tail = u;
+    return GEPARD_OK;
+}
+
+/* Start the first WS_CONTEXT_AHEAD utterances of the context that are not
+ * running yet. GEPARD_OK, or the engine's status for the one that failed. */
+static int context_start_ahead(ws_context *x) {
+    int k = 0;
+    for (ws_utterance *u = x->head; u && k < WS_CONTEXT_AHEAD; u = u->next, k++) {
+        if (u->stream) continue;
+        gepard_synth_params p = x->opts.params;
+        p.voice = x->opts.voice_entry ? x->opts.voice_entry->voice : NULL;
+        p.lora = x->opts.voice_entry ? x->opts.voice_entry->lora : NULL;
+        p.split_text = 1;
+        gepard_stream_callbacks cb = {.on_audio = on_audio, .on_done = on_done, .user = u};
+        gepard_status st = gepard_stream_start(x->engine, u->text, &p, &cb, &u->stream);
+        if (st != GEPARD_OK) {
+            u->stream = NULL;
+            return (int)st;
+        }
+        free(u->text);
+        u->text = NULL;
+    }
     return GEPARD_OK;
 }
 
@@ -283,7 +298,12 @@ static void context_fail_status(gp_ws_hub *h, ws_conn *c, ws_context *x, int st)
 bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
     gp_error err;
     gp_error_clear(&err);
-    while (x->head) {
+    int st = context_start_ahead(x);
+    if (st != GEPARD_OK) {
+        context_fail_status(h, c, x, st);
+        return false;
+    }
+    while (x->head && x->head->stream) {
         ws_utterance *u = x->head;
         const bool done = gepard_stream_done(u->stream); /* before taking: no audio after done */
         pthread_mutex_lock(&u->lock);
@@ -309,7 +329,7 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
         }
         if (!done) break;
         gepard_synth_result res;
-        gepard_status st = gepard_stream_wait(u->stream, &res); /* finished: at once */
+        st = gepard_stream_wait(u->stream, &res); /* finished: at once */
         gp_metrics_stream_finished(h->server->metrics, &res, 0);
         if (st != GEPARD_OK) {
             context_fail_status(h, c, x, st);
@@ -326,6 +346,10 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
                      "\"done\":false,\"flush_done\":true,\"flush_id\":%d,\"status_code\":206",
                      flush_done);
             send_event(c, x, "flush_done", fields);
+        }
+        if ((st = context_start_ahead(x)) != GEPARD_OK) { /* the next takes its place */
+            context_fail_status(h, c, x, st);
+            return false;
         }
     }
     if (!x->head && x->ended && x->len == 0) {
@@ -394,6 +418,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
         return NULL;
     }
     x->last_chunk_s = gp_now_s();
+    x->engine = b->engine;
     x->next = c->contexts;
     c->contexts = x;
     c->n_contexts++;
@@ -453,12 +478,9 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     if (!more) x->ended = true;
     const int flush_id = flush ? ++x->flushes : 0;
     const size_t n = speakable(x, x->ended || flush);
-    if (n) {
-        int st = context_speak(h, x, &b, n, flush_id);
-        if (st != GEPARD_OK) {
-            context_fail_status(h, c, x, st);
-            return;
-        }
+    if (n && context_speak(h, x, n, flush_id) != GEPARD_OK) {
+        context_fail(h, c, x, 500, "internal_error", "out of memory");
+        return;
     }
     if (flush) {
         if (x->tail) {

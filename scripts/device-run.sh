@@ -142,6 +142,15 @@ what=${1:-all}
 shift || true
 # several modes in one call: codec,serve12
 want() { case ",$what," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+# a mode name this script does not know would run nothing: refuse it before
+# any device time goes to the checkpoint
+known=" $(grep -o 'want [a-z0-9-]*' "$0" | awk '{print $2}' | sort -u | tr '\n' ' ') "
+for m in $(echo "$what" | tr ',' ' '); do
+    case "$known" in *" $m "*) ;; *)
+        echo "device-run.sh: unknown mode \"$m\"; the modes are:$known" >&2
+        exit 2 ;;
+    esac
+done
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 nproc; grep -m1 "model name" /proc/cpuinfo
 # which logical CPUs share a core (taskset -c 0,1 may pick two hyperthreads of one core)
@@ -413,15 +422,20 @@ serve12() { # NAME [serve options...]
         --codec /tmp/rs/codec --port 18080 --max-streams 1024 --max-queue 4096 \
         --max-connections 8192 --max-connections-per-client 8192 "$@" > "$out/$name.log" 2>&1 &
     pid=$!
-    for i in $(seq 1 240); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break; sleep 0.5; done
+    for i in $(seq 1 240); do
+        env -u LD_LIBRARY_PATH curl -sf -o /dev/null http://127.0.0.1:18080/ready && break
+        kill -0 $pid 2>/dev/null || { echo "$name: the server exited: $(tail -3 "$out/$name.log")"; return; }
+        sleep 0.5
+    done
     grep "warm" "$out/$name.log"
     twelve="Please remember to bring your umbrella tomorrow because the forecast says rain."
-    "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c 1 -n 20 --text "$twelve" \
+    # --timeout: a stalled stream must not hold the call to its 600 s
+    "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c 1 -n 20 --text "$twelve" --timeout 60 \
         --body '{"max_frames":86,"stop_threshold":2,"seed":1}' > "$out/$name-1.json"
     echo "$name -c 1: $(summary "$out/$name-1.json")"
     for c in ${SERVE12_LOADS:-256 512 1024}; do
         "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $((c * ${SERVE12_WAVES:-1})) \
-            --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/$name-$c.json"
+            --timeout 60 --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/$name-$c.json"
         echo "$name -c $c: $(summary "$out/$name-$c.json")"
         env -u LD_LIBRARY_PATH curl -s http://127.0.0.1:18080/metrics > "$out/$name-$c.metrics"
         grep -E "^gepard_(engine|realtime|batch|streams_total)" "$out/$name-$c.metrics" | tr '\n' ' '
@@ -439,7 +453,7 @@ summary() { # the loadtest figures issue 12 asks for, on one line
     python3 - "$1" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-t = d.get("ttfa_ms", {})
+t = d.get("ttfa_ms") or {}  # null when no request succeeded
 u = d.get("underrun_at_audio_ms") or {}
 f = d.get("full_load") or {}
 full = ("%.0f s/s at full load (%.2f s)" % (f["audio_seconds_per_second"], f["seconds"])
@@ -447,7 +461,7 @@ full = ("%.0f s/s at full load (%.2f s)" % (f["audio_seconds_per_second"], f["se
 print("ok %s/%s, %.0f s/s, %s, ttfa p50 %s p99 %s ms, max gap %s ms, underruns %s (worst %s ms, after %s-%s ms of audio), rtf p50 %s"
       % (d.get("ok"), d.get("requests"), d.get("audio_seconds_per_second", 0), full, t.get("p50"),
          t.get("p99"), d.get("max_gap_ms"), d.get("underruns"), d.get("worst_underrun_ms"),
-         u.get("min"), u.get("max"), d.get("rtf", {}).get("p50")))
+         u.get("min"), u.get("max"), (d.get("rtf") or {}).get("p50")))
 PY
 }
 if want serve12; then

@@ -54,6 +54,7 @@ int test_server_start(test_server *ts, const test_server_opts *o) {
             o->max_connections_per_client < 0 ? 0 : o->max_connections_per_client;
     if (o->receive_timeout_s > 0) sp.receive_timeout_s = o->receive_timeout_s;
     sp.cors_origins = o->cors_origins;
+    sp.word_timestamps = !o->no_word_timestamps;
     sp.access_log = o->access_log;
     sp.access_log_file = o->access_log_file;
     if (gp_server_start(&sp, &ts->server, &err)) {

@@ -33,6 +33,7 @@ typedef struct test_server_opts {
     const char *cors_origins;       /* NULL: no CORS */
     int access_log;                 /* gp_access_log_mode; 0: off */
     const char *access_log_file;    /* NULL: standard error */
+    bool no_word_timestamps;        /* --no-word-timestamps */
 } test_server_opts;
 
 typedef struct test_server {

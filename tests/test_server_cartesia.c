@@ -26,7 +26,7 @@
 #include "test.h"
 
 #define KEY "sesame"
-#define CHECKS_EXPECTED 20 /* client_suite.mjs's checks */
+#define CHECKS_EXPECTED 21 /* client_suite.mjs's checks */
 #define FRAMES 40
 
 /* POST a Cartesia request with `output_format` and `extra` fields. */
@@ -501,7 +501,7 @@ TEST(server_cartesia_websocket_suite) {
     test_server_opts o = {.api_key = KEY, .max_streams = 4};
     test_server ts;
     REQUIRE(test_server_start(&ts, &o) == 0);
-    test_node_suite("tests/cartesia/ws_suite.mjs", &ts, KEY, "websocket client", 6);
+    test_node_suite("tests/cartesia/ws_suite.mjs", &ts, KEY, "websocket client", 7);
     test_http h = {0};
     test_http_get(&h, test_url(&ts, "/metrics"), NULL);
     const char *text = h.body.data;
@@ -547,5 +547,35 @@ TEST(server_cartesia_websocket_runs_two_pieces_ahead) {
     CHECK_EQ_INT((long)w.audio_bytes, 6L * 40 * 1024 * 2);
     CHECK_EQ_INT((long)st.frames, 6L * 40);
     CHECK_MSG(st.max_batch <= 2, "%d streams stepped together", st.max_batch);
+    test_server_stop(&ts);
+}
+
+/* `gepard serve --no-word-timestamps`: add_timestamps is refused, saying
+ * why, instead of answered with estimated times. */
+TEST(server_cartesia_word_timestamps_off) {
+    test_server_opts o = {.api_key = KEY, .no_word_timestamps = true};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_http h;
+    CHECK_EQ_INT(tts(&ts, "/tts/sse",
+                     "{\"container\":\"raw\",\"encoding\":\"pcm_s16le\",\"sample_rate\":24000}",
+                     "\"add_timestamps\":true", &h),
+                 400);
+    CHECK_MSG(h.body.data && strstr(h.body.data, "--no-word-timestamps"), "%s",
+              h.body.data ? h.body.data : "");
+    test_http_free(&h);
+    /* with them on, /tts/sse answers them before done */
+    test_server_stop(&ts);
+    o.no_word_timestamps = false;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    CHECK_EQ_INT(tts(&ts, "/tts/sse",
+                     "{\"container\":\"raw\",\"encoding\":\"pcm_s16le\",\"sample_rate\":24000}",
+                     "\"add_timestamps\":true,\"context_id\":\"w\"", &h),
+                 200);
+    const char *t = h.body.data ? strstr(h.body.data, "event: timestamps\ndata: ") : NULL;
+    const char *d = h.body.data ? strstr(h.body.data, "event: done") : NULL;
+    CHECK_MSG(t && d && t < d, "%.300s", h.body.data ? h.body.data : "");
+    CHECK(t && strstr(t, "\"words\":[\"Hello\",\"world!\"]") && strstr(t, "\"estimated\":true"));
+    test_http_free(&h);
     test_server_stop(&ts);
 }

@@ -66,6 +66,9 @@ static const cli_option serve_options[] = {
     {"access-log-file", 0, "FILE",
      "append the access log to FILE instead of standard error (implies plain unless "
      "--access-log says json)"},
+    {"no-word-timestamps", 0, NULL,
+     "refuse Cartesia's add_timestamps instead of answering with word times estimated from the "
+     "audio (Gepard has no alignment of words to frames)"},
     {"cors-origin", 0, "ORIGIN",
      "let browser pages from ORIGIN (https://app.example:8443, or * for any) call the API; "
      "repeat it or give a comma list (default: no CORS)"},
@@ -296,6 +299,7 @@ int cli_serve(int argc, char **argv) {
         goto done;
     }
     c.server.cors_origins = cors.data;
+    c.server.word_timestamps = !cli_flag(&a, "no-word-timestamps");
 #ifdef __GLIBC__
     /* glibc gives threads up to 8 arenas per CPU; requests freed on another
      * thread than the one that allocated them spread free memory over all

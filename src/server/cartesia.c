@@ -195,6 +195,27 @@ static int refuse_true(const cJSON *json, const char *key, const char *why, gp_a
     return gp_http_fail(e, 400, key, "unsupported_feature", "%s", why);
 }
 
+/* add_timestamps: word times estimated from the audio (word_times.h), as
+ * events of /tts/sse and the WebSocket; /tts/bytes has nowhere to put them
+ * (as Cartesia's). */
+static int parse_timestamps(const cJSON *json, const gp_server *s, gp_cartesia_route route,
+                            gp_speech_options *o, gp_api_error *e) {
+    const char *why = route == GP_CARTESIA_BYTES
+                          ? "word timestamps come as events: use /tts/sse or the WebSocket "
+                            "(/tts/websocket)"
+                          : "word timestamps are off on this server (--no-word-timestamps): "
+                            "Gepard has no alignment of words to its audio frames";
+    if (route != GP_CARTESIA_BYTES && s->params.word_timestamps) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, "add_timestamps");
+        if (item && !cJSON_IsNull(item) && !cJSON_IsBool(item))
+            return gp_http_fail(e, 400, "add_timestamps", "invalid_type",
+                                "add_timestamps must be true or false");
+        o->word_timestamps = cJSON_IsTrue(item);
+        return 0;
+    }
+    return refuse_true(json, "add_timestamps", why, e);
+}
+
 int gp_cartesia_options_parse(const cJSON *json, const gp_server *s, const gp_voices *voices,
                               gp_cartesia_route route, gp_speech_options *o, gp_api_error *e) {
     const char *language = NULL, *locale = NULL, *context_id = NULL;
@@ -204,10 +225,7 @@ int gp_cartesia_options_parse(const cJSON *json, const gp_server *s, const gp_vo
         gp_field_string(json, "language", "", &language, e) ||
         gp_field_string(json, "locale", "", &locale, e) ||
         gp_field_string(json, "context_id", "", &context_id, e) ||
-        refuse_true(json, "add_timestamps",
-                    "word timestamps are not available: Gepard has no "
-                    "alignment of words to its audio frames",
-                    e) ||
+        parse_timestamps(json, s, route, o, e) ||
         refuse_true(json, "add_phoneme_timestamps",
                     "phoneme timestamps are not available: "
                     "Gepard speaks from text tokens, not "

@@ -45,6 +45,7 @@ gp_server_params gp_server_default_params(void) {
         .receive_timeout_s = 20,
         .http_threads = 0,
         .trim_when_idle = true,
+        .word_timestamps = true,
     };
     return p;
 }

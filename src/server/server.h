@@ -55,6 +55,8 @@ typedef struct gp_server_params {
     bool trim_when_idle;      /* malloc_trim once idle for a second after work (true) */
     const char *cors_origins; /* comma-separated origins browsers may call from ("*": any);
                                  NULL: no CORS (OPTIONS is 405) */
+    bool word_timestamps;     /* Cartesia's add_timestamps: estimated word times (true); false:
+                                 refused (server/word_times.h) */
     gp_access_log_mode access_log;
     const char *access_log_file; /* NULL or "-": standard error */
 } gp_server_params;

@@ -17,6 +17,7 @@
 #include "server/audio_pipe.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "server/word_times.h"
 
 typedef struct gp_speech_job gp_speech_job;
 typedef struct gp_conn gp_conn;
@@ -267,11 +268,12 @@ typedef struct gp_speech_options {
     bool sse;
     gp_sse_style sse_style;
     char context_id[GP_CONTEXT_ID_MAX]; /* echoed in Cartesia's events; "": none */
-    bool stream;     /* false: the whole file in one response with Content-Length */
-    int sample_rate; /* of the response; 0: 24000 for pcm, the codec's own otherwise */
-    int bit_rate;    /* MP3/Opus/AAC bits per second; 0: the format's default */
-    double speed;    /* OpenAI's speed, 0.25-4.0; 1: as spoken */
-    double volume;   /* gain on the samples (Cartesia's generation_config.volume); 1: none */
+    bool stream;          /* false: the whole file in one response with Content-Length */
+    int sample_rate;      /* of the response; 0: 24000 for pcm, the codec's own otherwise */
+    int bit_rate;         /* MP3/Opus/AAC bits per second; 0: the format's default */
+    double speed;         /* OpenAI's speed, 0.25-4.0; 1: as spoken */
+    double volume;        /* gain on the samples (Cartesia's generation_config.volume); 1: none */
+    bool word_timestamps; /* Cartesia's add_timestamps: estimated word times (word_times.h) */
     char voice[GP_VOICE_NAME_MAX];
     const gp_voice_entry *voice_entry; /* NULL: the default voice */
     const char *ref_audio;             /* base64, points into the request JSON */
@@ -326,6 +328,11 @@ struct gp_speech_job {
     double next_check;                  /* of the socket and the deadline */
     int sample_rate, samples_per_frame; /* of the response; of the codec */
     gp_audio_pipe pipe;                 /* gain, speed, rate and encoder */
+    bool want_word_times;               /* Cartesia's SSE with add_timestamps */
+    char *said;                         /* its text, for the estimated word times; NULL: none */
+    double speed;                       /* of the pipe, for the word times */
+    int native_rate;                    /* the codec's */
+    gp_voiced_span voiced;              /* of the audio, for the word times */
     uint64_t samples_out;               /* given to the encoder (the pipe's, once finished) */
     size_t input_tokens;
     /* engine thread → connection thread (lock) */

@@ -84,12 +84,16 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     j->sse = o->sse;
     j->sse_style = o->sse_style;
     snprintf(j->context_id, sizeof j->context_id, "%s", o->context_id);
+    j->speed = o->speed;
+    gp_voiced_span_init(&j->voiced);
     j->last_chunk_s = gp_now_s();
     j->fd = gp_http_connection_fd(connection);
     j->deadline = gp_now_s() + s->params.request_timeout_s;
     gp_wake_init(&j->own_wake, connection, j->fd, j->deadline);
     j->wake = wake ? wake : &j->own_wake;
     int native = gepard_codec_sample_rate(b->codec);
+    j->native_rate = native;
+    j->want_word_times = o->word_timestamps && o->sse && o->sse_style == GP_SSE_CARTESIA;
     j->sample_rate = o->sample_rate                ? o->sample_rate
                      : o->format == GP_AUDIO_PCM16 ? GP_OPENAI_PCM_RATE
                                                    : native;
@@ -117,6 +121,7 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
 
 gepard_status gp_job_start(gp_speech_job *j, const gp_server_backend *b, const char *text,
                            const gepard_synth_params *params) {
+    if (j->want_word_times && !(j->said = strdup(text))) return GEPARD_ERR_NOMEM;
     gepard_stream_callbacks cb = {.on_audio = job_on_audio, .user = j, .on_done = job_on_done};
     gepard_status st = gepard_stream_start(b->engine, text, params, &cb, &j->stream);
     if (st != GEPARD_OK) return st;
@@ -187,6 +192,7 @@ static size_t job_take(gp_speech_job *j) {
     pthread_mutex_unlock(&j->lock);
     j->taken = p;
     j->cap_taken = cap;
+    if (j->said) gp_voiced_span_feed(&j->voiced, p, n);
     if (n && !j->failed) job_encode(j, p, n, false);
     if (overflow)
         job_fail(j, "the client is not reading the audio fast enough; the stream was stopped");
@@ -199,9 +205,18 @@ static void job_record(gp_speech_job *j) {
     gp_metrics_stream_finished(j->server->metrics, &j->result, j->disconnected);
 }
 
-/* The last event of a successful SSE answer. */
+/* The last event of a successful SSE answer (Cartesia's: after the
+ * estimated word times when they were asked for). */
 static void job_append_done(gp_speech_job *j) {
     if (j->sse_style == GP_SSE_CARTESIA) {
+        if (j->said) {
+            gp_buf_append_str(&j->out, "event: timestamps\ndata: {\"type\":\"timestamps\","
+                                       "\"done\":false,\"status_code\":206,\"estimated\":true,"
+                                       "\"word_timestamps\":");
+            gp_word_times_append(&j->out, j->said, &j->voiced, j->native_rate, j->speed, 0);
+            append_context_id(j);
+            gp_buf_append_str(&j->out, "}\n\n");
+        }
         gp_buf_append_str(&j->out, "event: done\ndata: {\"type\":\"done\",\"done\":true,"
                                    "\"status_code\":200");
         append_context_id(j);
@@ -324,6 +339,7 @@ static void job_release(gp_speech_job *j) {
     }
     gp_wake_forget(j->server, &j->own_wake);
     if (j->pipe_open) gp_audio_pipe_free(&j->pipe);
+    free(j->said);
     gepard_voice_free(j->own_voice);
     free(j->pending);
     free(j->taken);

@@ -11,6 +11,7 @@
 
 #include "server/audio_pipe.h"
 #include "server/server_internal.h"
+#include "server/word_times.h"
 
 #define WS_MAX_MESSAGE ((size_t)1 << 20)
 #define WS_MAX_TEXT ((size_t)64 << 10)
@@ -22,6 +23,8 @@
 
 typedef struct ws_utterance {
     char *text;            /* waiting to be started (stream NULL); freed once started */
+    char *said;            /* the text once started, for estimated word times; NULL: none */
+    gp_voiced_span voiced; /* its audio's voiced span (word times) */
     gepard_stream *stream; /* NULL: not started yet */
     gp_ws_hub *hub;
     pthread_mutex_t lock; /* pcm, n, cap, overflow: engine thread → hub */
@@ -38,6 +41,8 @@ typedef struct ws_utterance {
 typedef struct ws_context {
     char id[GP_CONTEXT_ID_MAX];
     gepard_engine *engine; /* (outlives the hub) */
+    int native_rate;       /* the codec's */
+    double audio_s;        /* seconds of the context's audio so far (word times' offset) */
     gp_speech_options opts;
     gp_audio_pipe pipe;
     gp_buf raw; /* encoded audio not yet sent */

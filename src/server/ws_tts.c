@@ -75,6 +75,7 @@ static void on_done(gepard_status status, void *user) {
 static void utterance_free(ws_utterance *u) {
     gepard_stream_free(u->stream);
     free(u->text);
+    free(u->said);
     pthread_mutex_destroy(&u->lock);
     free(u->pcm);
     free(u->taken);
@@ -245,6 +246,7 @@ static int context_speak(gp_ws_hub *h, ws_context *x, size_t n, int flush_id) {
     }
     u->hub = h;
     u->text = piece;
+    gp_voiced_span_init(&u->voiced);
     pthread_mutex_init(&u->lock, NULL);
     u->chunk_flush_id = flush_id;
     if (x->tail)
@@ -271,10 +273,28 @@ static int context_start_ahead(ws_context *x) {
             u->stream = NULL;
             return (int)st;
         }
-        free(u->text);
+        if (x->opts.word_timestamps)
+            u->said = u->text; /* kept for the word times */
+        else
+            free(u->text);
         u->text = NULL;
     }
     return GEPARD_OK;
+}
+
+/* The estimated word times of a finished utterance (word_times.h), after
+ * its audio; they count from the context's start. */
+static void send_word_times(ws_conn *c, ws_context *x, const ws_utterance *u) {
+    gp_buf b;
+    gp_buf_init(&b);
+    gp_buf_append_str(&b, "{\"type\":\"timestamps\",\"done\":false,\"status_code\":206,"
+                          "\"estimated\":true,\"word_timestamps\":");
+    gp_word_times_append(&b, u->said, &u->voiced, x->native_rate, x->opts.speed, x->audio_s);
+    gp_buf_append_str(&b, ",\"context_id\":");
+    gp_json_append_string(&b, x->id);
+    gp_buf_append_str(&b, "}");
+    gp_ws_send_text(c, &b);
+    gp_buf_free(&b);
 }
 
 /* A context failed: its error event, then it is gone. */
@@ -317,6 +337,7 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
         u->taken = pcm;
         u->cap_taken = cap;
         if (n) {
+            if (u->said) gp_voiced_span_feed(&u->voiced, pcm, n);
             x->raw_flush_id = u->chunk_flush_id;
             if (gp_audio_pipe_push(&x->pipe, pcm, n, false, &err)) {
                 context_fail(h, c, x, 500, "encoding_failed", err.message);
@@ -337,6 +358,11 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
         }
         x->head = u->next;
         if (!x->head) x->tail = NULL;
+        if (u->said) {
+            send_chunk(c, x);
+            send_word_times(c, x, u);
+        }
+        x->audio_s += (double)u->voiced.samples / x->native_rate / x->opts.speed;
         const int flush_done = u->flush_done_id;
         utterance_free(u);
         if (flush_done) {
@@ -419,6 +445,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
     }
     x->last_chunk_s = gp_now_s();
     x->engine = b->engine;
+    x->native_rate = native;
     x->next = c->contexts;
     c->contexts = x;
     c->n_contexts++;

@@ -156,6 +156,24 @@ await check('sse_chunks_and_done', async () => {
   return `${chunks} chunk events, ${bytes} bytes, then done`;
 });
 
+await check('sse_word_timestamps', async () => {
+  const stream = await client.tts.generateSSE(
+    request({ container: 'raw', encoding: 'pcm_s16le', sample_rate: 22050 }, { add_timestamps: true }),
+  );
+  let samples = 0, ts = null, done = false;
+  for await (const event of stream) {
+    if (event.type === 'chunk') samples += Buffer.from(event.data, 'base64').length / 2;
+    else if (event.type === 'timestamps') ts = event;
+    else if (event.type === 'done') done = !!ts; // the times come before done
+  }
+  must(ts && done && ts.estimated === true, JSON.stringify(ts));
+  const w = ts.word_timestamps;
+  must(w.words.join(' ') === 'Hello from the Cartesia client.', w.words.join(' '));
+  must(w.start.length === w.words.length && w.end[w.end.length - 1] <= samples / 22050 + 1e-3,
+       `${JSON.stringify(w)} over ${samples / 22050} s`);
+  return `${w.words.length} words, estimated, over ${(samples / 22050).toFixed(3)} s`;
+});
+
 // What Gepard cannot do is a 400 the client raises as BadRequestError.
 const refused = [
   ['error_embedding_voice', { voice: { mode: 'embedding', embedding: [0.1, 0.2] } }, 'embedding'],

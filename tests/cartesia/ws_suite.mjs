@@ -163,7 +163,7 @@ await check('ws_error_events', async () => {
   const e1 = await c.until((e) => e.type === 'error' && !e.context_id);
   c.send(request('bad', 'Hi.', { output_format: { container: 'wav', encoding: 'pcm_s16le', sample_rate: 22050 } }));
   const e2 = await c.until((e) => e.type === 'error' && e.context_id === 'bad');
-  c.send(request('t', 'Hi.', { add_timestamps: true }));
+  c.send(request('t', 'Hi.', { add_phoneme_timestamps: true }));
   const e3 = await c.until((e) => e.type === 'error' && e.context_id === 't');
   c.send(request('end', 'Done.', { continue: false }));
   await c.until((e) => e.type === 'done' && e.context_id === 'end');
@@ -176,6 +176,31 @@ await check('ws_error_events', async () => {
   must(e4.error_code === 'context_ended' && e5.done === true, JSON.stringify([e4, e5]));
   c.ws.close();
   return [e1, e2, e3, e4].map((e) => e.message).join(' | ');
+});
+
+// add_timestamps (what voice-agent frameworks send): estimated word times
+// after each piece's audio, counting from the context's start.
+await check('ws_word_timestamps', async () => {
+  const c = await connect();
+  c.send(request('ts', 'First words here. ', { continue: true, add_timestamps: true }));
+  c.send(request('ts', 'And then some more.', { continue: false, add_timestamps: true }));
+  await c.until((e) => e.type === 'done' && e.context_id === 'ts');
+  const ts = c.events.filter((e) => e.type === 'timestamps');
+  must(ts.length === 2 && ts.every((e) => e.estimated === true && e.context_id === 'ts'), JSON.stringify(ts));
+  const words = ts.flatMap((e) => e.word_timestamps.words);
+  must(words.join(' ') === 'First words here. And then some more.', words.join(' '));
+  const starts = ts.flatMap((e) => e.word_timestamps.start), ends = ts.flatMap((e) => e.word_timestamps.end);
+  for (let i = 0; i < starts.length; i++) {
+    must(starts[i] < ends[i] && (i === 0 || starts[i] >= ends[i - 1] - 1e-3), `word ${i}: ${starts[i]}-${ends[i]}`);
+  }
+  const seconds = samplesOf(c.events, 'ts') / 22050;
+  must(ts[1].word_timestamps.start[0] >= SAMPLES / 22050 - 1e-3, `the second piece starts at ${ts[1].word_timestamps.start[0]}`);
+  must(ends[ends.length - 1] <= seconds + 1e-3, `the last word ends at ${ends[ends.length - 1]} of ${seconds} s`);
+  // each piece's times come after its audio
+  const order = c.events.map((e) => e.type);
+  must(order.indexOf('timestamps') > order.indexOf('chunk'), order.join(','));
+  c.ws.close();
+  return `${words.length} words over ${seconds.toFixed(3)} s, last ${starts[starts.length - 1]}-${ends[ends.length - 1]}`;
 });
 
 await check('ws_wrong_key_refused', async () => {

@@ -133,10 +133,12 @@ void gp_ws_send_error(ws_conn *c, const char *context_id, int status, const char
                   "\"error_code\":\"%s\",\"message\":",
                   status, status >= 500 ? "Server error" : "Invalid request", code);
     gp_json_append_string(&b, message);
-    if (context_id && *context_id) {
-        gp_buf_append_str(&b, ",\"context_id\":");
+    /* always the key (null for the connection's own errors): clients index it */
+    gp_buf_append_str(&b, ",\"context_id\":");
+    if (context_id && *context_id)
         gp_json_append_string(&b, context_id);
-    }
+    else
+        gp_buf_append_str(&b, "null");
     gp_buf_append_str(&b, "}");
     gp_ws_send_text(c, &b);
     gp_buf_free(&b);

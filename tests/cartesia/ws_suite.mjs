@@ -161,6 +161,7 @@ await check('ws_error_events', async () => {
   const c = await connect(wsURL, { headers: { Authorization: `Bearer ${apiKey}` } });
   c.send({ transcript: 'no context' });
   const e1 = await c.until((e) => e.type === 'error' && !e.context_id);
+  must('context_id' in e1 && e1.context_id === null, JSON.stringify(e1)); // clients index the key
   c.send(request('bad', 'Hi.', { output_format: { container: 'wav', encoding: 'pcm_s16le', sample_rate: 22050 } }));
   const e2 = await c.until((e) => e.type === 'error' && e.context_id === 'bad');
   c.send(request('t', 'Hi.', { add_phoneme_timestamps: true }));

@@ -501,7 +501,7 @@ TEST(server_cartesia_websocket_suite) {
     test_server_opts o = {.api_key = KEY, .max_streams = 4};
     test_server ts;
     REQUIRE(test_server_start(&ts, &o) == 0);
-    test_node_suite("tests/cartesia/ws_suite.mjs", &ts, KEY, "websocket client", 7);
+    test_node_suite("tests/cartesia/ws_suite.mjs", &ts, KEY, "websocket client", 8);
     test_http h = {0};
     test_http_get(&h, test_url(&ts, "/metrics"), NULL);
     const char *text = h.body.data;

@@ -43,6 +43,9 @@ typedef struct ws_context {
     gepard_engine *engine; /* (outlives the hub) */
     int native_rate;       /* the codec's */
     double audio_s;        /* seconds of the context's audio so far (word times' offset) */
+    int buffer_delay_ms;   /* max_buffer_delay_ms: an unfinished sentence goes after this; -1:
+                              it waits for its end */
+    double text_since;     /* when the text waiting now began to wait (0: none waits) */
     gp_speech_options opts;
     gp_audio_pipe pipe;
     gp_buf raw; /* encoded audio not yet sent */

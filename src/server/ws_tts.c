@@ -232,6 +232,27 @@ static size_t speakable(const ws_context *x, bool all) {
     return last;
 }
 
+/* The waiting text up to its last space, once it has waited
+ * max_buffer_delay_ms (a word still being typed is not cut). */
+static size_t speakable_after_delay(const ws_context *x, double now) {
+    if (x->buffer_delay_ms < 0 || !x->text_since ||
+        now - x->text_since < x->buffer_delay_ms / 1000.0)
+        return 0;
+    size_t n = x->len;
+    while (n > 0 && !strchr(" \t\r\n", x->text[n - 1])) n--;
+    return n;
+}
+
+/* After text was added or spoken: when the text that waits now began to. */
+static void note_waiting(ws_context *x, double now, bool spoke) {
+    bool blank = true;
+    for (size_t i = 0; i < x->len && blank; i++) blank = strchr(" \t\r\n", x->text[i]) != NULL;
+    if (blank)
+        x->text_since = 0;
+    else if (spoke || !x->text_since)
+        x->text_since = now;
+}
+
 /* Queue an utterance for the first n bytes of the context's text (blank
  * text is only dropped); context_start_ahead starts it. */
 static int context_speak(gp_ws_hub *h, ws_context *x, size_t n, int flush_id) {
@@ -320,6 +341,15 @@ static void context_fail_status(gp_ws_hub *h, ws_conn *c, ws_context *x, int st)
 bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
     gp_error err;
     gp_error_clear(&err);
+    const double now = gp_now_s();
+    const size_t late = speakable_after_delay(x, now);
+    if (late) {
+        if (context_speak(h, x, late, 0) != GEPARD_OK) {
+            context_fail(h, c, x, 500, "internal_error", "out of memory");
+            return false;
+        }
+        note_waiting(x, now, true);
+    }
     int st = context_start_ahead(x);
     if (st != GEPARD_OK) {
         context_fail_status(h, c, x, st);
@@ -448,6 +478,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
     x->last_chunk_s = gp_now_s();
     x->engine = b->engine;
     x->native_rate = native;
+    x->buffer_delay_ms = -1;
     x->next = c->contexts;
     c->contexts = x;
     c->n_contexts++;
@@ -505,12 +536,22 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     x->text[x->len] = '\0';
     const bool more = flag(json, "continue", false), flush = flag(json, "flush", false);
     if (!more) x->ended = true;
+    const cJSON *delay = cJSON_GetObjectItemCaseSensitive(json, "max_buffer_delay_ms");
+    if (delay && !cJSON_IsNull(delay)) {
+        if (!cJSON_IsNumber(delay) || delay->valuedouble < 0 || delay->valuedouble > 5000) {
+            context_fail(h, c, x, 400, "invalid_value",
+                         "max_buffer_delay_ms must be a number of milliseconds from 0 to 5000");
+            return;
+        }
+        x->buffer_delay_ms = (int)delay->valuedouble;
+    }
     const int flush_id = flush ? ++x->flushes : 0;
     const size_t n = speakable(x, x->ended || flush);
     if (n && context_speak(h, x, n, flush_id) != GEPARD_OK) {
         context_fail(h, c, x, 500, "internal_error", "out of memory");
         return;
     }
+    note_waiting(x, gp_now_s(), n > 0);
     if (flush) {
         if (x->tail) {
             x->tail->flush_done_id = flush_id;

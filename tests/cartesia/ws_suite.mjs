@@ -127,6 +127,23 @@ await check('ws_unfinished_sentence_waits', async () => {
   return 'nothing until the sentence ended, then one utterance';
 });
 
+// max_buffer_delay_ms: an unfinished sentence is spoken (to its last
+// space) once it has waited that long.
+await check('ws_buffer_delay', async () => {
+  const c = await connect();
+  const t0 = Date.now();
+  c.send(request('d', 'An unfinished thought with no end ', { continue: true, max_buffer_delay_ms: 300 }));
+  await c.until((e) => e.type === 'chunk' && e.context_id === 'd', 5000);
+  const waited = Date.now() - t0;
+  must(waited >= 250, `spoke after ${waited} ms, before its 300-ms delay`);
+  c.send(request('d', 'in sight', { continue: false }));
+  await c.until((e) => e.type === 'done' && e.context_id === 'd');
+  const n = samplesOf(c.events, 'd');
+  must(n === 2 * SAMPLES, `${n} samples: want two pieces`);
+  c.ws.close();
+  return `the fragment went after ${waited} ms; two pieces`;
+});
+
 await check('ws_two_contexts_and_cancel', async () => {
   const c = await connect();
   c.send(request('x', 'First context speaks.', { continue: false, max_frames: 2000 }));

@@ -385,8 +385,11 @@ typedef struct ws_reader {
     int fd;
     size_t total;
     bool closed_1001;
+    int close_code;  /* of the server's close frame; 0: none */
     bool until_done; /* stop at the first `done` event */
     bool done;
+    int errors, done_false_errors;
+    char flush_ids[64]; /* the flush_done ids in order, "1,2," */
     size_t audio_bytes; /* base64 characters of chunk data, decoded size */
 } ws_reader;
 static ws_reader ws_read;
@@ -416,14 +419,24 @@ static void *ws_read_all(void *arg) {
             }
             if (h + len > sizeof all) return NULL; /* not a frame this server sends */
             if (got - i < h + len) break;
-            if (op == 0x8 && len >= 2)
-                w->closed_1001 =
-                    ((unsigned char)all[i + h] << 8 | (unsigned char)all[i + h + 1]) == 1001;
+            if (op == 0x8 && len >= 2) {
+                w->close_code = (unsigned char)all[i + h] << 8 | (unsigned char)all[i + h + 1];
+                w->closed_1001 = w->close_code == 1001;
+            }
             if (op == 0x1) {
                 cJSON *j = cJSON_ParseWithLength(all + i + h, len);
                 const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(j, "type"));
                 const char *data = cJSON_GetStringValue(cJSON_GetObjectItem(j, "data"));
                 if (type && !strcmp(type, "done")) w->done = true;
+                if (type && !strcmp(type, "error")) {
+                    w->errors++;
+                    w->done_false_errors += cJSON_IsFalse(cJSON_GetObjectItem(j, "done"));
+                }
+                if (type && !strcmp(type, "flush_done")) {
+                    size_t m = strlen(w->flush_ids);
+                    snprintf(w->flush_ids + m, sizeof w->flush_ids - m, "%d,",
+                             cJSON_GetObjectItem(j, "flush_id")->valueint);
+                }
                 if (data)
                     w->audio_bytes += strlen(data) / 4 * 3 - (strstr(data, "==")  ? 2
                                                               : strchr(data, '=') ? 1
@@ -577,5 +590,93 @@ TEST(server_cartesia_word_timestamps_off) {
     CHECK_MSG(t && d && t < d, "%.300s", h.body.data ? h.body.data : "");
     CHECK(t && strstr(t, "\"words\":[\"Hello\",\"world!\"]") && strstr(t, "\"estimated\":true"));
     test_http_free(&h);
+    test_server_stop(&ts);
+}
+
+/* A WebSocket session on a fresh server: handshake, then `messages` sent
+ * one after another, then read until `done` (or the server closes). */
+static void ws_session(test_server *ts, const char *const *messages, int n, bool until_done,
+                       ws_reader *w) {
+    char head[2048], hdrs[256];
+    int fd;
+    snprintf(hdrs, sizeof hdrs,
+             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: "
+             "13\r\nAuthorization: Bearer %s\r\n",
+             KEY);
+    REQUIRE(ws_handshake(ts, "/tts/websocket", hdrs, head, sizeof head, &fd) == 101);
+    for (int i = 0; i < n; i++) ws_send_text(fd, messages[i]);
+    *w = (ws_reader){.fd = fd, .until_done = until_done};
+    ws_read_all(w);
+    close(fd);
+}
+
+#define WS_MSG(text, more, extra)                                                                  \
+    "{\"model_id\":\"sonic\",\"context_id\":\"k\",\"transcript\":\"" text "\",\"continue\":" more  \
+    ",\"voice\":\"alloy\",\"output_format\":{\"container\":\"raw\",\"encoding\":\"pcm_s16le\","    \
+    "\"sample_rate\":22050},\"max_frames\":20," TS_GREEDY extra "}"
+
+/* A full engine does not end a context: with one slot and no queue, the
+ * piece running ahead meets BUSY and starts once the first is done (it had
+ * failed the whole context with 429). Two flushes in a row get both their
+ * flush_done, in order; a message to an ended context is an error that
+ * leaves it running (done: false) to its `done`. */
+TEST(server_cartesia_websocket_busy_flushes_and_ended) {
+    test_server_opts o = {.api_key = KEY, .max_streams = 1, .max_queue = -1};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    const char *busy[] = {WS_MSG("First piece here. ", "true", ""),
+                          WS_MSG("Second piece here.", "true", ""), WS_MSG("", "false", "")};
+    ws_reader w;
+    ws_session(&ts, busy, 3, true, &w);
+    gepard_engine_stats st;
+    test_server_stats(&ts, &st);
+    test_note("busy: done %d, errors %d, %zu bytes of audio, %llu frames", w.done, w.errors,
+              w.audio_bytes, (unsigned long long)st.frames);
+    CHECK(w.done && w.errors == 0);
+    CHECK_EQ_INT((long)w.audio_bytes, 2L * 20 * 1024 * 2);
+    const char *flushes[] = {WS_MSG("Flushed words. ", "true", ",\"flush\":true"),
+                             WS_MSG("", "true", ",\"flush\":true"), WS_MSG("", "false", ""),
+                             WS_MSG("Too late.", "false", "")};
+    ws_session(&ts, flushes, 4, true, &w);
+    test_note("flushes: %s; errors %d (done false %d)", w.flush_ids, w.errors, w.done_false_errors);
+    CHECK_MSG(strcmp(w.flush_ids, "1,2,") == 0, "flush_done ids %s", w.flush_ids);
+    CHECK(w.done && w.errors == 1 && w.done_false_errors == 1);
+    test_server_stop(&ts);
+}
+
+/* The close handshake echoes a valid code and answers a code a client may
+ * not send (1005) with 1002; a connection whose only context waits for the
+ * end of a sentence that never comes is closed at the idle limit (the
+ * request time limit) with 1000. */
+TEST(server_cartesia_websocket_close_codes_and_idle) {
+    test_server_opts o = {.api_key = KEY, .request_timeout_s = 0.5};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    char head[2048], hdrs[256];
+    snprintf(hdrs, sizeof hdrs,
+             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: "
+             "13\r\nAuthorization: Bearer %s\r\n",
+             KEY);
+    const int sent[2] = {4000, 1005}, want[2] = {4000, 1002};
+    for (int k = 0; k < 2; k++) {
+        int fd;
+        REQUIRE(ws_handshake(&ts, "/tts/websocket", hdrs, head, sizeof head, &fd) == 101);
+        const unsigned char mask[4] = {9, 8, 7, 6};
+        unsigned char frame[8] = {0x88, 0x82, mask[0], mask[1], mask[2], mask[3]};
+        frame[6] = (unsigned char)(sent[k] >> 8) ^ mask[0];
+        frame[7] = (unsigned char)sent[k] ^ mask[1];
+        REQUIRE(test_tcp_send(fd, (const char *)frame, 8) == 0);
+        ws_reader w = {.fd = fd};
+        ws_read_all(&w);
+        close(fd);
+        CHECK_MSG(w.close_code == want[k], "sent %d, got close %d", sent[k], w.close_code);
+    }
+    const char *waiting[] = {WS_MSG("A sentence that never ends", "true", "")};
+    ws_reader w;
+    double t0 = gp_now_s();
+    ws_session(&ts, waiting, 1, false, &w);
+    test_note("idle close after %.2f s with code %d", gp_now_s() - t0, w.close_code);
+    CHECK_EQ_INT(w.close_code, 1000);
+    CHECK(gp_now_s() - t0 < 5);
     test_server_stop(&ts);
 }

@@ -58,11 +58,17 @@ static void conn_read(gp_ws_hub *h, ws_conn *c) {
         }
         used += (size_t)k;
         if (f.opcode == GP_WS_PING) {
-            if (gp_ws_append_frame(&c->out, GP_WS_PONG, f.payload, f.len)) c->dead = true;
+            if (!c->close_sent && gp_ws_append_frame(&c->out, GP_WS_PONG, f.payload, f.len))
+                c->dead = true;
+            if (c->out.len - c->out_pos > WS_MAX_OUT) c->dead = true; /* pings, never reading */
         } else if (f.opcode == GP_WS_PONG) {
         } else if (f.opcode == GP_WS_CLOSE) {
+            /* echo a valid code (RFC 6455 §7.4); a malformed close is a protocol error */
             int code = f.len >= 2 ? (f.payload[0] << 8) | f.payload[1] : GP_WS_CLOSE_NORMAL;
-            gp_ws_close(c, code == 1005 || code == 1006 ? GP_WS_CLOSE_NORMAL : code, "");
+            bool valid =
+                f.len != 1 && ((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+                               (code >= 3000 && code <= 4999));
+            gp_ws_close(c, valid ? code : GP_WS_CLOSE_PROTOCOL, valid ? "" : "a malformed close");
             used = c->in.len; /* nothing after a close counts */
         } else if (c->close_sent) {
         } else if (f.opcode == GP_WS_CONTINUATION ? c->msg_opcode < 0 : c->msg_opcode >= 0) {
@@ -83,6 +89,43 @@ static void conn_read(gp_ws_hub *h, ws_conn *c) {
     c->in.len -= used;
 }
 
+/* The frame being written (the server's own frames: unmasked, whole in
+ * `out`): where it starts and where it ends. */
+static void current_frame(const ws_conn *c, size_t *start, size_t *end) {
+    const unsigned char *b = (const unsigned char *)c->out.data;
+    size_t at = 0;
+    while (at < c->out.len) {
+        size_t len = b[at + 1] & 0x7F, h = 2;
+        if (len == 126) {
+            len = ((size_t)b[at + 2] << 8) | b[at + 3];
+            h = 4;
+        } else if (len == 127) {
+            len = 0;
+            for (int i = 0; i < 8; i++) len = (len << 8) | b[at + 2 + i];
+            h = 10;
+        }
+        if (at + h + len > c->out_pos) {
+            *start = at;
+            *end = at + h + len;
+            return;
+        }
+        at += h + len;
+    }
+    *start = *end = c->out.len;
+}
+
+static size_t current_frame_end(const ws_conn *c) {
+    size_t start, end;
+    current_frame(c, &start, &end);
+    return end;
+}
+
+static size_t current_frame_start(const ws_conn *c) {
+    size_t start, end;
+    current_frame(c, &start, &end);
+    return start;
+}
+
 static void conn_write(ws_conn *c) {
     while (!c->dead && c->out_pos < c->out.len) {
         ssize_t w = send(c->fd, c->out.data + c->out_pos, c->out.len - c->out_pos,
@@ -99,27 +142,15 @@ static void conn_write(ws_conn *c) {
     if (c->out_pos == c->out.len) {
         gp_buf_clear(&c->out);
         c->out_pos = 0;
+    } else if (c->out_pos > ((size_t)1 << 20)) {
+        /* a client reading at playback speed never empties the buffer: drop
+         * what went out, up to the start of the frame being written (the
+         * frames are parsed from offset 0, current_frame_end) */
+        const size_t start = current_frame_start(c);
+        memmove(c->out.data, c->out.data + start, c->out.len - start);
+        c->out.len -= start;
+        c->out_pos -= start;
     }
-}
-
-/* Where the frame being written ends (the server's own frames: unmasked). */
-static size_t current_frame_end(const ws_conn *c) {
-    const unsigned char *b = (const unsigned char *)c->out.data;
-    size_t at = 0;
-    while (at < c->out.len) {
-        size_t len = b[at + 1] & 0x7F, h = 2;
-        if (len == 126) {
-            len = ((size_t)b[at + 2] << 8) | b[at + 3];
-            h = 4;
-        } else if (len == 127) {
-            len = 0;
-            for (int i = 0; i < 8; i++) len = (len << 8) | b[at + 2 + i];
-            h = 10;
-        }
-        if (at + h + len > c->out_pos) return at + h + len;
-        at += h + len;
-    }
-    return c->out.len;
 }
 
 /* Shutting down: the audio not yet written is dropped (its context is
@@ -170,7 +201,7 @@ static void *hub_main(void *arg) {
     for (;;) {
         hub_adopt(h);
         pthread_mutex_lock(&h->lock);
-        const bool stop = h->stop, draining = h->draining;
+        const bool stop = h->stop, draining = h->draining, arriving = h->incoming != NULL;
         pthread_mutex_unlock(&h->lock);
         size_t n = 1;
         for (ws_conn *c = h->conns; c; c = c->next) n++;
@@ -181,7 +212,7 @@ static void *hub_main(void *arg) {
                 cap = n;
             }
         }
-        if (stop && !h->conns) break;
+        if (stop && !h->conns && !arriving) break; /* (one just handed over is closed first) */
         if (stop && !stop_since) stop_since = gp_now_s();
         size_t k = 0;
         if (cap >= n) {
@@ -212,7 +243,12 @@ static void *hub_main(void *arg) {
             }
             if (!c->contexts && (stop || draining))
                 gp_ws_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
-            if (!c->contexts && now - c->last_activity > idle_limit)
+            /* idle: nothing said for the limit and nothing being spoken (open
+             * contexts waiting for text included) */
+            bool speaking = false;
+            for (const ws_context *x = c->contexts; x && !speaking; x = x->next)
+                speaking = x->head != NULL;
+            if (!speaking && now - c->last_activity > idle_limit)
                 gp_ws_close(c, GP_WS_CLOSE_NORMAL, "idle for too long");
             conn_write(c);
             /* at shutdown a client gets a second to take its close frame */
@@ -233,9 +269,9 @@ static void *hub_main(void *arg) {
     return NULL;
 }
 
-/* The hub, started with the first WebSocket. */
-static gp_ws_hub *hub_get(gp_server *s) {
-    pthread_mutex_lock(&s->lock);
+/* The hub, started with the first WebSocket; s->lock held (so that a
+ * connection handed over cannot race gp_ws_hub_stop). */
+static gp_ws_hub *hub_get_locked(gp_server *s) {
     gp_ws_hub *h = s->ws_hub;
     if (!h && !s->stopping && (h = calloc(1, sizeof *h))) {
         h->server = s;
@@ -250,7 +286,6 @@ static gp_ws_hub *hub_get(gp_server *s) {
             s->ws_hub = h;
         }
     }
-    pthread_mutex_unlock(&s->lock);
     return h;
 }
 
@@ -260,8 +295,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
     (void)connection;
     (void)con_cls;
     gp_server *s = cls;
-    gp_ws_hub *h = hub_get(s);
-    ws_conn *c = h ? calloc(1, sizeof *c) : NULL;
+    ws_conn *c = calloc(1, sizeof *c);
     if (!c) {
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         return;
@@ -276,11 +310,23 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
     int fl = fcntl(sock, F_GETFL);
     if (fl >= 0) fcntl(sock, F_SETFL, fl | O_NONBLOCK);
     if (extra_in_size && gp_buf_append(&c->in, extra_in, extra_in_size)) c->dead = true;
-    pthread_mutex_lock(&h->lock);
-    c->next = h->incoming;
-    h->incoming = c;
-    pthread_mutex_unlock(&h->lock);
-    gp_ws_hub_wake(h);
+    /* handed over under the server's lock: gp_ws_hub_stop cannot free the
+     * hub in between, and a stopping server starts none */
+    pthread_mutex_lock(&s->lock);
+    gp_ws_hub *h = hub_get_locked(s);
+    if (h) {
+        pthread_mutex_lock(&h->lock);
+        c->next = h->incoming;
+        h->incoming = c;
+        pthread_mutex_unlock(&h->lock);
+        gp_ws_hub_wake(h);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!h) {
+        gp_buf_free(&c->in);
+        free(c);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    }
 }
 
 static const char *header(gp_http_request *r, const char *name) {

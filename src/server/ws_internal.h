@@ -20,6 +20,10 @@
  * next. More would only hold engine slots other listeners need: the audio
  * goes out in order, in real time, whatever runs ahead. */
 #define WS_CONTEXT_AHEAD 2
+/* A context's next piece waits this long for room in a full engine queue
+ * before the context fails with 429 (a piece running ahead waits as long as
+ * the one playing lasts). */
+#define WS_BUSY_LIMIT_S 30.0
 
 typedef struct ws_utterance {
     char *text;            /* waiting to be started (stream NULL); freed once started */
@@ -34,7 +38,9 @@ typedef struct ws_utterance {
     float *taken; /* hub only */
     size_t cap_taken;
     int chunk_flush_id; /* the flush that spoke it (0: none), on its chunks */
-    int flush_done_id;  /* flush_done to send once it has gone out (0: none) */
+    int flush_done_first,
+        flush_done_last; /* flush_done ids to send once it has gone out (0: none) */
+    double busy_since;   /* the engine's queue was full when it was to start (0: not) */
     struct ws_utterance *next;
 } ws_utterance;
 
@@ -89,8 +95,9 @@ void gp_ws_hub_wake(gp_ws_hub *h);
 /* Queue a text frame / a close frame for the client. */
 void gp_ws_send_text(ws_conn *c, const gp_buf *json);
 void gp_ws_close(ws_conn *c, int code, const char *reason);
-/* An error event: for a context (done: it is over) or for the connection. */
-void gp_ws_send_error(ws_conn *c, const char *context_id, int status, const char *code,
+/* An error event: for a context (`done`: it is over; else it goes on) or for
+ * the connection (context_id NULL). */
+void gp_ws_send_error(ws_conn *c, const char *context_id, bool done, int status, const char *code,
                       const char *message);
 /* A whole message from the client. */
 void gp_ws_on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m);

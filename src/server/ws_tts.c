@@ -123,15 +123,15 @@ void gp_ws_close(ws_conn *c, int code, const char *reason) {
     c->close_sent = true;
 }
 
-/* An error event: for a context (done: it is over) or for the connection. */
-void gp_ws_send_error(ws_conn *c, const char *context_id, int status, const char *code,
+void gp_ws_send_error(ws_conn *c, const char *context_id, bool done, int status, const char *code,
                       const char *message) {
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_printf(&b,
-                  "{\"type\":\"error\",\"done\":true,\"status_code\":%d,\"title\":\"%s\","
+                  "{\"type\":\"error\",\"done\":%s,\"status_code\":%d,\"title\":\"%s\","
                   "\"error_code\":\"%s\",\"message\":",
-                  status, status >= 500 ? "Server error" : "Invalid request", code);
+                  done ? "true" : "false", status,
+                  status >= 500 ? "Server error" : "Invalid request", code);
     gp_json_append_string(&b, message);
     /* always the key (null for the connection's own errors): clients index it */
     gp_buf_append_str(&b, ",\"context_id\":");
@@ -292,6 +292,15 @@ static int context_start_ahead(ws_context *x) {
         p.split_text = 1;
         gepard_stream_callbacks cb = {.on_audio = on_audio, .on_done = on_done, .user = u};
         gepard_status st = gepard_stream_start(x->engine, u->text, &p, &cb, &u->stream);
+        if (st == GEPARD_ERR_BUSY) {
+            /* the engine's queue is full: try again at the hub's next pass;
+             * only the piece the listener waits for runs out of time */
+            u->stream = NULL;
+            const double now = gp_now_s();
+            if (!u->busy_since) u->busy_since = now;
+            if (u == x->head && now - u->busy_since > WS_BUSY_LIMIT_S) return (int)st;
+            break;
+        }
         if (st != GEPARD_OK) {
             u->stream = NULL;
             return (int)st;
@@ -324,7 +333,7 @@ static void send_word_times(ws_conn *c, ws_context *x, const ws_utterance *u) {
 static void context_fail(gp_ws_hub *h, ws_conn *c, ws_context *x, int status, const char *code,
                          const char *message) {
     send_chunk(c, x); /* what it had made goes first */
-    gp_ws_send_error(c, x->id, status, code, message);
+    gp_ws_send_error(c, x->id, true, status, code, message);
     gp_ws_context_remove(h, c, x);
 }
 
@@ -395,14 +404,13 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
             send_word_times(c, x, u);
         }
         x->audio_s += (double)u->voiced.samples / x->native_rate / x->opts.speed;
-        const int flush_done = u->flush_done_id;
+        const int first = u->flush_done_first, last = u->flush_done_last;
         utterance_free(u);
-        if (flush_done) {
-            send_chunk(c, x);
+        if (first) send_chunk(c, x);
+        for (int fid = first; fid && fid <= last; fid++) {
             char fields[96];
             snprintf(fields, sizeof fields,
-                     "\"done\":false,\"flush_done\":true,\"flush_id\":%d,\"status_code\":206",
-                     flush_done);
+                     "\"done\":false,\"flush_done\":true,\"flush_id\":%d,\"status_code\":206", fid);
             send_event(c, x, "flush_done", fields);
         }
         if ((st = context_start_ahead(x)) != GEPARD_OK) { /* the next takes its place */
@@ -443,7 +451,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
                                 const gp_server_backend *b) {
     gp_server *s = h->server;
     if (c->n_contexts >= GP_WS_MAX_CONTEXTS) {
-        gp_ws_send_error(c, id, 429, "too_many_contexts",
+        gp_ws_send_error(c, id, true, 429, "too_many_contexts",
                          "this connection has too many contexts running; end or cancel one first");
         return NULL;
     }
@@ -456,7 +464,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
     if (gp_cartesia_options_parse(json, s, b->voices, GP_CARTESIA_WEBSOCKET, &x->opts, &e)) {
         char message[GP_ERROR_MESSAGE_MAX + 64];
         snprintf(message, sizeof message, "%s", e.message);
-        gp_ws_send_error(c, id, e.status, e.code ? e.code : "invalid_request", message);
+        gp_ws_send_error(c, id, true, e.status, e.code ? e.code : "invalid_request", message);
         free(x);
         return NULL;
     }
@@ -470,7 +478,7 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
                                .format = x->opts.format,
                                .step = (size_t)gepard_codec_samples_per_frame(b->codec)};
     if (gp_audio_pipe_open(&x->pipe, &pp, context_write, x, &err)) {
-        gp_ws_send_error(c, id, 500, "internal_error", err.message);
+        gp_ws_send_error(c, id, true, 500, "internal_error", err.message);
         gp_buf_free(&x->raw);
         free(x);
         return NULL;
@@ -490,34 +498,38 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     const cJSON *idj = cJSON_GetObjectItemCaseSensitive(json, "context_id");
     const char *id = cJSON_GetStringValue(idj);
     if (!id || !*id || strlen(id) >= GP_CONTEXT_ID_MAX) {
-        gp_ws_send_error(c, NULL, 400, "invalid_context_id",
+        gp_ws_send_error(c, NULL, true, 400, "invalid_context_id",
                          "every message needs a context_id: a string of 1-128 bytes that names the "
                          "utterance its transcript belongs to");
         return;
     }
-    bool draining;
-    pthread_mutex_lock(&h->lock);
-    draining = h->draining;
-    pthread_mutex_unlock(&h->lock);
-    gp_server_backend b;
-    gp_api_error e;
-    if (draining || !gp_server_backend_get(s, &b, &e)) {
-        gp_ws_send_error(c, id, 503, "shutting_down", "the server is shutting down");
-        return;
-    }
+    ws_context *x = context_find(c, id);
     const cJSON *tj = cJSON_GetObjectItemCaseSensitive(json, "transcript");
     if (tj && !cJSON_IsNull(tj) && !cJSON_IsString(tj)) {
-        gp_ws_send_error(c, id, 400, "invalid_type", "transcript must be a string");
+        /* a running context goes on (done: false); no new one is made */
+        gp_ws_send_error(c, id, !x, 400, "invalid_type", "transcript must be a string");
         return;
     }
     const char *text = tj && cJSON_IsString(tj) ? tj->valuestring : "";
-    ws_context *x = context_find(c, id);
     if (x && x->ended) {
-        gp_ws_send_error(c, id, 400, "context_ended",
-                         "this context already ended (\"continue\": false); use a new context_id");
+        gp_ws_send_error(c, id, false, 400, "context_ended",
+                         "this context already ended (\"continue\": false); its audio goes on; "
+                         "use a new context_id for more");
         return;
     }
-    if (!x && !(x = context_open(h, c, json, id, &b))) return;
+    if (!x) {
+        /* a shutting-down server finishes its contexts but starts none */
+        pthread_mutex_lock(&h->lock);
+        const bool draining = h->draining;
+        pthread_mutex_unlock(&h->lock);
+        gp_server_backend b;
+        gp_api_error e;
+        if (draining || !gp_server_backend_get(s, &b, &e)) {
+            gp_ws_send_error(c, id, true, 503, "shutting_down", "the server is shutting down");
+            return;
+        }
+        if (!(x = context_open(h, c, json, id, &b))) return;
+    }
     size_t add = strlen(text);
     if (x->len + add > WS_MAX_TEXT) {
         context_fail(h, c, x, 400, "string_above_max_length",
@@ -554,7 +566,8 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     note_waiting(x, gp_now_s(), n > 0);
     if (flush) {
         if (x->tail) {
-            x->tail->flush_done_id = flush_id;
+            if (!x->tail->flush_done_first) x->tail->flush_done_first = flush_id;
+            x->tail->flush_done_last = flush_id;
         } else {
             send_chunk(c, x);
             char fields[96];
@@ -569,7 +582,7 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
 
 void gp_ws_on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
     if (opcode != GP_WS_TEXT) {
-        gp_ws_send_error(c, NULL, 400, "invalid_message",
+        gp_ws_send_error(c, NULL, true, 400, "invalid_message",
                          "messages are JSON text: a generation request or {\"context_id\", "
                          "\"cancel\": true}");
         return;
@@ -584,7 +597,7 @@ void gp_ws_on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
     gp_error_clear(&err);
     if (gp_json_parse(m->data ? m->data : "", m->len, "message", &json, &err) ||
         !cJSON_IsObject(json)) {
-        gp_ws_send_error(c, NULL, 400, "invalid_json",
+        gp_ws_send_error(c, NULL, true, 400, "invalid_json",
                          json ? "a message must be a JSON object" : err.message);
         cJSON_Delete(json);
         return;

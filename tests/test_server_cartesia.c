@@ -452,6 +452,21 @@ static void *ws_read_all(void *arg) {
     return NULL;
 }
 
+/* A WebSocket to the server with the key: its socket, or -1. */
+static int ws_open(test_server *ts) {
+    char head[2048], hdrs[256];
+    int fd;
+    snprintf(hdrs, sizeof hdrs,
+             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: "
+             "13\r\nAuthorization: Bearer %s\r\n",
+             KEY);
+    if (ws_handshake(ts, "/tts/websocket", hdrs, head, sizeof head, &fd) != 101) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 TEST(server_cartesia_websocket_handshake) {
     test_server_opts o = {.api_key = KEY};
     test_server ts;
@@ -531,13 +546,8 @@ TEST(server_cartesia_websocket_runs_two_pieces_ahead) {
     test_server_opts o = {.api_key = KEY, .max_streams = 16};
     test_server ts;
     REQUIRE(test_server_start(&ts, &o) == 0);
-    char head[2048], hdrs[256];
-    int fd;
-    snprintf(hdrs, sizeof hdrs,
-             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: "
-             "13\r\nAuthorization: Bearer %s\r\n",
-             KEY);
-    REQUIRE(ws_handshake(&ts, "/tts/websocket", hdrs, head, sizeof head, &fd) == 101);
+    int fd = ws_open(&ts);
+    REQUIRE(fd >= 0);
     for (int k = 0; k <= 6; k++) {
         char msg[512];
         snprintf(
@@ -597,13 +607,8 @@ TEST(server_cartesia_word_timestamps_off) {
  * one after another, then read until `done` (or the server closes). */
 static void ws_session(test_server *ts, const char *const *messages, int n, bool until_done,
                        ws_reader *w) {
-    char head[2048], hdrs[256];
-    int fd;
-    snprintf(hdrs, sizeof hdrs,
-             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: "
-             "13\r\nAuthorization: Bearer %s\r\n",
-             KEY);
-    REQUIRE(ws_handshake(ts, "/tts/websocket", hdrs, head, sizeof head, &fd) == 101);
+    int fd = ws_open(ts);
+    REQUIRE(fd >= 0);
     for (int i = 0; i < n; i++) ws_send_text(fd, messages[i]);
     *w = (ws_reader){.fd = fd, .until_done = until_done};
     ws_read_all(w);
@@ -652,15 +657,10 @@ TEST(server_cartesia_websocket_close_codes_and_idle) {
     test_server_opts o = {.api_key = KEY, .request_timeout_s = 0.5};
     test_server ts;
     REQUIRE(test_server_start(&ts, &o) == 0);
-    char head[2048], hdrs[256];
-    snprintf(hdrs, sizeof hdrs,
-             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: "
-             "13\r\nAuthorization: Bearer %s\r\n",
-             KEY);
     const int sent[2] = {4000, 1005}, want[2] = {4000, 1002};
     for (int k = 0; k < 2; k++) {
-        int fd;
-        REQUIRE(ws_handshake(&ts, "/tts/websocket", hdrs, head, sizeof head, &fd) == 101);
+        int fd = ws_open(&ts);
+        REQUIRE(fd >= 0);
         const unsigned char mask[4] = {9, 8, 7, 6};
         unsigned char frame[8] = {0x88, 0x82, mask[0], mask[1], mask[2], mask[3]};
         frame[6] = (unsigned char)(sent[k] >> 8) ^ mask[0];

@@ -65,6 +65,14 @@ static void free_buffers(gp_dev_runner *r) {
 
 void gp_cuda_runner_free(gp_dev_runner *r) {
     if (!r) return;
+    /* with the graph log: whether GEPARD_CUDA_MIXED_TILES's path ran at all
+     * (it needs a step with tile_rows decode rows beside prefill rows) */
+    const char *log = getenv("GEPARD_CUDA_GRAPH_LOG");
+    if (log && strcmp(log, "1") == 0 && r->mixed_steps > 0)
+        fprintf(stderr,
+                "gepard cuda: %ld steps had decode and prefill rows, %ld of them attended their "
+                "decode rows by tiles\n",
+                r->mixed_steps, r->mixed_tiled_steps);
     cudaSetDevice(r->m->device);
     if (r->launched) cudaStreamSynchronize(r->stream);
     free_graphs(r);
@@ -719,6 +727,8 @@ int gp_cuda_step_launch(gp_dev_runner *r, gp_dev_kv *kv, const gp_dev_step *p, g
         gp_cuda_decode_attention_fits(r->m) && !r->no_fused && !r->m->layers[0].qkv_bias;
     const int tiled = mixed_tiles ? p->n_decode_rows : 0;
     const int tiled_splits = mixed_tiles ? splits_for(r, p->n_rows - p->n_decode_rows, max_len) : 0;
+    r->mixed_steps += !one_row_each && p->n_decode_rows > 0;
+    r->mixed_tiled_steps += mixed_tiles;
     if (graph)
         rc = launch_graph(r, kv, rows_eff, splits, st);
     else

@@ -11,26 +11,18 @@
 
 #include "../src/server/speech.c"
 
+#include "fuzz_http.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    gp_log_set_level(GP_LOG_SILENT);
     gp_server server;
-    memset(&server, 0, sizeof server);
-    server.params = gp_server_default_params();
-    server.model_name = "gepard-1.0";
-    gp_http_request r;
-    memset(&r, 0, sizeof r);
-    r.server = &server;
-    r.body.data = (char *)data;
-    r.body.len = size;
     gp_api_error e;
-    memset(&e, 0, sizeof e);
-    cJSON *json = NULL;
+    cJSON *json = fuzz_http_json(data, size, &server, &e);
     gp_speech_options base;
     gp_speech_options_init(&base);
     const char *text = NULL;
     batch_item *items = NULL;
     int n = 0;
-    if (!gp_request_json(&r, &json, &e) && !gp_speech_input_parse(json, &server, &text, &e) &&
+    if (json && !gp_speech_input_parse(json, &server, &text, &e) &&
         !gp_speech_options_parse(json, &server, NULL, "", &base, &e) &&
         !batch_parse(json, &server, NULL, &base, &items, &n, &e)) {
         for (int i = 0; i < n; i++)

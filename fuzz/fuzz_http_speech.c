@@ -10,21 +10,13 @@
 #include "server/base64.h"
 #include "server/server_internal.h"
 
+#include "fuzz_http.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    gp_log_set_level(GP_LOG_SILENT);
     gp_server server;
-    memset(&server, 0, sizeof server);
-    server.params = gp_server_default_params();
-    server.model_name = "gepard-1.0";
-    gp_http_request r;
-    memset(&r, 0, sizeof r);
-    r.server = &server;
-    r.body.data = (char *)data;
-    r.body.len = size;
     gp_api_error e;
-    memset(&e, 0, sizeof e);
-    cJSON *json = NULL;
-    if (gp_request_json(&r, &json, &e)) return 0;
+    cJSON *json = fuzz_http_json(data, size, &server, &e);
+    if (!json) return 0;
     gp_speech_options o;
     gp_speech_options_init(&o);
     const char *text = NULL;

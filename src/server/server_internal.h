@@ -333,7 +333,6 @@ struct gp_speech_job {
     double speed;                       /* of the pipe, for the word times */
     int native_rate;                    /* the codec's */
     gp_voiced_span voiced;              /* of the audio, for the word times */
-    uint64_t samples_out;               /* given to the encoder (the pipe's, once finished) */
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;

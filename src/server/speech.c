@@ -168,7 +168,7 @@ static enum MHD_Result respond_whole(gp_http_request *r, gp_speech_job *job, con
     size_t len = 0;
     char *data = gp_buf_detach(&job->out, &len);
     gp_wav_patch_sizes(data, len);
-    gp_flac_patch_length(data, len, job->samples_out);
+    gp_flac_patch_length(data, len, job->pipe.samples_out);
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         len, data ? data : (void *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
@@ -416,7 +416,7 @@ static enum MHD_Result batch_respond(gp_http_request *r, batch_item *items, int 
     for (int i = 0; i < n; i++) {
         gp_speech_job *j = items[i].job;
         gp_wav_patch_sizes(j->out.data, j->out.len);
-        gp_flac_patch_length(j->out.data, j->out.len, j->samples_out);
+        gp_flac_patch_length(j->out.data, j->out.len, j->pipe.samples_out);
         rc |= batch_append_item(&b, i, &items[i]);
         in_tokens += j->input_tokens;
         out_tokens += j->result.frames;

@@ -174,7 +174,6 @@ static int job_encode(gp_speech_job *j, const float *x, size_t n, bool flush) {
     gp_error err;
     gp_error_clear(&err);
     if (gp_audio_pipe_push(&j->pipe, x, n, flush, &err)) return job_fail(j, err.message);
-    j->samples_out = j->pipe.samples_out;
     if (job_frame_sse(j)) return job_fail(j, "out of memory framing the audio");
     return 0;
 }

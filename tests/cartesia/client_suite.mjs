@@ -13,6 +13,7 @@
 // Saves the WAV and MP3 bodies as OUT_DIR/NAME.{wav,mp3} and a manifest.json
 // with, per file, the sample rate and seconds the C test should decode.
 import Cartesia from '@cartesia/cartesia-js';
+import { check, must } from './checks.mjs';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -33,22 +34,6 @@ const request = (output_format, extra = {}) => ({
   ...fixed,
   ...extra,
 });
-
-function report(check, ok, info) {
-  console.log(JSON.stringify({ check, ok: !!ok, info: String(info ?? '') }));
-}
-
-async function check(name, fn) {
-  try {
-    report(name, true, await fn());
-  } catch (e) {
-    report(name, false, (e && e.stack) || e);
-  }
-}
-
-function must(cond, what) {
-  if (!cond) throw new Error(what);
-}
 
 // The samples `seconds` of audio at `rate` should have, within one codec
 // frame of the resampler's rounding.

@@ -10,6 +10,7 @@
 //
 // Prints one JSON line per check: {"check": NAME, "ok": BOOL, "info": TEXT}.
 import WebSocket from 'ws';
+import { check, must } from './checks.mjs';
 
 const [base, apiKey] = process.argv.slice(2);
 const wsURL = base.replace(/^http/, 'ws') + '/tts/websocket';
@@ -28,22 +29,6 @@ const request = (context_id, transcript, extra = {}) => ({
   max_frames: FRAMES,
   ...extra,
 });
-
-function report(check, ok, info) {
-  console.log(JSON.stringify({ check, ok: !!ok, info: String(info ?? '') }));
-}
-
-async function check(name, fn) {
-  try {
-    report(name, true, await fn());
-  } catch (e) {
-    report(name, false, (e && e.stack) || e);
-  }
-}
-
-function must(cond, what) {
-  if (!cond) throw new Error(what);
-}
 
 // A connection whose events are collected; `until(pred)` waits for one.
 function connect(url = `${wsURL}?api_key=${apiKey}`, options = {}) {

@@ -650,7 +650,8 @@ TEST(server_cartesia_websocket_busy_flushes_and_ended) {
 }
 
 /* The close handshake echoes a valid code and answers a code a client may
- * not send (1005) with 1002; a connection whose only context waits for the
+ * not send (1005) with 1002; a text message that is not UTF-8 is closed
+ * with 1007; a connection whose only context waits for the
  * end of a sentence that never comes is closed at the idle limit (the
  * request time limit) with 1000. */
 TEST(server_cartesia_websocket_close_codes_and_idle) {
@@ -671,6 +672,14 @@ TEST(server_cartesia_websocket_close_codes_and_idle) {
         close(fd);
         CHECK_MSG(w.close_code == want[k], "sent %d, got close %d", sent[k], w.close_code);
     }
+    /* a text message that is not UTF-8 closes with 1007 */
+    int fd = ws_open(&ts);
+    REQUIRE(fd >= 0);
+    ws_send_text(fd, "{\"context_id\":\"\xC3(\"}");
+    ws_reader bad = {.fd = fd};
+    ws_read_all(&bad);
+    close(fd);
+    CHECK_MSG(bad.close_code == 1007, "invalid UTF-8: close %d", bad.close_code);
     const char *waiting[] = {WS_MSG("A sentence that never ends", "true", "")};
     ws_reader w;
     double t0 = gp_now_s();

@@ -177,6 +177,16 @@ await check('ws_error_events', async () => {
   const e5 = await c.until((e) => e.type === 'error' && e.error_code === 'invalid_json');
   must(e1.status_code === 400 && e2.status_code === 400 && e3.error_code === 'unsupported_feature', JSON.stringify([e1, e2, e3]));
   must(e4.error_code === 'context_ended' && e5.done === true, JSON.stringify([e4, e5]));
+  c.ws.send(Buffer.from([1, 2, 3])); // binary: messages are JSON text
+  const e6 = await c.until((e) => e.type === 'error' && e.error_code === 'invalid_message');
+  c.send(request('slow', 'Hi.', { continue: true, max_buffer_delay_ms: 9000 }));
+  const e7 = await c.until((e) => e.type === 'error' && e.context_id === 'slow');
+  must(e7.error_code === 'invalid_value' && /max_buffer_delay_ms/.test(e7.message), JSON.stringify(e7));
+  // 32 contexts a connection: the 33rd is refused
+  // (contexts still open from above count too; these stay open: continue)
+  for (let i = 0; i < 33; i++) c.send(request(`many${i}`, 'Open.', { continue: true }));
+  const e8 = await c.until((e) => e.type === 'error' && e.error_code === 'too_many_contexts');
+  must(e8.context_id.startsWith('many') && e8.status_code === 429 && e6.done === true, JSON.stringify([e6, e8]));
   c.ws.close();
   return [e1, e2, e3, e4].map((e) => e.message).join(' | ');
 });

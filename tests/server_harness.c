@@ -57,6 +57,7 @@ int test_server_start(test_server *ts, const test_server_opts *o) {
     sp.word_timestamps = !o->no_word_timestamps;
     sp.access_log = o->access_log;
     sp.access_log_file = o->access_log_file;
+    sp.wyoming_port = o->wyoming ? 0 : -1;
     if (gp_server_start(&sp, &ts->server, &err)) {
         test_fail(__FILE__, __LINE__, "server: %s", err.message);
         return -1;
@@ -65,6 +66,7 @@ int test_server_start(test_server *ts, const test_server_opts *o) {
                            ts->voices, ep.max_streams, ep.max_queue};
     gp_server_set_backend(ts->server, &b);
     ts->port = gp_server_port(ts->server);
+    ts->wyoming_port = gp_server_wyoming_port(ts->server);
     snprintf(ts->base, sizeof ts->base, "http://127.0.0.1:%d", ts->port);
     return 0;
 }

@@ -34,6 +34,7 @@ typedef struct test_server_opts {
     int access_log;                 /* gp_access_log_mode; 0: off */
     const char *access_log_file;    /* NULL: standard error */
     bool no_word_timestamps;        /* --no-word-timestamps */
+    bool wyoming;                   /* a Wyoming port too (any free one) */
 } test_server_opts;
 
 typedef struct test_server {
@@ -43,7 +44,8 @@ typedef struct test_server {
     gp_voices *voices;
     gp_server *server;
     int port;
-    char base[64]; /* http://127.0.0.1:PORT */
+    int wyoming_port; /* -1: none */
+    char base[64];    /* http://127.0.0.1:PORT */
 } test_server;
 
 /* Returns 0, or -1 after reporting why through test_fail. */

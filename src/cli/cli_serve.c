@@ -38,6 +38,9 @@ static const cli_option serve_options[] = {
     {"codec", 0, "PATH", "codec .nemo / directory or Hub repo id (default " DEFAULT_CODEC ")"},
     {"host", 0, "ADDR", "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"},
     {"port", 'p', "N", "TCP port (default 8080; 0 picks a free one)"},
+    {"wyoming-port", 0, "N",
+     "also speak Home Assistant's Wyoming protocol on this TCP port (usually 10200; off by "
+     "default; no authentication: it listens on --host)"},
     {"voices", 0, "DIR", "voices: reference clips, saved voices and *.lora.* adapters"},
     {"api-key", 0, "KEY", "require \"Authorization: Bearer KEY\" (default: $GEPARD_API_KEY)"},
     {"max-streams", 0, "N", "streams synthesised together in one batch (default 16; 256 on a GPU)"},
@@ -140,7 +143,8 @@ static int read_config(const cli_args *a, serve_config *c) {
     c->engine = gepard_engine_default_params();
     c->load = gepard_load_default_params();
     c->drain_s = 10;
-    long long port = c->server.port, streams = c->engine.max_streams, queue = c->engine.max_queue;
+    long long port = c->server.port, wyoming = -1, streams = c->engine.max_streams,
+              queue = c->engine.max_queue;
     long long chars = (long long)c->server.max_input_chars, body_mb = 16, threads = 0, kv = 0;
     long long frames = c->server.max_frames_limit;
     c->warm_up = -1;
@@ -149,6 +153,7 @@ static int read_config(const cli_args *a, serve_config *c) {
     long long http_threads = c->server.http_threads;
     int rc;
     if ((rc = cli_get_int(a, "port", 0, 65535, &port)) ||
+        (rc = cli_get_int(a, "wyoming-port", 0, 65535, &wyoming)) ||
         (rc = cli_get_int(a, "max-streams", 1, 4096, &streams)) ||
         (rc = cli_get_int(a, "max-queue", 0, 100000, &queue)) ||
         (rc = cli_get_int(a, "max-input-chars", 1, 1000000, &chars)) ||
@@ -167,6 +172,7 @@ static int read_config(const cli_args *a, serve_config *c) {
         (rc = parse_dtype(a, &c->load.weights)))
         return rc;
     c->server.port = (int)port;
+    c->server.wyoming_port = (int)wyoming;
     c->server.max_input_chars = (size_t)chars;
     c->server.max_body_bytes = (size_t)body_mb << 20;
     c->server.max_frames_limit = (int)frames;
@@ -322,6 +328,13 @@ int cli_serve(int argc, char **argv) {
     }
     fprintf(stderr, "gepard serve: listening on http://%s:%d (loading the model)\n", c.server.host,
             gp_server_port(server));
+    if (gp_server_wyoming_port(server) >= 0) {
+        fprintf(stderr, "gepard serve: Wyoming on tcp://%s:%d\n", c.server.host,
+                gp_server_wyoming_port(server));
+        if (c.server.api_key)
+            fprintf(stderr, "gepard serve: note: the Wyoming port has no authentication (the "
+                            "protocol has none); --api-key guards HTTP only\n");
+    }
     if ((rc = load_backend(&c, &b))) goto done;
     gp_server_backend sb = {.model = b.model,
                             .codec = b.codec,

@@ -50,6 +50,7 @@ static const char *const route_names[GP_ROUTE_COUNT] = {
     [GP_ROUTE_TTS_SSE] = "tts_sse",
     [GP_ROUTE_CARTESIA_VOICES] = "cartesia_voices",
     [GP_ROUTE_TTS_WEBSOCKET] = "tts_websocket",
+    [GP_ROUTE_WYOMING] = "wyoming",
     [GP_ROUTE_OTHER] = "other",
 };
 

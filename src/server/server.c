@@ -30,6 +30,7 @@ gp_server_params gp_server_default_params(void) {
     gp_server_params p = {
         .host = "127.0.0.1",
         .port = 8080,
+        .wyoming_port = -1,
         .api_key = NULL,
         .model_name = "gepard-1.0",
         .max_body_bytes = 16u << 20,
@@ -493,8 +494,8 @@ static void *ticker_main(void *arg) {
 
 /* ---- life cycle ---- */
 
-static int resolve_host(const char *host, int port, struct sockaddr_storage *addr, bool *ipv6,
-                        gp_error *err) {
+int gp_server_resolve_host(const char *host, int port, struct sockaddr_storage *addr,
+                           socklen_t *addr_len, bool *ipv6, gp_error *err) {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -507,6 +508,7 @@ static int resolve_host(const char *host, int port, struct sockaddr_storage *add
         return gp_fail(err, GEPARD_ERR_INVALID_ARGUMENT, "cannot use the address \"%s\": %s", host,
                        gai_strerror(rc));
     memcpy(addr, res->ai_addr, res->ai_addrlen);
+    if (addr_len) *addr_len = res->ai_addrlen;
     *ipv6 = res->ai_family == AF_INET6;
     freeaddrinfo(res);
     return GEPARD_OK;
@@ -574,7 +576,7 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
     if (!rc) rc = gp_access_log_open(s, err);
     s->params.access_log_file = NULL; /* the caller's string */
     s->params.cors_origins = NULL;    /* the caller's string; s->cors_origins has copies */
-    if (!rc) rc = resolve_host(s->host, s->params.port, &addr, &ipv6, err);
+    if (!rc) rc = gp_server_resolve_host(s->host, s->params.port, &addr, NULL, &ipv6, err);
     if (!rc) {
         /* A few threads over epoll serve every connection; nothing blocks on
          * them: waiting connections are suspended (wake.c). */
@@ -603,10 +605,20 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
         const union MHD_DaemonInfo *info =
             MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
         s->port = info ? info->port : s->params.port;
+        s->wyoming_port = -1;
         if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0)
             rc = gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the metrics thread");
         else
             s->ticker_started = true;
+    }
+    if (!rc && s->params.wyoming_port >= 0) {
+        int fd = -1, bound = -1;
+        rc = gp_wy_listen(s->host, s->params.wyoming_port, &fd, &bound, err);
+        if (!rc && gp_ws_hub_listen(s, fd)) {
+            close(fd);
+            rc = gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the Wyoming thread");
+        }
+        if (!rc) s->wyoming_port = bound;
     }
     if (!rc && gp_voice_worker_start(s) != 0)
         rc = gp_fail(err, GEPARD_ERR_INTERNAL, "cannot start the voice thread");
@@ -619,6 +631,8 @@ int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *e
 }
 
 int gp_server_port(const gp_server *s) { return s->port; }
+
+int gp_server_wyoming_port(const gp_server *s) { return s->wyoming_port; }
 
 int gp_server_open_connections(gp_server *s) { return gp_conn_open_count(s); }
 

@@ -57,6 +57,8 @@ typedef struct gp_server_params {
                                  NULL: no CORS (OPTIONS is 405) */
     bool word_timestamps;     /* Cartesia's add_timestamps: estimated word times (true); false:
                                  refused (server/word_times.h) */
+    int wyoming_port;         /* Home Assistant's Wyoming protocol on host:wyoming_port (10200 is
+                                 its usual port); 0: any free port; -1: off (the default) */
     gp_access_log_mode access_log;
     const char *access_log_file; /* NULL or "-": standard error */
 } gp_server_params;
@@ -77,6 +79,8 @@ typedef struct gp_server gp_server;
 int gp_server_start(const gp_server_params *params, gp_server **out, gp_error *err);
 /* The port the server listens on. */
 int gp_server_port(const gp_server *server);
+/* The Wyoming port it listens on; -1: none. */
+int gp_server_wyoming_port(const gp_server *server);
 /* Connections open now (not counting those the server is closing). */
 int gp_server_open_connections(gp_server *server);
 /* Make the server ready with a loaded backend. */

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #include "base/buf.h"
 #include "io/audio_sink.h"
@@ -55,6 +56,7 @@ struct gp_server {
     uint64_t request_count;   /* (atomic) */
     struct MHD_Daemon *daemon;
     int port;
+    int wyoming_port; /* bound; -1: no Wyoming port */
     gp_metrics *metrics;
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t changed;
@@ -410,9 +412,19 @@ enum MHD_Result gp_handle_cartesia_voices(gp_http_request *r);
  * connection then lives on the server's WebSocket thread). */
 #define GP_WS_MAX_CONTEXTS 32
 enum MHD_Result gp_handle_tts_websocket(gp_http_request *r);
-/* Shutdown: refuse new generations on every WebSocket, then wait until the
- * running contexts are done (each connection closes with 1001) or the
- * deadline; gp_ws_hub_stop cancels the rest and closes everything. */
+/* Start the hub with the Wyoming port's listening socket (before any
+ * WebSocket: at the server's start); it owns the socket from here. */
+int gp_ws_hub_listen(gp_server *s, int listen_fd);
+/* The first address of host:port for a listening socket (AI_PASSIVE). */
+int gp_server_resolve_host(const char *host, int port, struct sockaddr_storage *addr,
+                           socklen_t *addr_len, bool *ipv6, gp_error *err);
+/* wyoming.c: a listening socket on host:port for the Wyoming protocol
+ * (port 0: any free one; *bound_port says which). */
+int gp_wy_listen(const char *host, int port, int *fd, int *bound_port, gp_error *err);
+/* Shutdown: refuse new generations on every WebSocket and Wyoming
+ * connection (and new Wyoming connections), then wait until the running
+ * contexts are done (each WebSocket closes with 1001) or the deadline;
+ * gp_ws_hub_stop cancels the rest and closes everything. */
 void gp_ws_hub_drain_begin(gp_server *s);
 void gp_ws_hub_drain_wait(gp_server *s, double deadline);
 void gp_ws_hub_stop(gp_server *s);

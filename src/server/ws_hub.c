@@ -1,9 +1,11 @@
-/* ws_hub.c — the sockets of Cartesia's WebSocket (the protocol is ws_tts.c's):
- * the handshake through libmicrohttpd's upgrade, then one thread, the hub,
- * that polls every WebSocket's socket and an eventfd the engine's callbacks
- * write to, reads and parses frames (websocket.c), answers pings and closes,
- * hands whole messages to ws_tts.c, pumps each context's audio and writes
- * what is queued without ever blocking on a client. */
+/* ws_hub.c — the sockets of the server's long-lived text-in connections:
+ * Cartesia's WebSocket (the handshake through libmicrohttpd's upgrade; the
+ * protocol is ws_tts.c's) and the Wyoming port (accepted here; the protocol
+ * is wyoming.c's). One thread, the hub, polls every such socket, the
+ * Wyoming listening socket and an eventfd the engine's callbacks write to,
+ * reads and parses what arrives (WebSocket frames: websocket.c; answers
+ * pings and closes), hands whole messages on, pumps each context's audio and
+ * writes what is queued without ever blocking on a client. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,8 +29,12 @@ void gp_ws_hub_wake(gp_ws_hub *h) {
 
 /* ---- frames and sockets ---- */
 
+/* Whole WebSocket frames of c->in: pings answered, messages handed on. */
+static void ws_parse(gp_ws_hub *h, ws_conn *c);
+
 static void conn_read(gp_ws_hub *h, ws_conn *c) {
     for (;;) {
+        if (c->proto == WS_PROTO_WYOMING && c->in.len > WS_MAX_IN) break; /* busy: later */
         if (gp_buf_reserve(&c->in, c->in.len + 65536)) {
             c->dead = true;
             return;
@@ -44,6 +50,13 @@ static void conn_read(gp_ws_hub *h, ws_conn *c) {
         c->dead = true; /* closed or broken */
         break;
     }
+    if (c->proto == WS_PROTO_WYOMING)
+        gp_wy_on_input(h, c);
+    else
+        ws_parse(h, c);
+}
+
+static void ws_parse(gp_ws_hub *h, ws_conn *c) {
     size_t used = 0;
     while (!c->dead && used < c->in.len) {
         gp_ws_frame f;
@@ -142,6 +155,10 @@ static void conn_write(ws_conn *c) {
     if (c->out_pos == c->out.len) {
         gp_buf_clear(&c->out);
         c->out_pos = 0;
+    } else if (c->out_pos > ((size_t)1 << 20) && c->proto == WS_PROTO_WYOMING) {
+        memmove(c->out.data, c->out.data + c->out_pos, c->out.len - c->out_pos);
+        c->out.len -= c->out_pos;
+        c->out_pos = 0;
     } else if (c->out_pos > ((size_t)1 << 20)) {
         /* a client reading at playback speed never empties the buffer: drop
          * what went out, up to the start of the frame being written (the
@@ -157,6 +174,10 @@ static void conn_write(ws_conn *c) {
  * cancelled), the frame being written is finished, and the close goes next. */
 static void conn_cut_short(ws_conn *c) {
     if (c->close_sent) return;
+    if (c->proto == WS_PROTO_WYOMING) { /* what is queued goes, for the last second */
+        c->close_sent = true;
+        return;
+    }
     c->out.len = c->out_pos ? current_frame_end(c) : 0;
     gp_ws_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
 }
@@ -167,7 +188,10 @@ static void conn_free(gp_ws_hub *h, ws_conn *c) {
         c->contexts = x->next;
         gp_ws_context_free(h, x);
     }
-    MHD_upgrade_action(c->urh, MHD_UPGRADE_ACTION_CLOSE); /* libmicrohttpd closes the socket */
+    if (c->urh)
+        MHD_upgrade_action(c->urh, MHD_UPGRADE_ACTION_CLOSE); /* libmicrohttpd closes the socket */
+    else
+        close(c->fd);
     gp_buf_free(&c->in);
     gp_buf_free(&c->msg);
     gp_buf_free(&c->out);
@@ -175,6 +199,20 @@ static void conn_free(gp_ws_hub *h, ws_conn *c) {
 }
 
 /* ---- the hub ---- */
+
+static ws_conn *conn_new(int fd, ws_proto proto, struct MHD_UpgradeResponseHandle *urh) {
+    ws_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->fd = fd;
+    c->proto = proto;
+    c->urh = urh;
+    c->msg_opcode = -1;
+    c->last_activity = gp_now_s();
+    gp_buf_init(&c->in);
+    gp_buf_init(&c->msg);
+    gp_buf_init(&c->out);
+    return c;
+}
 
 static void hub_adopt(gp_ws_hub *h) {
     pthread_mutex_lock(&h->lock);
@@ -193,6 +231,33 @@ static void hub_adopt(gp_ws_hub *h) {
     }
 }
 
+/* New connections on the Wyoming port (a full server closes them at once,
+ * with an error event saying why). */
+static void hub_accept(gp_ws_hub *h) {
+    for (;;) {
+        int fd = accept4(h->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            return; /* EAGAIN, or out of descriptors: the next pass tries again */
+        }
+        ws_conn *c = conn_new(fd, WS_PROTO_WYOMING, NULL);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        pthread_mutex_lock(&h->lock);
+        const bool full = h->live >= h->server->params.max_connections;
+        h->live++;
+        pthread_mutex_unlock(&h->lock);
+        if (full)
+            gp_wy_send_error(c, "too_many_connections",
+                             "the server has --max-connections connections open; try again later",
+                             true);
+        c->next = h->conns;
+        h->conns = c;
+    }
+}
+
 static void *hub_main(void *arg) {
     gp_ws_hub *h = arg;
     struct pollfd *fds = NULL;
@@ -203,7 +268,11 @@ static void *hub_main(void *arg) {
         pthread_mutex_lock(&h->lock);
         const bool stop = h->stop, draining = h->draining, arriving = h->incoming != NULL;
         pthread_mutex_unlock(&h->lock);
-        size_t n = 1;
+        if ((stop || draining) && h->listen_fd >= 0) { /* no new Wyoming connections */
+            close(h->listen_fd);
+            h->listen_fd = -1;
+        }
+        size_t n = 2;
         for (ws_conn *c = h->conns; c; c = c->next) n++;
         if (n > cap) {
             struct pollfd *p = realloc(fds, n * sizeof *p);
@@ -217,26 +286,39 @@ static void *hub_main(void *arg) {
         size_t k = 0;
         if (cap >= n) {
             fds[k++] = (struct pollfd){.fd = h->efd, .events = POLLIN};
-            for (ws_conn *c = h->conns; c; c = c->next)
-                fds[k++] = (struct pollfd){.fd = c->fd,
-                                           .events = (short)(POLLIN | (c->out.len ? POLLOUT : 0))};
+            fds[k++] = (struct pollfd){.fd = h->listen_fd, .events = POLLIN}; /* -1: ignored */
+            for (ws_conn *c = h->conns; c; c = c->next) {
+                /* a Wyoming client whose next request waits for this one is
+                 * not read further until it has room */
+                const bool room = c->proto != WS_PROTO_WYOMING || c->in.len <= WS_MAX_IN;
+                fds[k++] = (struct pollfd){
+                    .fd = c->fd,
+                    .events = (short)((room ? POLLIN : 0) | (c->out.len ? POLLOUT : 0))};
+            }
         }
         if (poll(fds, k, 100) < 0 && errno != EINTR) usleep(10000);
+        if (k > 1 && (fds[1].revents & POLLIN)) hub_accept(h);
         uint64_t count;
         if (read(h->efd, &count, sizeof count) < 0) {
         } /* cleared (non-blocking) */
         const double now = gp_now_s();
         const double idle_limit = h->server->params.request_timeout_s;
-        size_t i = 1;
+        /* connections accepted just now come first in the list and were
+         * not polled: they are read on the next pass */
+        long i = (long)k;
+        for (ws_conn *c = h->conns; c; c = c->next) i--;
         for (ws_conn **link = &h->conns; *link;) {
             ws_conn *c = *link;
-            const short rev = i < k ? fds[i].revents : 0;
+            const short rev = i >= 2 && i < (long)k ? fds[i].revents : 0;
             i++;
             if (rev & (POLLIN | POLLHUP | POLLERR)) conn_read(h, c);
             for (ws_context *x = c->contexts, *next; x && !c->dead; x = next) {
                 next = x->next;
                 gp_ws_context_pump(h, c, x);
             }
+            /* a Wyoming request that waited for the one before it */
+            if (c->proto == WS_PROTO_WYOMING && !c->contexts && c->in.len && !c->dead)
+                gp_wy_on_input(h, c);
             if (stop) {
                 while (c->contexts) gp_ws_context_remove(h, c, c->contexts); /* cancelled */
                 conn_cut_short(c);
@@ -269,12 +351,14 @@ static void *hub_main(void *arg) {
     return NULL;
 }
 
-/* The hub, started with the first WebSocket; s->lock held (so that a
- * connection handed over cannot race gp_ws_hub_stop). */
-static gp_ws_hub *hub_get_locked(gp_server *s) {
+/* The hub, started with the first WebSocket or with the Wyoming port
+ * (listen_fd, or -1); s->lock held (so that a connection handed over cannot
+ * race gp_ws_hub_stop). */
+static gp_ws_hub *hub_get_locked(gp_server *s, int listen_fd) {
     gp_ws_hub *h = s->ws_hub;
     if (!h && !s->stopping && (h = calloc(1, sizeof *h))) {
         h->server = s;
+        h->listen_fd = listen_fd;
         pthread_mutex_init(&h->lock, NULL);
         h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (h->efd < 0 || pthread_create(&h->thread, NULL, hub_main, h) != 0) {
@@ -295,25 +379,18 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
     (void)connection;
     (void)con_cls;
     gp_server *s = cls;
-    ws_conn *c = calloc(1, sizeof *c);
+    ws_conn *c = conn_new(sock, WS_PROTO_WEBSOCKET, urh);
     if (!c) {
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         return;
     }
-    c->fd = sock;
-    c->urh = urh;
-    c->msg_opcode = -1;
-    c->last_activity = gp_now_s();
-    gp_buf_init(&c->in);
-    gp_buf_init(&c->msg);
-    gp_buf_init(&c->out);
     int fl = fcntl(sock, F_GETFL);
     if (fl >= 0) fcntl(sock, F_SETFL, fl | O_NONBLOCK);
     if (extra_in_size && gp_buf_append(&c->in, extra_in, extra_in_size)) c->dead = true;
     /* handed over under the server's lock: gp_ws_hub_stop cannot free the
      * hub in between, and a stopping server starts none */
     pthread_mutex_lock(&s->lock);
-    gp_ws_hub *h = hub_get_locked(s);
+    gp_ws_hub *h = hub_get_locked(s, -1);
     if (h) {
         pthread_mutex_lock(&h->lock);
         c->next = h->incoming;
@@ -327,6 +404,13 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
         free(c);
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
     }
+}
+
+int gp_ws_hub_listen(gp_server *s, int listen_fd) {
+    pthread_mutex_lock(&s->lock);
+    gp_ws_hub *h = s->ws_hub ? NULL : hub_get_locked(s, listen_fd);
+    pthread_mutex_unlock(&s->lock);
+    return h ? GEPARD_OK : GEPARD_ERR_INTERNAL;
 }
 
 static const char *header(gp_http_request *r, const char *name) {
@@ -420,6 +504,7 @@ void gp_ws_hub_stop(gp_server *s) {
     gp_ws_hub_wake(h);
     pthread_join(h->thread, NULL);
     close(h->efd);
+    if (h->listen_fd >= 0) close(h->listen_fd);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }

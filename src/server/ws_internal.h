@@ -1,7 +1,10 @@
-/* ws_internal.h — what the two halves of Cartesia's WebSocket share:
- * ws_hub.c (the handshake, the thread that polls every WebSocket, frames in
- * and out) and ws_tts.c (contexts, utterances, messages); see ws_tts.c for
- * the protocol. Everything here belongs to the hub thread unless marked. */
+/* ws_internal.h — what the parts of the server's long-lived text-in
+ * connections share: ws_hub.c (the thread that polls every such socket:
+ * Cartesia's WebSockets, handed over by libmicrohttpd, and the Wyoming
+ * port's connections, accepted there; frames in and out), ws_tts.c
+ * (contexts, utterances, Cartesia's messages) and wyoming.c (Home
+ * Assistant's Wyoming events, spoken through the same contexts). Everything
+ * here belongs to the hub thread unless marked. */
 #ifndef GP_SERVER_WS_INTERNAL_H
 #define GP_SERVER_WS_INTERNAL_H
 
@@ -16,6 +19,10 @@
 #define WS_MAX_MESSAGE ((size_t)1 << 20)
 #define WS_MAX_TEXT ((size_t)64 << 10)
 #define WS_MAX_OUT ((size_t)8 << 20)
+/* Wyoming: the most a client's unread events may hold before the hub stops
+ * reading it (more than one whole event: a header line, its data and its
+ * payload are 1 MiB each at most) */
+#define WS_MAX_IN ((size_t)4 << 20)
 /* Utterances of one context generating at once: the one playing and the
  * next. More would only hold engine slots other listeners need: the audio
  * goes out in order, in real time, whatever runs ahead. */
@@ -46,6 +53,10 @@ typedef struct ws_utterance {
 
 typedef struct ws_context {
     char id[GP_CONTEXT_ID_MAX];
+    /* Wyoming: the request ends with synthesize-stopped (synthesize-start);
+     * audio-start has gone out; samples sent so far (the events' timestamps) */
+    bool wy_streaming, wy_audio_started;
+    uint64_t wy_samples;
     gepard_engine *engine; /* (outlives the hub) */
     int native_rate;       /* the codec's */
     double audio_s;        /* seconds of the context's audio so far (word times' offset) */
@@ -65,9 +76,15 @@ typedef struct ws_context {
     struct ws_context *next;
 } ws_context;
 
+typedef enum ws_proto {
+    WS_PROTO_WEBSOCKET = 0, /* Cartesia's /tts/websocket (RFC 6455 frames) */
+    WS_PROTO_WYOMING,       /* the Wyoming port (JSON lines, optional payloads) */
+} ws_proto;
+
 typedef struct ws_conn {
     int fd;
-    struct MHD_UpgradeResponseHandle *urh;
+    ws_proto proto;
+    struct MHD_UpgradeResponseHandle *urh; /* WebSocket: libmicrohttpd's; Wyoming: NULL */
     gp_buf in, msg, out;
     size_t out_pos;
     int msg_opcode; /* of the fragmented message being assembled; -1: none */
@@ -82,6 +99,7 @@ struct gp_ws_hub {
     gp_server *server;
     pthread_t thread;
     int efd;
+    int listen_fd;        /* the Wyoming port; -1: none (closed when draining) */
     pthread_mutex_t lock; /* incoming, stop, draining, live */
     ws_conn *incoming;
     bool stop, draining;
@@ -109,5 +127,36 @@ void gp_ws_context_remove(gp_ws_hub *h, ws_conn *c, ws_context *x);
 void gp_ws_context_free(gp_ws_hub *h, ws_context *x);
 /* Free cancelled utterances whose streams have ended (all, waiting, when `wait`). */
 void gp_ws_reap_dying(gp_ws_hub *h, bool wait);
+/* A new context on c for generation options `opts` (copied); NULL after an
+ * error event. */
+ws_context *gp_ws_context_open(gp_ws_hub *h, ws_conn *c, const char *id,
+                               const gp_speech_options *opts, const gp_server_backend *b);
+/* Add `text` to the context's transcript and speak what it completes:
+ * everything when `end` (nothing more will come), else its whole sentences.
+ * False when the context failed (its error event sent, it is gone). */
+bool gp_ws_context_add_text(gp_ws_hub *h, ws_conn *c, ws_context *x, const char *text, bool end);
+
+/* ---- wyoming.c ---- */
+typedef struct gp_wy_event {
+    cJSON *header;       /* the header line's JSON (owns `type`) */
+    const char *type;    /* NULL: a blank line, nothing to do */
+    cJSON *data;         /* "data" with the data_length bytes merged over it */
+    const char *payload; /* payload_len bytes, inside the input */
+    size_t payload_len;
+} gp_wy_event;
+/* One event at the start of p[0..avail): the bytes it takes (a blank line
+ * counts too: type NULL), 0 when it is not whole yet, or -1 with *why when
+ * the bytes cannot be an event. Free *ev with gp_wy_event_free. */
+long gp_wy_parse_event(const char *p, size_t avail, gp_wy_event *ev, const char **why);
+void gp_wy_event_free(gp_wy_event *ev);
+/* Parse and act on the whole events in c->in (a new synthesis waits while
+ * one runs on the connection: events are handled in order). */
+void gp_wy_on_input(gp_ws_hub *h, ws_conn *c);
+/* The context's encoded audio as audio-start (first) and audio-chunk events. */
+void gp_wy_send_audio(ws_conn *c, ws_context *x);
+/* The context is done: audio-stop (and synthesize-stopped for a stream). */
+void gp_wy_send_done(ws_conn *c, ws_context *x);
+/* An error event; `fatal`: the connection closes after it. */
+void gp_wy_send_error(ws_conn *c, const char *code, const char *text, bool fatal);
 
 #endif

@@ -119,12 +119,20 @@ void gp_ws_send_text(ws_conn *c, const gp_buf *json) {
 
 void gp_ws_close(ws_conn *c, int code, const char *reason) {
     if (c->close_sent || c->dead) return;
-    if (gp_ws_append_close(&c->out, code, reason)) c->dead = true;
+    /* Wyoming has no close event: the socket closes once `out` is written */
+    if (c->proto == WS_PROTO_WEBSOCKET && gp_ws_append_close(&c->out, code, reason)) c->dead = true;
     c->close_sent = true;
 }
 
 void gp_ws_send_error(ws_conn *c, const char *context_id, bool done, int status, const char *code,
                       const char *message) {
+    if (c->proto == WS_PROTO_WYOMING) {
+        /* a failed request ends its connection: a Wyoming client waits for
+         * audio-stop, and a closed socket is what tells it to stop waiting */
+        (void)status;
+        gp_wy_send_error(c, code, message, done);
+        return;
+    }
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_printf(&b,
@@ -157,6 +165,10 @@ static void send_event(ws_conn *c, const ws_context *x, const char *type, const 
 /* The context's encoded audio so far as one chunk event. */
 static void send_chunk(ws_conn *c, ws_context *x) {
     if (!x->raw.len) return;
+    if (c->proto == WS_PROTO_WYOMING) {
+        gp_wy_send_audio(c, x);
+        return;
+    }
     double now = gp_now_s();
     gp_buf b;
     gp_buf_init(&b);
@@ -425,7 +437,10 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
             return false;
         }
         send_chunk(c, x);
-        send_event(c, x, "done", "\"done\":true,\"status_code\":206");
+        if (c->proto == WS_PROTO_WYOMING)
+            gp_wy_send_done(c, x);
+        else
+            send_event(c, x, "done", "\"done\":true,\"status_code\":206");
         gp_ws_context_remove(h, c, x);
         return false;
     }
@@ -449,25 +464,35 @@ static bool flag(const cJSON *json, const char *key, bool dflt) {
 /* A new context from its first message's options; NULL after an error event. */
 static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, const char *id,
                                 const gp_server_backend *b) {
-    gp_server *s = h->server;
+    const gp_server *s = h->server;
     if (c->n_contexts >= GP_WS_MAX_CONTEXTS) {
         gp_ws_send_error(c, id, true, 429, "too_many_contexts",
                          "this connection has too many contexts running; end or cancel one first");
         return NULL;
     }
-    ws_context *x = calloc(1, sizeof *x);
-    if (!x) return NULL;
-    snprintf(x->id, sizeof x->id, "%s", id);
-    gp_buf_init(&x->raw);
-    gp_speech_options_init(&x->opts);
+    gp_speech_options opts;
+    gp_speech_options_init(&opts);
     gp_api_error e;
-    if (gp_cartesia_options_parse(json, s, b->voices, GP_CARTESIA_WEBSOCKET, &x->opts, &e)) {
+    if (gp_cartesia_options_parse(json, s, b->voices, GP_CARTESIA_WEBSOCKET, &opts, &e)) {
         char message[GP_ERROR_MESSAGE_MAX + 64];
         snprintf(message, sizeof message, "%s", e.message);
         gp_ws_send_error(c, id, true, e.status, e.code ? e.code : "invalid_request", message);
-        free(x);
         return NULL;
     }
+    return gp_ws_context_open(h, c, id, &opts, b);
+}
+
+ws_context *gp_ws_context_open(gp_ws_hub *h, ws_conn *c, const char *id,
+                               const gp_speech_options *opts, const gp_server_backend *b) {
+    (void)h;
+    ws_context *x = calloc(1, sizeof *x);
+    if (!x) {
+        gp_ws_send_error(c, id, true, 500, "internal_error", "out of memory");
+        return NULL;
+    }
+    snprintf(x->id, sizeof x->id, "%s", id);
+    gp_buf_init(&x->raw);
+    x->opts = *opts;
     gp_error err;
     gp_error_clear(&err);
     const int native = gepard_codec_sample_rate(b->codec);
@@ -491,6 +516,46 @@ static ws_context *context_open(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
     c->contexts = x;
     c->n_contexts++;
     return x;
+}
+
+/* Add text to the context's transcript; false when the context failed. */
+static bool context_append(gp_ws_hub *h, ws_conn *c, ws_context *x, const char *text) {
+    size_t add = strlen(text);
+    if (x->len + add > WS_MAX_TEXT) {
+        context_fail(h, c, x, 400, "string_above_max_length",
+                     "the context's transcript waiting to be spoken passed 64 KiB; end a "
+                     "sentence or flush");
+        return false;
+    }
+    char *grown = realloc(x->text, x->len + add + 1);
+    if (!grown) {
+        context_fail(h, c, x, 500, "internal_error", "out of memory");
+        return false;
+    }
+    x->text = grown;
+    memcpy(x->text + x->len, text, add);
+    x->len += add;
+    x->text[x->len] = '\0';
+    return true;
+}
+
+/* Queue what the transcript completes (everything when `all`) as an
+ * utterance; false when the context failed. */
+static bool context_speak_ready(gp_ws_hub *h, ws_conn *c, ws_context *x, bool all, int flush_id) {
+    const size_t n = speakable(x, all);
+    if (n && context_speak(h, x, n, flush_id) != GEPARD_OK) {
+        context_fail(h, c, x, 500, "internal_error", "out of memory");
+        return false;
+    }
+    note_waiting(x, gp_now_s(), n > 0);
+    return true;
+}
+
+bool gp_ws_context_add_text(gp_ws_hub *h, ws_conn *c, ws_context *x, const char *text, bool end) {
+    if (!context_append(h, c, x, text)) return false;
+    if (end) x->ended = true;
+    if (!context_speak_ready(h, c, x, x->ended, 0)) return false;
+    return gp_ws_context_pump(h, c, x);
 }
 
 static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
@@ -530,24 +595,6 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
         }
         if (!(x = context_open(h, c, json, id, &b))) return;
     }
-    size_t add = strlen(text);
-    if (x->len + add > WS_MAX_TEXT) {
-        context_fail(h, c, x, 400, "string_above_max_length",
-                     "the context's transcript waiting to be spoken passed 64 KiB; end a "
-                     "sentence or flush");
-        return;
-    }
-    char *grown = realloc(x->text, x->len + add + 1);
-    if (!grown) {
-        context_fail(h, c, x, 500, "internal_error", "out of memory");
-        return;
-    }
-    x->text = grown;
-    memcpy(x->text + x->len, text, add);
-    x->len += add;
-    x->text[x->len] = '\0';
-    const bool more = flag(json, "continue", false), flush = flag(json, "flush", false);
-    if (!more) x->ended = true;
     const cJSON *delay = cJSON_GetObjectItemCaseSensitive(json, "max_buffer_delay_ms");
     if (delay && !cJSON_IsNull(delay)) {
         if (!cJSON_IsNumber(delay) || delay->valuedouble < 0 || delay->valuedouble > 5000) {
@@ -557,13 +604,11 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
         }
         x->buffer_delay_ms = (int)delay->valuedouble;
     }
+    if (!context_append(h, c, x, text)) return;
+    const bool more = flag(json, "continue", false), flush = flag(json, "flush", false);
+    if (!more) x->ended = true;
     const int flush_id = flush ? ++x->flushes : 0;
-    const size_t n = speakable(x, x->ended || flush);
-    if (n && context_speak(h, x, n, flush_id) != GEPARD_OK) {
-        context_fail(h, c, x, 500, "internal_error", "out of memory");
-        return;
-    }
-    note_waiting(x, gp_now_s(), n > 0);
+    if (!context_speak_ready(h, c, x, x->ended || flush, flush_id)) return;
     if (flush) {
         if (x->tail) {
             if (!x->tail->flush_done_first) x->tail->flush_done_first = flush_id;

@@ -13,7 +13,8 @@
 # client (pinned in tests/openai/package.json) into tests/openai/node_modules
 # for the test that drives `gepard serve` with it, and Cartesia's (pinned in
 # tests/cartesia/package.json) into tests/cartesia/node_modules for the test
-# of the Cartesia routes. And the Kubernetes manifest
+# of the Cartesia routes, and ElevenLabs' (tests/elevenlabs/package.json) for
+# the test of the ElevenLabs routes. And the Kubernetes manifest
 # validator's packages (deploy/k8s/validate/package.json) for
 # deploy/check-recipe.sh (tests/test_deploy.c).
 set -eu
@@ -40,63 +41,37 @@ install_hf_reference() {
     fi
 }
 
-# OpenAI's client of tests/openai/package.json, unless already there.
-install_openai_client() {
-    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/openai"
+# The npm packages of DIR/package.json (relative to the checkout) unless
+# PACKAGE is there at its pinned version (and EXTRA, a path under
+# DIR/node_modules, when given); WHAT names the test that needs them.
+install_npm_dir() {
+    dir="$(cd "$(dirname "$0")/.." && pwd)/$1"
+    package=$2 what=$3 extra=${4:-}
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-        echo "gepard: node/npm not found — the OpenAI client test will be skipped" \
-             "(apt-get install nodejs npm to run it)" >&2
+        echo "gepard: node/npm not found — $what will be skipped (apt-get install nodejs npm" \
+             "to run it)" >&2
         return 0
     fi
-    want=$(sed -n 's/.*"openai": *"\([^"]*\)".*/\1/p' "$dir/package.json")
+    want=$(sed -n "s|.*\"$package\": *\"\([^\"]*\)\".*|\1|p" "$dir/package.json")
     have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
-        "$dir/node_modules/openai/package.json" 2>/dev/null | head -n 1)
-    [ "$have" = "$want" ] && return 0
-    echo "gepard: installing npm openai $want into tests/openai" >&2
-    if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
-            >/dev/null 2>&1); then
-        echo "gepard: npm install failed (no network?) — the OpenAI client test will be" \
-             "skipped" >&2
+        "$dir/node_modules/$package/package.json" 2>/dev/null | head -n 1)
+    if [ "$have" = "$want" ] && { [ -z "$extra" ] || [ -e "$dir/node_modules/$extra" ]; }; then
+        return 0
     fi
-}
-
-# Cartesia's client of tests/cartesia/package.json, unless already there.
-install_cartesia_client() {
-    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/cartesia"
-    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 0
-    want=$(sed -n 's/.*"@cartesia\/cartesia-js": *"\([^"]*\)".*/\1/p' "$dir/package.json")
-    have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
-        "$dir/node_modules/@cartesia/cartesia-js/package.json" 2>/dev/null | head -n 1)
-    [ "$have" = "$want" ] && [ -f "$dir/node_modules/ws/package.json" ] && return 0
-    echo "gepard: installing npm @cartesia/cartesia-js $want and ws into tests/cartesia" >&2
+    echo "gepard: installing npm $package $want into $1" >&2
     if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
             >/dev/null 2>&1); then
-        echo "gepard: npm install failed (no network?) — the Cartesia client test will be" \
-             "skipped" >&2
-    fi
-}
-
-# The manifest validator of deploy/k8s/validate/package.json, unless already there.
-install_k8s_validator() {
-    dir="$(cd "$(dirname "$0")/.." && pwd)/deploy/k8s/validate"
-    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || return 0
-    want=$(sed -n 's/.*"kubernetes-models": *"\([^"]*\)".*/\1/p' "$dir/package.json")
-    have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
-        "$dir/node_modules/kubernetes-models/package.json" 2>/dev/null | head -n 1)
-    [ "$have" = "$want" ] && [ -d "$dir/node_modules/typescript" ] && return 0
-    echo "gepard: installing the Kubernetes manifest validator's npm packages into deploy/k8s/validate" >&2
-    if ! (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error \
-            >/dev/null 2>&1); then
-        echo "gepard: npm install failed (no network?) — the manifest checks of" \
-             "deploy/check-recipe.sh will be skipped" >&2
+        echo "gepard: npm install failed (no network?) — $what will be skipped" >&2
     fi
 }
 
 if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     install_hf_reference
-    install_openai_client
-    install_cartesia_client
-    install_k8s_validator
+    install_npm_dir tests/openai openai "the OpenAI client test"
+    install_npm_dir tests/cartesia @cartesia/cartesia-js "the Cartesia client test" ws/package.json
+    install_npm_dir tests/elevenlabs @elevenlabs/elevenlabs-js "the ElevenLabs client test"
+    install_npm_dir deploy/k8s/validate kubernetes-models \
+        "the manifest checks of deploy/check-recipe.sh" typescript
 fi
 
 PACKAGES="gcc make pkg-config libc6-dev \

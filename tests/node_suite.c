@@ -2,6 +2,8 @@
  * server (see node_suite.h). */
 #include "node_suite.h"
 
+#include <math.h>
+
 #include <sndfile.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,4 +90,36 @@ double test_sndfile_seconds(const char *path, int *rate, int *channels) {
     *rate = info.samplerate;
     *channels = info.channels;
     return (double)total / info.samplerate;
+}
+
+void test_node_check_manifest(const char *dir, int expected_files) {
+    char path[1024];
+    cJSON *m = test_node_manifest();
+    if (!m) return;
+    int files = 0;
+    for (const cJSON *f = m->child; f; f = f->next, files++) {
+        const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(f, "file"));
+        int rate = cJSON_GetObjectItem(f, "rate")->valueint;
+        double want = cJSON_GetObjectItem(f, "seconds")->valuedouble;
+        bool lossy = cJSON_IsTrue(cJSON_GetObjectItem(f, "lossy"));
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        int got_rate, channels;
+        double secs = test_sndfile_seconds(path, &got_rate, &channels);
+        CHECK_MSG(secs >= 0, "%s does not decode: %s", file, sf_strerror(NULL));
+        if (secs < 0) continue;
+        test_note("%s: %.3f s at %d Hz (want %.3f s at %d Hz)", file, secs, got_rate, want, rate);
+        CHECK_EQ_INT(got_rate, rate);
+        CHECK_EQ_INT(channels, 1);
+        double tol = lossy ? 0.1 : 1024.0 / 22050;
+        CHECK_MSG(fabs(secs - want) <= tol, "%s: %.3f s, want %.3f +- %.3f", file, secs, want, tol);
+        int bit_rate = cJSON_GetObjectItem(f, "bit_rate")->valueint;
+        if (bit_rate) {
+            double bytes = cJSON_GetObjectItem(f, "bytes")->valuedouble;
+            double expect = bit_rate / 8.0 * want;
+            CHECK_MSG(fabs(bytes - expect) <= 0.15 * expect + 1500, "%s: %.0f bytes, ~%.0f", file,
+                      bytes, expect);
+        }
+    }
+    CHECK_EQ_INT(files, expected_files);
+    cJSON_Delete(m);
 }

@@ -27,5 +27,10 @@ cJSON *test_node_manifest(void);
  * WAV's header has no length), its rate and channels; -1 if it does not
  * open. */
 double test_sndfile_seconds(const char *path, int *rate, int *channels);
+/* Decode every body the suite saved in `dir` (its manifest.json: file, rate,
+ * seconds, lossy, bit_rate, bytes): its rate, its length (lossless within
+ * one codec frame, lossy within 0.1 s for the encoder's delay and padding)
+ * and a lossy file's size against its bit rate; `expected_files` of them. */
+void test_node_check_manifest(const char *dir, int expected_files);
 
 #endif

@@ -296,41 +296,6 @@ static const char *cartesia_modules(void) {
     return env && *env ? env : "tests/cartesia/node_modules";
 }
 
-/* Decode every saved body: its rate, its length (lossless within one codec
- * frame, MP3 within 0.1 s for the encoder's delay and padding) and an MP3's
- * size against its bit rate. */
-static void check_manifest(const char *dir) {
-    char path[1024];
-    cJSON *m = test_node_manifest();
-    if (!m) return;
-    int files = 0;
-    for (const cJSON *f = m->child; f; f = f->next, files++) {
-        const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(f, "file"));
-        int rate = cJSON_GetObjectItem(f, "rate")->valueint;
-        double want = cJSON_GetObjectItem(f, "seconds")->valuedouble;
-        bool lossy = cJSON_IsTrue(cJSON_GetObjectItem(f, "lossy"));
-        snprintf(path, sizeof path, "%s/%s", dir, file);
-        int got_rate, channels;
-        double secs = test_sndfile_seconds(path, &got_rate, &channels);
-        CHECK_MSG(secs >= 0, "%s does not decode: %s", file, sf_strerror(NULL));
-        if (secs < 0) continue;
-        test_note("%s: %.3f s at %d Hz (want %.3f s at %d Hz)", file, secs, got_rate, want, rate);
-        CHECK_EQ_INT(got_rate, rate);
-        CHECK_EQ_INT(channels, 1);
-        double tol = lossy ? 0.1 : 1024.0 / 22050;
-        CHECK_MSG(fabs(secs - want) <= tol, "%s: %.3f s, want %.3f +- %.3f", file, secs, want, tol);
-        int bit_rate = cJSON_GetObjectItem(f, "bit_rate")->valueint;
-        if (bit_rate) {
-            double bytes = cJSON_GetObjectItem(f, "bytes")->valuedouble;
-            double expect = bit_rate / 8.0 * want;
-            CHECK_MSG(fabs(bytes - expect) <= 0.15 * expect + 1500, "%s: %.0f bytes, ~%.0f", file,
-                      bytes, expect);
-        }
-    }
-    CHECK_EQ_INT(files, 7);
-    cJSON_Delete(m);
-}
-
 TEST(server_cartesia_node_client_suite) {
     test_require_node_package(cartesia_modules(), "@cartesia/cartesia-js", "Cartesia's client",
                               "tests/cartesia");
@@ -339,7 +304,7 @@ TEST(server_cartesia_node_client_suite) {
     REQUIRE(test_server_start(&ts, &o) == 0);
     test_node_suite("tests/cartesia/client_suite.mjs", &ts, KEY, "cartesia client",
                     CHECKS_EXPECTED);
-    check_manifest(test_tmpdir());
+    test_node_check_manifest(test_tmpdir(), 7);
     test_server_stop(&ts);
 }
 

@@ -261,22 +261,13 @@ int gp_cartesia_request_parse(const cJSON *json, const gp_server *s, const gp_vo
                : 0;
 }
 
-enum MHD_Result gp_handle_tts(gp_http_request *r) {
-    if (r->pending) return gp_handle_speech(r); /* resumed: the shared speech steps go on */
-    gp_api_error e;
-    gp_server_backend b;
-    cJSON *json = NULL;
-    gp_speech_options o;
-    const char *text = NULL;
-    gp_speech_options_init(&o);
-    if (!gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
-        gp_cartesia_request_parse(json, r->server, b.voices, r->route == GP_ROUTE_TTS_SSE, &text,
-                                  &o, &e)) {
-        cJSON_Delete(json);
-        return gp_http_send_error(r, &e);
-    }
-    return gp_speech_run(r, &b, json, text, &o);
+static int parse_tts(gp_http_request *r, const cJSON *json, const gp_voices *voices,
+                     const char **text, gp_speech_options *o, gp_api_error *e) {
+    return gp_cartesia_request_parse(json, r->server, voices, r->route == GP_ROUTE_TTS_SSE, text, o,
+                                     e);
 }
+
+enum MHD_Result gp_handle_tts(gp_http_request *r) { return gp_speech_handle(r, parse_tts); }
 
 /* ---- voices ---- */
 
@@ -292,14 +283,7 @@ static int append_voice(gp_buf *b, const gp_server *s, const char *name,
     rc |= gp_buf_append_str(b, ",\"name\":");
     rc |= gp_json_append_string(b, name);
     char description[GP_VOICE_NAME_MAX + 160];
-    if (entry && (entry->prefix_file || entry->lora_file))
-        snprintf(description, sizeof description,
-                 "a voice of this server's voices directory: %s%s%s",
-                 entry->prefix_file ? entry->prefix_file : "",
-                 entry->prefix_file && entry->lora_file ? " and " : "",
-                 entry->lora_file ? entry->lora_file : "");
-    else
-        snprintf(description, sizeof description, "the model's default voice");
+    gp_voice_describe(entry, description, sizeof description);
     rc |= gp_buf_append_str(b, ",\"description\":");
     rc |= gp_json_append_string(b, description);
     rc |= gp_buf_printf(b,
@@ -315,16 +299,8 @@ static const char *query(gp_http_request *r, const char *key) {
     return MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, key);
 }
 
-/* The index of voice `name` in the listing, or -1. */
-static int listed_index(const gp_voices *v, const char *name) {
-    const gp_voice_entry *entry;
-    for (int i = 0, n = gp_voices_listed_count(v); i < n; i++)
-        if (strcmp(gp_voices_listed(v, i, &entry), name) == 0) return i;
-    return -1;
-}
-
 static enum MHD_Result send_voice(gp_http_request *r, const gp_voices *v) {
-    int i = r->model_id_too_long ? -1 : listed_index(v, r->model_id);
+    int i = r->model_id_too_long ? -1 : gp_voices_listed_index(v, r->model_id);
     if (i < 0) {
         gp_api_error e;
         gp_http_fail(&e, 404, "id", "voice_not_found",
@@ -366,7 +342,7 @@ enum MHD_Result gp_handle_cartesia_voices(gp_http_request *r) {
         }
     }
     const char *cursor = after ? after : before;
-    int n = gp_voices_listed_count(v), at = cursor ? listed_index(v, cursor) : -1;
+    int n = gp_voices_listed_count(v), at = cursor ? gp_voices_listed_index(v, cursor) : -1;
     if (cursor && at < 0) {
         gp_http_fail(&e, 400, after ? "starting_after" : "ending_before", "invalid_value",
                      "no voice \"%.100s\" to page from; GET /voices lists them", cursor);

@@ -117,15 +117,27 @@ enum MHD_Result gp_http_send_preflight(gp_http_request *r) {
 enum MHD_Result gp_http_send_error(gp_http_request *r, const gp_api_error *e) {
     gp_buf b;
     gp_buf_init(&b);
-    int rc = gp_buf_append_str(&b, "{\"error\":{\"message\":");
-    rc |= gp_json_append_string(&b, e->message);
-    rc |= gp_buf_append_str(&b, ",\"type\":");
-    rc |= gp_json_append_string(&b, e->type ? e->type : "invalid_request_error");
-    rc |= gp_buf_append_str(&b, ",\"param\":");
-    rc |= e->param[0] ? gp_json_append_string(&b, e->param) : gp_buf_append_str(&b, "null");
-    rc |= gp_buf_append_str(&b, ",\"code\":");
-    rc |= e->code ? gp_json_append_string(&b, e->code) : gp_buf_append_str(&b, "null");
-    rc |= gp_buf_append_str(&b, "}}\n");
+    int rc = 0;
+    if (r->route == GP_ROUTE_ELEVENLABS_TTS || r->route == GP_ROUTE_ELEVENLABS_VOICES) {
+        /* ElevenLabs' shape: {"detail": {"status": code, "message": …}} */
+        rc |= gp_buf_append_str(&b, "{\"detail\":{\"status\":");
+        rc |= gp_json_append_string(&b, e->code ? e->code : "error");
+        rc |= gp_buf_append_str(&b, ",\"message\":");
+        rc |= gp_json_append_string(&b, e->message);
+        rc |= gp_buf_append_str(&b, ",\"param\":");
+        rc |= e->param[0] ? gp_json_append_string(&b, e->param) : gp_buf_append_str(&b, "null");
+        rc |= gp_buf_append_str(&b, "}}\n");
+    } else {
+        rc |= gp_buf_append_str(&b, "{\"error\":{\"message\":");
+        rc |= gp_json_append_string(&b, e->message);
+        rc |= gp_buf_append_str(&b, ",\"type\":");
+        rc |= gp_json_append_string(&b, e->type ? e->type : "invalid_request_error");
+        rc |= gp_buf_append_str(&b, ",\"param\":");
+        rc |= e->param[0] ? gp_json_append_string(&b, e->param) : gp_buf_append_str(&b, "null");
+        rc |= gp_buf_append_str(&b, ",\"code\":");
+        rc |= e->code ? gp_json_append_string(&b, e->code) : gp_buf_append_str(&b, "null");
+        rc |= gp_buf_append_str(&b, "}}\n");
+    }
     if (rc) {
         gp_buf_free(&b);
         return MHD_NO;
@@ -165,8 +177,9 @@ bool gp_http_authorized(gp_http_request *r) {
         while (*h == ' ') h++;
         return key_matches(h, key);
     }
-    /* Cartesia's older clients send the key as X-API-Key */
+    /* Cartesia's older clients send the key as X-API-Key, ElevenLabs' as xi-api-key */
     h = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, "X-API-Key");
+    if (!h) h = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, "xi-api-key");
     if (h) return key_matches(h, key);
     /* a browser cannot set a WebSocket's headers: Cartesia's WebSocket takes
      * the key in the query (only there: elsewhere it would end up in logs) */

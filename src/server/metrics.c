@@ -50,6 +50,8 @@ static const char *const route_names[GP_ROUTE_COUNT] = {
     [GP_ROUTE_TTS_SSE] = "tts_sse",
     [GP_ROUTE_CARTESIA_VOICES] = "cartesia_voices",
     [GP_ROUTE_TTS_WEBSOCKET] = "tts_websocket",
+    [GP_ROUTE_ELEVENLABS_TTS] = "elevenlabs_tts",
+    [GP_ROUTE_ELEVENLABS_VOICES] = "elevenlabs_voices",
     [GP_ROUTE_WYOMING] = "wyoming",
     [GP_ROUTE_OTHER] = "other",
 };
@@ -63,7 +65,7 @@ const char *gp_conn_close_reason_name(gp_conn_close_reason reason) {
 
 bool gp_route_synthesizes(gp_route r) {
     return r == GP_ROUTE_SPEECH || r == GP_ROUTE_SPEECH_BATCH || r == GP_ROUTE_TTS_BYTES ||
-           r == GP_ROUTE_TTS_SSE;
+           r == GP_ROUTE_TTS_SSE || r == GP_ROUTE_ELEVENLABS_TTS;
 }
 
 const char *gp_route_name(gp_route route) {

@@ -227,19 +227,20 @@ static bool check_request_head(gp_http_request *r, enum MHD_Result *ret) {
         bad = true;
         gp_http_fail(&e, 404, NULL, "not_found",
                      "no such endpoint; see /v1/audio/speech, /v1/audio/voices, /v1/models, "
-                     "/tts/bytes, /tts/sse, /voices, /health, /ready, /metrics");
+                     "/tts/bytes, /tts/sse, /voices, /v1/text-to-speech/{voice_id}, /v1/voices, "
+                     "/health, /ready, /metrics");
     } else if (gp_route_synthesizes(r->route) ? !r->is_post : !r->is_get) {
         bad = true;
         gp_http_fail(&e, 405, NULL, "method_not_allowed", "this endpoint only accepts %s",
                      gp_route_synthesizes(r->route) ? "POST" : "GET");
     } else if ((gp_route_synthesizes(r->route) || r->route == GP_ROUTE_VOICES ||
                 r->route == GP_ROUTE_MODELS || r->route == GP_ROUTE_CARTESIA_VOICES ||
-                r->route == GP_ROUTE_TTS_WEBSOCKET) &&
+                r->route == GP_ROUTE_ELEVENLABS_VOICES || r->route == GP_ROUTE_TTS_WEBSOCKET) &&
                !gp_http_authorized(r)) {
         bad = true;
         gp_http_fail(&e, 401, NULL, "invalid_api_key",
                      "missing or wrong API key; send \"Authorization: Bearer <key>\" (or "
-                     "\"X-API-Key: <key>\")");
+                     "\"X-API-Key: <key>\", or ElevenLabs' \"xi-api-key: <key>\")");
     } else if (r->is_post) {
         const char *type = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND,
                                                        MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -340,6 +341,7 @@ static enum MHD_Result handle_get(gp_http_request *r) {
     }
     case GP_ROUTE_PLAYGROUND: return gp_handle_playground(r);
     case GP_ROUTE_CARTESIA_VOICES: return gp_handle_cartesia_voices(r);
+    case GP_ROUTE_ELEVENLABS_VOICES: return gp_handle_elevenlabs_voices(r);
     case GP_ROUTE_TTS_WEBSOCKET: return gp_handle_tts_websocket(r);
     default: break;
     }
@@ -361,6 +363,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->connection = connection;
         r->route = route_of(url);
         route_resource_id(r, url);
+        if (r->route == GP_ROUTE_OTHER) gp_elevenlabs_route(r, url);
         set_request_id(r);
         r->is_options = strcmp(method, "OPTIONS") == 0;
         gp_access_entry_begin(&r->log, r->request_id, method, r->route);
@@ -400,6 +403,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (r->route == GP_ROUTE_SPEECH) return gp_handle_speech(r);
     if (r->route == GP_ROUTE_SPEECH_BATCH) return gp_handle_speech_batch(r);
     if (r->route == GP_ROUTE_TTS_BYTES || r->route == GP_ROUTE_TTS_SSE) return gp_handle_tts(r);
+    if (r->route == GP_ROUTE_ELEVENLABS_TTS) return gp_handle_elevenlabs_tts(r);
     return handle_get(r);
 }
 

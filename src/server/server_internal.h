@@ -126,6 +126,8 @@ typedef struct gp_http_request {
     char request_id[GP_REQUEST_ID_MAX]; /* sent as x-request-id */
     char model_id[128];                 /* GET /v1/models/{id} or /voices/{id}; "" for the list */
     bool model_id_too_long;
+    bool el_stream, el_timestamps; /* ElevenLabs' …/stream, …/with-timestamps */
+    bool el_search;                /* ElevenLabs' GET /v2/voices */
     bool is_options;
     char cors_origin[256]; /* Access-Control-Allow-Origin for this request, or "" */
     gp_access_entry log;   /* its access-log line */
@@ -392,6 +394,12 @@ enum MHD_Result gp_handle_speech_batch(gp_http_request *r);
  * (streamed audio or SSE, or a whole file). */
 enum MHD_Result gp_speech_run(gp_http_request *r, const gp_server_backend *b, cJSON *json,
                               const char *text, const gp_speech_options *o);
+/* A route's request (its JSON) into the text and speech options; -1 with *e. */
+typedef int (*gp_speech_parse_fn)(gp_http_request *r, const cJSON *json, const gp_voices *voices,
+                                  const char **text, gp_speech_options *o, gp_api_error *e);
+/* A synthesis route's handler: resumed, the speech goes on; new, the body is
+ * read by `parse` and run (gp_speech_run), or its error answered. */
+enum MHD_Result gp_speech_handle(gp_http_request *r, gp_speech_parse_fn parse);
 /* cartesia.c: Cartesia's API — POST /tts/bytes, POST /tts/sse, GET /voices
  * and GET /voices/{id}. */
 enum MHD_Result gp_handle_tts(gp_http_request *r);
@@ -412,6 +420,11 @@ enum MHD_Result gp_handle_cartesia_voices(gp_http_request *r);
  * connection then lives on the server's WebSocket thread). */
 #define GP_WS_MAX_CONTEXTS 32
 enum MHD_Result gp_handle_tts_websocket(gp_http_request *r);
+/* elevenlabs.c: ElevenLabs' routes. gp_elevenlabs_route sets r's route (and
+ * the voice id, variant) when `url` is one of them. */
+bool gp_elevenlabs_route(gp_http_request *r, const char *url);
+enum MHD_Result gp_handle_elevenlabs_tts(gp_http_request *r);
+enum MHD_Result gp_handle_elevenlabs_voices(gp_http_request *r);
 /* Start the hub with the Wyoming port's listening socket (before any
  * WebSocket: at the server's start); it owns the socket from here. */
 int gp_ws_hub_listen(gp_server *s, int listen_fd);

@@ -315,7 +315,7 @@ enum MHD_Result gp_speech_run(gp_http_request *r, const gp_server_backend *b, cJ
     return speech_begin(r);
 }
 
-enum MHD_Result gp_handle_speech(gp_http_request *r) {
+enum MHD_Result gp_speech_handle(gp_http_request *r, gp_speech_parse_fn parse) {
     if (r->pending) return speech_continue(r); /* resumed */
     gp_api_error e;
     gp_server_backend b;
@@ -324,13 +324,22 @@ enum MHD_Result gp_handle_speech(gp_http_request *r) {
     const char *text = NULL;
     gp_speech_options_init(&o);
     if (!gp_server_backend_get(r->server, &b, &e) || gp_request_json(r, &json, &e) ||
-        gp_speech_input_parse(json, r->server, &text, &e) ||
-        gp_speech_options_parse(json, r->server, b.voices, "", &o, &e)) {
+        parse(r, json, b.voices, &text, &o, &e)) {
         cJSON_Delete(json);
         return gp_http_send_error(r, &e);
     }
     return gp_speech_run(r, &b, json, text, &o);
 }
+
+static int parse_openai(gp_http_request *r, const cJSON *json, const gp_voices *voices,
+                        const char **text, gp_speech_options *o, gp_api_error *e) {
+    return gp_speech_input_parse(json, r->server, text, e) ||
+                   gp_speech_options_parse(json, r->server, voices, "", o, e)
+               ? -1
+               : 0;
+}
+
+enum MHD_Result gp_handle_speech(gp_http_request *r) { return gp_speech_handle(r, parse_openai); }
 
 /* ---- batch ---- */
 

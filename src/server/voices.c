@@ -3,6 +3,7 @@
 #include "server/voices.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -259,4 +260,21 @@ int gp_voices_append_listing(const gp_voices *v, gp_buf *out) {
     rc |= gp_buf_append_str(out, "],\"voices\":");
     rc |= gp_voices_append_names(v, out);
     return rc | gp_buf_append_str(out, "}");
+}
+
+int gp_voices_listed_index(const gp_voices *voices, const char *name) {
+    const gp_voice_entry *entry;
+    for (int i = 0, n = gp_voices_listed_count(voices); i < n; i++)
+        if (strcmp(gp_voices_listed(voices, i, &entry), name) == 0) return i;
+    return -1;
+}
+
+void gp_voice_describe(const gp_voice_entry *entry, char *out, size_t cap) {
+    if (entry && (entry->prefix_file || entry->lora_file))
+        snprintf(out, cap, "a voice of this server's voices directory: %s%s%s",
+                 entry->prefix_file ? entry->prefix_file : "",
+                 entry->prefix_file && entry->lora_file ? " and " : "",
+                 entry->lora_file ? entry->lora_file : "");
+    else
+        snprintf(out, cap, "the model's default voice");
 }

@@ -18,6 +18,7 @@
 #define GP_SERVER_VOICES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/buf.h"
 #include "base/error.h"
@@ -56,6 +57,10 @@ int gp_voices_append_names(const gp_voices *voices, gp_buf *out);
  * name and entry (*entry NULL for a built-in name). */
 int gp_voices_listed_count(const gp_voices *voices);
 const char *gp_voices_listed(const gp_voices *voices, int i, const gp_voice_entry **entry);
+/* The index of `name` in the listings' order, or -1. */
+int gp_voices_listed_index(const gp_voices *voices, const char *name);
+/* A line for a listing: which files make the voice, or the default's. */
+void gp_voice_describe(const gp_voice_entry *entry, char *out, size_t cap);
 /* Append the body of GET /v1/audio/voices. */
 int gp_voices_append_listing(const gp_voices *voices, gp_buf *out);
 

@@ -13,12 +13,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (used < size) {
         gp_wy_event ev;
         const char *why = NULL;
-        long k = gp_wy_parse_event(p + used, size - used, &ev, &why);
+        size_t need = 0;
+        long k = gp_wy_parse_event(p + used, size - used, &ev, &why, &need);
         if (k < 0) {
             if (!why || !*why) __builtin_trap();
             break;
         }
-        if (k == 0) break;
+        if (k == 0) {
+            if (need <= size - used) __builtin_trap(); /* it could have been whole */
+            break;
+        }
         if ((size_t)k > size - used) __builtin_trap();
         if (ev.type && (!*ev.type || !cJSON_IsObject(ev.data) || ev.payload < p + used ||
                         ev.payload + ev.payload_len > p + used + (size_t)k))

@@ -332,6 +332,8 @@ TEST(server_wyoming_streams_sentences_as_they_complete) {
     wy_send(&c, "synthesize",
             "{\"text\":\"The first sentence is here. And the second one.\"}"); /* ignored */
     wy_send(&c, "synthesize-stop", NULL);
+    /* the stream's copy as a plain synthesize, late: ignored too (as Piper) */
+    wy_send(&c, "synthesize", "{\"text\":\"The first sentence is here. And the second one.\"}");
     wy_audio a;
     wy_collect(&c, true, &a);
     test_note("first chunk %zu bytes, then %d chunks, %zu bytes", first, a.chunks, a.pcm.len);
@@ -339,6 +341,11 @@ TEST(server_wyoming_streams_sentences_as_they_complete) {
     CHECK(a.stops == 1 && a.stopped == 1 && a.errors == 0 && a.other == 0 && a.format_ok);
     CHECK_EQ_INT((long)(first + a.pcm.len), 2L * FRAMES * 1024 * 2); /* two sentences */
     wy_audio_free(&a);
+    wy_send(&c, "ping", "{\"text\":\"after\"}");
+    REQUIRE(wy_read(&c, &e));
+    CHECK_MSG(strcmp(e.type, "pong") == 0, "after the stream: %s (the late synthesize spoken?)",
+              e.type);
+    wy_event_free(&e);
     /* the connection serves another stream, and an empty one says only stopped */
     wy_send(&c, "synthesize-start", NULL);
     wy_send(&c, "synthesize-stop", NULL);
@@ -413,6 +420,21 @@ TEST(server_wyoming_refusals) {
         wy_send_raw(&c, cases[i].raw);
         test_note("case %zu: %s", i, cases[i].code);
         expect_error(&c, cases[i].code, cases[i].closes);
+        wy_close(&c);
+    }
+    /* a header line over 1 MiB, even whole */
+    {
+        wy_client c;
+        REQUIRE(wy_connect(&ts, &c) == 0);
+        const size_t n = ((size_t)1 << 20) + 100;
+        char *big = malloc(n + 64);
+        REQUIRE(big);
+        int k = snprintf(big, 64, "{\"type\":\"ping\",\"pad\":\"");
+        memset(big + k, 'a', n);
+        memcpy(big + k + n, "\"}\n", 4);
+        test_tcp_send(c.fd, big, strlen(big));
+        free(big);
+        expect_error(&c, "invalid_event", true);
         wy_close(&c);
     }
     /* a payload the server has no use for is skipped whole */

@@ -34,6 +34,7 @@ static void ws_parse(gp_ws_hub *h, ws_conn *c);
 
 static void conn_read(gp_ws_hub *h, ws_conn *c) {
     for (;;) {
+        if (c->proto == WS_PROTO_WYOMING && c->close_sent) c->in.len = 0; /* closing: dropped */
         if (c->proto == WS_PROTO_WYOMING && c->in.len > WS_MAX_IN) break; /* busy: later */
         if (gp_buf_reserve(&c->in, c->in.len + 65536)) {
             c->dead = true;
@@ -50,7 +51,9 @@ static void conn_read(gp_ws_hub *h, ws_conn *c) {
         c->dead = true; /* closed or broken */
         break;
     }
-    if (c->proto == WS_PROTO_WYOMING)
+    if (c->proto == WS_PROTO_WYOMING && c->close_sent)
+        c->in.len = 0;
+    else if (c->proto == WS_PROTO_WYOMING)
         gp_wy_on_input(h, c);
     else
         ws_parse(h, c);
@@ -238,7 +241,11 @@ static void hub_accept(gp_ws_hub *h) {
         int fd = accept4(h->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) continue;
-            return; /* EAGAIN, or out of descriptors: the next pass tries again */
+            /* out of descriptors: the port stays readable; a pass without it
+             * lets some close instead of spinning on it */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                h->accept_pause_until = gp_now_s() + 0.1;
+            return;
         }
         ws_conn *c = conn_new(fd, WS_PROTO_WYOMING, NULL);
         if (!c) {
@@ -286,7 +293,9 @@ static void *hub_main(void *arg) {
         size_t k = 0;
         if (cap >= n) {
             fds[k++] = (struct pollfd){.fd = h->efd, .events = POLLIN};
-            fds[k++] = (struct pollfd){.fd = h->listen_fd, .events = POLLIN}; /* -1: ignored */
+            const bool paused = gp_now_s() < h->accept_pause_until;
+            fds[k++] = (struct pollfd){.fd = paused ? -1 : h->listen_fd,
+                                       .events = POLLIN}; /* -1: ignored */
             for (ws_conn *c = h->conns; c; c = c->next) {
                 /* a Wyoming client whose next request waits for this one is
                  * not read further until it has room */
@@ -312,12 +321,16 @@ static void *hub_main(void *arg) {
             const short rev = i >= 2 && i < (long)k ? fds[i].revents : 0;
             i++;
             if (rev & (POLLIN | POLLHUP | POLLERR)) conn_read(h, c);
+            /* a Wyoming client not read while its next request waits, and gone */
+            if ((rev & (POLLHUP | POLLERR)) && c->proto == WS_PROTO_WYOMING &&
+                c->in.len > WS_MAX_IN)
+                c->dead = true;
             for (ws_context *x = c->contexts, *next; x && !c->dead; x = next) {
                 next = x->next;
                 gp_ws_context_pump(h, c, x);
             }
             /* a Wyoming request that waited for the one before it */
-            if (c->proto == WS_PROTO_WYOMING && !c->contexts && c->in.len && !c->dead)
+            if (c->proto == WS_PROTO_WYOMING && c->wy_held && !c->contexts && !c->dead)
                 gp_wy_on_input(h, c);
             if (stop) {
                 while (c->contexts) gp_ws_context_remove(h, c, c->contexts); /* cancelled */
@@ -333,6 +346,21 @@ static void *hub_main(void *arg) {
             if (!speaking && now - c->last_activity > idle_limit)
                 gp_ws_close(c, GP_WS_CLOSE_NORMAL, "idle for too long");
             conn_write(c);
+            /* a Wyoming connection closing: once its last event is out, our
+             * side is shut and what the client still sends is read and
+             * dropped until it closes too (or a second) — closing with its
+             * bytes unread would reset the connection, and the client
+             * could lose that last event */
+            if (c->proto == WS_PROTO_WYOMING && c->close_sent && !c->dead && c->out.len == 0) {
+                if (!c->wy_linger_until) {
+                    shutdown(c->fd, SHUT_WR);
+                    c->wy_linger_until = now + 1.0;
+                }
+                if (now < c->wy_linger_until && !stop) {
+                    link = &c->next;
+                    continue;
+                }
+            }
             /* at shutdown a client gets a second to take its close frame */
             if (c->dead || (c->close_sent && c->out.len == 0) || (stop && now - stop_since > 1.0)) {
                 *link = c->next;

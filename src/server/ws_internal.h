@@ -91,6 +91,14 @@ typedef struct ws_conn {
     ws_context *contexts;
     int n_contexts;
     bool close_sent, dead;
+    /* Wyoming: the bytes `in` must hold before an event can be whole (not
+     * parsed again before); an event waits for the running synthesis; the
+     * connection has streamed (a plain synthesize is then the stream's
+     * copy, ignored, as Piper does); closing: our side shut, the client's
+     * input read and dropped until its end or this time */
+    size_t wy_need;
+    bool wy_held, wy_streamed;
+    double wy_linger_until;
     double last_activity;
     struct ws_conn *next;
 } ws_conn;
@@ -99,8 +107,9 @@ struct gp_ws_hub {
     gp_server *server;
     pthread_t thread;
     int efd;
-    int listen_fd;        /* the Wyoming port; -1: none (closed when draining) */
-    pthread_mutex_t lock; /* incoming, stop, draining, live */
+    int listen_fd;             /* the Wyoming port; -1: none (closed when draining) */
+    double accept_pause_until; /* out of descriptors: the port is not polled until then */
+    pthread_mutex_t lock;      /* incoming, stop, draining, live */
     ws_conn *incoming;
     bool stop, draining;
     int live;            /* connections adopted and not yet closed */
@@ -145,9 +154,11 @@ typedef struct gp_wy_event {
     size_t payload_len;
 } gp_wy_event;
 /* One event at the start of p[0..avail): the bytes it takes (a blank line
- * counts too: type NULL), 0 when it is not whole yet, or -1 with *why when
- * the bytes cannot be an event. Free *ev with gp_wy_event_free. */
-long gp_wy_parse_event(const char *p, size_t avail, gp_wy_event *ev, const char **why);
+ * counts too: type NULL), 0 when it is not whole yet (*need: the bytes it
+ * takes at least), or -1 with *why when the bytes cannot be an event. Free
+ * *ev with gp_wy_event_free. */
+long gp_wy_parse_event(const char *p, size_t avail, gp_wy_event *ev, const char **why,
+                       size_t *need);
 void gp_wy_event_free(gp_wy_event *ev);
 /* Parse and act on the whole events in c->in (a new synthesis waits while
  * one runs on the connection: events are handled in order). */

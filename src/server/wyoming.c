@@ -120,8 +120,14 @@ void gp_wy_send_done(ws_conn *c, ws_context *x) {
 }
 
 void gp_wy_send_error(ws_conn *c, const char *code, const char *text, bool fatal) {
+    /* the text may quote a client's bytes cut short: it goes out as UTF-8
+     * up to its first flaw (Python's reader drops a line that is not) */
+    char clean[GP_ERROR_MESSAGE_MAX + 256];
+    snprintf(clean, sizeof clean, "%s", text);
+    const size_t bad = gp_utf8_invalid_offset(clean, strlen(clean));
+    if (bad != (size_t)-1) clean[bad] = '\0';
     cJSON *d = cJSON_CreateObject();
-    cJSON_AddStringToObject(d, "text", text);
+    cJSON_AddStringToObject(d, "text", clean);
     cJSON_AddStringToObject(d, "code", code ? code : "error");
     send_event(c, "error", d, NULL, 0);
     cJSON_Delete(d);
@@ -146,6 +152,7 @@ static cJSON *voice_list(const gp_voices *voices) {
         const gp_voice_entry *entry = NULL;
         const char *name = gp_voices_listed(voices, i, &entry);
         if (!entry && strcmp(name, "default") != 0) continue;
+        if (gp_utf8_invalid_offset(name, strlen(name)) != (size_t)-1) continue; /* not JSON */
         cJSON *v = cJSON_CreateObject();
         cJSON_AddStringToObject(v, "name", name);
         cJSON_AddItemToObject(v, "attribution", attribution());
@@ -201,8 +208,8 @@ static bool backend_for_request(gp_ws_hub *h, ws_conn *c, gp_server_backend *b) 
         gp_wy_send_error(c, "shutting_down", "the server is shutting down", true);
         return false;
     }
-    if (!gp_server_backend_get(h->server, b, &e)) {
-        gp_wy_send_error(c, "not_ready", "the model is still loading; try again in a moment", true);
+    if (!gp_server_backend_get(h->server, b, &e)) { /* loading, or stopping */
+        gp_wy_send_error(c, e.code ? e.code : "not_ready", e.message, true);
         return false;
     }
     return true;
@@ -300,7 +307,8 @@ static bool on_event(gp_ws_hub *h, ws_conn *c, const char *type, const cJSON *da
         send_event(c, "pong", d, NULL, 0);
         cJSON_Delete(d);
     } else if (strcmp(type, "synthesize") == 0) {
-        if (stream) return true; /* the whole text of the stream, sent for older servers */
+        /* a streaming client sends the whole text too, for older servers */
+        if (c->wy_streamed) return true;
         if (c->contexts) return false;
         const char *text = event_text(c, data, type, true);
         if (!text) return true;
@@ -320,6 +328,7 @@ static bool on_event(gp_ws_hub *h, ws_conn *c, const char *type, const cJSON *da
             return true;
         }
         if (c->contexts) return false;
+        c->wy_streamed = true;
         open_request(h, c, data, true);
     } else if (strcmp(type, "synthesize-chunk") == 0 || strcmp(type, "synthesize-stop") == 0) {
         const bool stop = strcmp(type, "synthesize-stop") == 0;
@@ -375,10 +384,12 @@ void gp_wy_event_free(gp_wy_event *ev) {
     memset(ev, 0, sizeof *ev);
 }
 
-long gp_wy_parse_event(const char *p, size_t avail, gp_wy_event *ev, const char **why) {
+long gp_wy_parse_event(const char *p, size_t avail, gp_wy_event *ev, const char **why,
+                       size_t *need) {
     memset(ev, 0, sizeof *ev);
     *why = NULL;
-    const char *nl = memchr(p, '\n', avail);
+    *need = avail + 1;
+    const char *nl = memchr(p, '\n', avail < WY_MAX_PART + 1 ? avail : WY_MAX_PART + 1);
     if (!nl) {
         if (avail <= WY_MAX_PART) return 0;
         *why = "an event's header line is longer than 1 MiB";
@@ -402,6 +413,7 @@ long gp_wy_parse_event(const char *p, size_t avail, gp_wy_event *ev, const char 
     const size_t total = hlen + 1 + dlen + plen;
     if (avail < total) {
         cJSON_Delete(header);
+        *need = total;
         return 0;
     }
     cJSON *merged = cJSON_IsObject(data) ? cJSON_Duplicate(data, true) : cJSON_CreateObject();
@@ -430,18 +442,29 @@ long gp_wy_parse_event(const char *p, size_t avail, gp_wy_event *ev, const char 
 
 void gp_wy_on_input(gp_ws_hub *h, ws_conn *c) {
     size_t used = 0;
-    while (!c->dead && !c->close_sent && used < c->in.len) {
+    c->wy_held = false;
+    /* an event known to be unfinished is not parsed again until it can be */
+    while (!c->dead && !c->close_sent && used < c->in.len && c->in.len - used >= c->wy_need) {
         gp_wy_event ev;
         const char *why = NULL;
-        long k = gp_wy_parse_event(c->in.data + used, c->in.len - used, &ev, &why);
+        size_t need = 0;
+        long k = gp_wy_parse_event(c->in.data + used, c->in.len - used, &ev, &why, &need);
         if (k < 0) {
             gp_wy_send_error(c, "invalid_event", why, true);
             used = c->in.len; /* nothing after a broken event is read */
             break;
         }
-        const bool taken = k > 0 && (!ev.type || on_event(h, c, ev.type, ev.data));
+        if (k == 0) {
+            c->wy_need = need;
+            break;
+        }
+        c->wy_need = 0;
+        const bool taken = !ev.type || on_event(h, c, ev.type, ev.data);
         gp_wy_event_free(&ev);
-        if (!taken) break; /* not whole yet, or it waits for the running synthesis */
+        if (!taken) { /* it waits for the running synthesis */
+            c->wy_held = true;
+            break;
+        }
         used += (size_t)k;
     }
     memmove(c->in.data, c->in.data + used, c->in.len - used);

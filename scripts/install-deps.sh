@@ -69,7 +69,7 @@ if [ "${GEPARD_TEST_EXTRAS:-0}" = "1" ]; then
     install_hf_reference
     install_npm_dir tests/openai openai "the OpenAI client test"
     install_npm_dir tests/cartesia @cartesia/cartesia-js "the Cartesia client test" ws/package.json
-    install_npm_dir tests/elevenlabs @elevenlabs/elevenlabs-js "the ElevenLabs client test"
+    install_npm_dir tests/elevenlabs @elevenlabs/elevenlabs-js "the ElevenLabs client tests" ws/package.json
     install_npm_dir deploy/k8s/validate kubernetes-models \
         "the manifest checks of deploy/check-recipe.sh" typescript
 fi

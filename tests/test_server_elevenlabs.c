@@ -143,3 +143,12 @@ TEST(server_elevenlabs_node_client_suite) {
     test_node_check_manifest(test_tmpdir(), 5);
     test_server_stop(&ts);
 }
+
+TEST(server_elevenlabs_websocket_suite) {
+    test_require_node_package(elevenlabs_modules(), "ws", "the ws client", "tests/elevenlabs");
+    test_server_opts o = {.api_key = KEY, .max_streams = 4};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_node_suite("tests/elevenlabs/ws_suite.mjs", &ts, KEY, "websocket client", 5);
+    test_server_stop(&ts);
+}

@@ -7,6 +7,9 @@
  *   GET  /v1/voices, /v1/voices/{voice_id}      the server's voices
  *   GET  /v2/voices                             the same, as one search page
  *
+ * (and the WebSockets …/stream-input and …/multi-stream-input, whose
+ * handshake gp_elevenlabs_route also recognises: elevenlabs_ws.c)
+ *
  * `?output_format=` takes ElevenLabs' names (mp3_44100_128, the default;
  * pcm_16000…pcm_48000, wav_8000…wav_48000, ulaw_8000, alaw_8000,
  * opus_48000_32…192). The body's text, seed and voice_settings.speed are
@@ -60,16 +63,21 @@ bool gp_elevenlabs_route(gp_http_request *r, const char *url) {
     const char *tail = id + n;
     size_t tail_len = end - p - n;
     while (tail_len > 0 && tail[tail_len - 1] == '/') tail_len--;
-    static const char *const variants[] = {"", "/stream", "/with-timestamps",
-                                           "/stream/with-timestamps"};
+    static const char *const variants[] = {"",
+                                           "/stream",
+                                           "/with-timestamps",
+                                           "/stream/with-timestamps",
+                                           "/stream-input",
+                                           "/multi-stream-input"};
     int variant = -1;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         if (strlen(variants[k]) == tail_len && strncmp(tail, variants[k], tail_len) == 0)
             variant = k;
     if (variant < 0 || n == 0) return false;
-    r->route = GP_ROUTE_ELEVENLABS_TTS;
-    r->el_stream = variant & 1;
-    r->el_timestamps = variant >= 2;
+    r->route = variant >= 4 ? GP_ROUTE_ELEVENLABS_WEBSOCKET : GP_ROUTE_ELEVENLABS_TTS;
+    r->el_stream = variant == 1 || variant == 3;
+    r->el_timestamps = variant == 2 || variant == 3;
+    r->el_multi = variant == 5;
     r->model_id_too_long = n >= sizeof r->model_id;
     if (r->model_id_too_long) n = sizeof r->model_id - 1;
     memcpy(r->model_id, id, n);
@@ -85,7 +93,7 @@ static const char *query(gp_http_request *r, const char *key) {
 
 /* ?output_format=codec_rate[_kbps]: ElevenLabs' names only, so that a
  * request this server would answer differently from ElevenLabs fails. */
-static int parse_output_format(gp_http_request *r, gp_speech_options *o, gp_api_error *e) {
+int gp_elevenlabs_output_format(gp_http_request *r, gp_speech_options *o, gp_api_error *e) {
     const char *f = query(r, "output_format");
     if (!f) f = "mp3_44100_128";
     static const struct {
@@ -188,7 +196,7 @@ static int parse_request(gp_http_request *r, const cJSON *json, const gp_voices 
     bool seeded = false;
     if (gp_speech_text_parse(json, s, "text", text, e) || parse_model_id(json, s, e) ||
         gp_speech_voice_set(voices, r->model_id, "voice_id", o, e) ||
-        parse_output_format(r, o, e) || parse_voice_settings(json, o, e) ||
+        gp_elevenlabs_output_format(r, o, e) || parse_voice_settings(json, o, e) ||
         gp_speech_sampling_parse(json, s, "", &o->params, e) ||
         gp_field_number(json, "seed", "", 0, 4294967295.0, &seed, &seeded, e))
         return -1;

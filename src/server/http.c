@@ -118,7 +118,8 @@ enum MHD_Result gp_http_send_error(gp_http_request *r, const gp_api_error *e) {
     gp_buf b;
     gp_buf_init(&b);
     int rc = 0;
-    if (r->route == GP_ROUTE_ELEVENLABS_TTS || r->route == GP_ROUTE_ELEVENLABS_VOICES) {
+    if (r->route == GP_ROUTE_ELEVENLABS_TTS || r->route == GP_ROUTE_ELEVENLABS_VOICES ||
+        r->route == GP_ROUTE_ELEVENLABS_WEBSOCKET) {
         /* ElevenLabs' shape: {"detail": {"status": code, "message": …}} */
         rc |= gp_buf_append_str(&b, "{\"detail\":{\"status\":");
         rc |= gp_json_append_string(&b, e->code ? e->code : "error");
@@ -165,6 +166,10 @@ static bool key_matches(const char *given, const char *key) {
     for (size_t i = 0; i < k; i++)
         diff |= (unsigned char)key[i] ^ (unsigned char)(i < n ? given[i] : 0);
     return diff == 0;
+}
+
+bool gp_http_key_matches(const gp_server *s, const char *given) {
+    return !s->api_key || !*s->api_key || key_matches(given, s->api_key);
 }
 
 bool gp_http_authorized(gp_http_request *r) {

@@ -52,6 +52,7 @@ static const char *const route_names[GP_ROUTE_COUNT] = {
     [GP_ROUTE_TTS_WEBSOCKET] = "tts_websocket",
     [GP_ROUTE_ELEVENLABS_TTS] = "elevenlabs_tts",
     [GP_ROUTE_ELEVENLABS_VOICES] = "elevenlabs_voices",
+    [GP_ROUTE_ELEVENLABS_WEBSOCKET] = "elevenlabs_websocket",
     [GP_ROUTE_WYOMING] = "wyoming",
     [GP_ROUTE_OTHER] = "other",
 };

@@ -28,14 +28,15 @@ typedef enum gp_route {
     GP_ROUTE_READY,
     GP_ROUTE_METRICS,
     GP_ROUTE_PLAYGROUND,
-    GP_ROUTE_TTS_BYTES,         /* Cartesia's POST /tts/bytes */
-    GP_ROUTE_TTS_SSE,           /* Cartesia's POST /tts/sse */
-    GP_ROUTE_CARTESIA_VOICES,   /* Cartesia's GET /voices and /voices/{id} */
-    GP_ROUTE_TTS_WEBSOCKET,     /* Cartesia's GET /tts/websocket */
-    GP_ROUTE_ELEVENLABS_TTS,    /* ElevenLabs' POST /v1/text-to-speech/{voice_id}[/stream] */
-    GP_ROUTE_ELEVENLABS_VOICES, /* ElevenLabs' GET /v1/voices[/{id}], /v2/voices */
-    GP_ROUTE_WYOMING,           /* a synthesis on the Wyoming port (not HTTP: 200 or the 4xx/5xx
-                                   its error event stands for) */
+    GP_ROUTE_TTS_BYTES,            /* Cartesia's POST /tts/bytes */
+    GP_ROUTE_TTS_SSE,              /* Cartesia's POST /tts/sse */
+    GP_ROUTE_CARTESIA_VOICES,      /* Cartesia's GET /voices and /voices/{id} */
+    GP_ROUTE_TTS_WEBSOCKET,        /* Cartesia's GET /tts/websocket */
+    GP_ROUTE_ELEVENLABS_TTS,       /* ElevenLabs' POST /v1/text-to-speech/{voice_id}[/stream] */
+    GP_ROUTE_ELEVENLABS_VOICES,    /* ElevenLabs' GET /v1/voices[/{id}], /v2/voices */
+    GP_ROUTE_ELEVENLABS_WEBSOCKET, /* ElevenLabs' …/stream-input, …/multi-stream-input */
+    GP_ROUTE_WYOMING,              /* a synthesis on the Wyoming port (not HTTP: 200 or the 4xx/5xx
+                                      its error event stands for) */
     GP_ROUTE_OTHER,
     GP_ROUTE_COUNT
 } gp_route;

@@ -342,6 +342,7 @@ static enum MHD_Result handle_get(gp_http_request *r) {
     case GP_ROUTE_PLAYGROUND: return gp_handle_playground(r);
     case GP_ROUTE_CARTESIA_VOICES: return gp_handle_cartesia_voices(r);
     case GP_ROUTE_ELEVENLABS_VOICES: return gp_handle_elevenlabs_voices(r);
+    case GP_ROUTE_ELEVENLABS_WEBSOCKET: return gp_handle_elevenlabs_websocket(r);
     case GP_ROUTE_TTS_WEBSOCKET: return gp_handle_tts_websocket(r);
     default: break;
     }
@@ -421,6 +422,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     gp_speech_pending_free(r);
     if (!r->log_by_job) gp_access_log_write(s, &r->log);
     gp_buf_free(&r->body);
+    free(r->upgrade);
     free(r);
     *con_cls = NULL;
 }

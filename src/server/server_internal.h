@@ -128,10 +128,12 @@ typedef struct gp_http_request {
     bool model_id_too_long;
     bool el_stream, el_timestamps; /* ElevenLabs' …/stream, …/with-timestamps */
     bool el_search;                /* ElevenLabs' GET /v2/voices */
+    bool el_multi;                 /* ElevenLabs' …/multi-stream-input */
     bool is_options;
     char cors_origin[256]; /* Access-Control-Allow-Origin for this request, or "" */
     gp_access_entry log;   /* its access-log line */
     bool upgraded;         /* answered 101: the socket became a WebSocket (ws_tts.c) */
+    void *upgrade;         /* what the handshake found, for the hub (a ws_upgrade; owned) */
     bool log_by_job;       /* a streamed answer's job writes it when freed */
 } gp_http_request;
 
@@ -425,6 +427,13 @@ enum MHD_Result gp_handle_tts_websocket(gp_http_request *r);
 bool gp_elevenlabs_route(gp_http_request *r, const char *url);
 enum MHD_Result gp_handle_elevenlabs_tts(gp_http_request *r);
 enum MHD_Result gp_handle_elevenlabs_voices(gp_http_request *r);
+/* ?output_format= (ElevenLabs' names) into o; -1 with *e. */
+int gp_elevenlabs_output_format(gp_http_request *r, gp_speech_options *o, gp_api_error *e);
+/* elevenlabs_ws.c: the handshake of ElevenLabs' WebSockets (the key may
+ * come in the first message instead of a header). */
+enum MHD_Result gp_handle_elevenlabs_websocket(gp_http_request *r);
+/* Whether `given` is the server's API key (constant time; true without one). */
+bool gp_http_key_matches(const gp_server *s, const char *given);
 /* Start the hub with the Wyoming port's listening socket (before any
  * WebSocket: at the server's start); it owns the socket from here. */
 int gp_ws_hub_listen(gp_server *s, int listen_fd);

@@ -338,6 +338,7 @@ static void *hub_main(void *arg) {
             }
             if (!c->contexts && (stop || draining))
                 gp_ws_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
+            if (!c->contexts && c->el_closing) gp_ws_close(c, GP_WS_CLOSE_NORMAL, "");
             /* idle: nothing said for the limit and nothing being spoken (open
              * contexts waiting for text included) */
             bool speaking = false;
@@ -405,12 +406,20 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
                        const char *extra_in, size_t extra_in_size, MHD_socket sock,
                        struct MHD_UpgradeResponseHandle *urh) {
     (void)connection;
-    (void)con_cls;
     gp_server *s = cls;
+    /* the request (freed by libmicrohttpd's completion, after this) holds
+     * what its handshake found */
+    const gp_http_request *r = con_cls;
+    const ws_upgrade *u = r ? r->upgrade : NULL;
     ws_conn *c = conn_new(sock, WS_PROTO_WEBSOCKET, urh);
     if (!c) {
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         return;
+    }
+    if (u) {
+        c->dialect = u->dialect;
+        c->el_opts = u->opts;
+        c->el_need_key = u->need_key;
     }
     int fl = fcntl(sock, F_GETFL);
     if (fl >= 0) fcntl(sock, F_SETFL, fl | O_NONBLOCK);
@@ -459,6 +468,12 @@ static bool header_has_token(const char *value, const char *token) {
 /* The handshake (GET /tts/websocket): the key may also come as ?api_key= or
  * ?access_token= (browsers cannot set headers on a WebSocket). */
 enum MHD_Result gp_handle_tts_websocket(gp_http_request *r) {
+    ws_upgrade u = {.server = r->server, .dialect = WS_DIALECT_CARTESIA};
+    gp_speech_options_init(&u.opts);
+    return gp_ws_upgrade(r, &u);
+}
+
+enum MHD_Result gp_ws_upgrade(gp_http_request *r, const ws_upgrade *u) {
     gp_api_error e;
     gp_server_backend b;
     const char *upgrade = header(r, "Upgrade"), *connection = header(r, "Connection");
@@ -467,8 +482,12 @@ enum MHD_Result gp_handle_tts_websocket(gp_http_request *r) {
     if (!upgrade || strcasecmp(upgrade, "websocket") != 0 || !connection ||
         !header_has_token(connection, "upgrade")) {
         gp_http_fail(&e, 426, NULL, "upgrade_required",
-                     "/tts/websocket is a WebSocket: connect with a WebSocket client (ws:// or "
-                     "wss://), or use POST /tts/bytes or /tts/sse over plain HTTP");
+                     u->dialect == WS_DIALECT_CARTESIA
+                         ? "/tts/websocket is a WebSocket: connect with a WebSocket client (ws:// "
+                           "or wss://), or use POST /tts/bytes or /tts/sse over plain HTTP"
+                         : "this is a WebSocket: connect with a WebSocket client (ws:// or "
+                           "wss://), or POST /v1/text-to-speech/{voice_id}/stream over plain "
+                           "HTTP");
         return gp_http_send_error(r, &e);
     }
     if (!version || strcmp(version, "13") != 0) {
@@ -482,6 +501,9 @@ enum MHD_Result gp_handle_tts_websocket(gp_http_request *r) {
         return gp_http_send_error(r, &e);
     }
     if (!gp_server_backend_get(r->server, &b, &e)) return gp_http_send_error(r, &e);
+    free(r->upgrade);
+    if (!(r->upgrade = malloc(sizeof *u))) return MHD_NO; /* the request's, until it is freed */
+    memcpy(r->upgrade, u, sizeof *u);
     struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, r->server);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");

@@ -81,9 +81,28 @@ typedef enum ws_proto {
     WS_PROTO_WYOMING,       /* the Wyoming port (JSON lines, optional payloads) */
 } ws_proto;
 
+/* What a WebSocket speaks (from the path of its handshake). */
+typedef enum ws_dialect {
+    WS_DIALECT_CARTESIA = 0, /* /tts/websocket */
+    WS_DIALECT_EL_SINGLE,    /* ElevenLabs' /v1/text-to-speech/{voice}/stream-input */
+    WS_DIALECT_EL_MULTI,     /* ElevenLabs' …/multi-stream-input (contexts) */
+} ws_dialect;
+
+/* The handshake's findings, handed to the connection (ws_hub.c). */
+typedef struct ws_upgrade {
+    gp_server *server;
+    ws_dialect dialect;
+    gp_speech_options opts; /* ElevenLabs: voice and output format from the path and query */
+    bool need_key;          /* ElevenLabs: no key in the headers; the first message must have it */
+} ws_upgrade;
+
 typedef struct ws_conn {
     int fd;
     ws_proto proto;
+    ws_dialect dialect;
+    gp_speech_options el_opts; /* ElevenLabs: each context's options start from these */
+    bool el_need_key;
+    bool el_closing; /* ElevenLabs' close_socket: closed once every context is done */
     struct MHD_UpgradeResponseHandle *urh; /* WebSocket: libmicrohttpd's; Wyoming: NULL */
     gp_buf in, msg, out;
     size_t out_pos;
@@ -144,6 +163,26 @@ ws_context *gp_ws_context_open(gp_ws_hub *h, ws_conn *c, const char *id,
  * everything when `end` (nothing more will come), else its whole sentences.
  * False when the context failed (its error event sent, it is gone). */
 bool gp_ws_context_add_text(gp_ws_hub *h, ws_conn *c, ws_context *x, const char *text, bool end);
+
+/* The handshake of a WebSocket route (headers checked, 101 answered, the
+ * socket handed to the hub with `u`'s findings, copied). */
+enum MHD_Result gp_ws_upgrade(gp_http_request *r, const ws_upgrade *u);
+/* Find a context by id on c (NULL: none). */
+ws_context *gp_ws_context_find(ws_conn *c, const char *id);
+/* Queue everything the context's transcript holds as an utterance (a
+ * flush); false when the context failed. */
+bool gp_ws_context_flush(gp_ws_hub *h, ws_conn *c, ws_context *x);
+
+/* ---- elevenlabs_ws.c ---- */
+/* A whole text message of an ElevenLabs WebSocket. */
+void gp_el_ws_on_message(gp_ws_hub *h, ws_conn *c, const cJSON *json);
+/* The context's encoded audio as an {"audio"} message. */
+void gp_el_ws_send_audio(ws_conn *c, ws_context *x);
+/* The context is done: {"isFinal": true}; a single-stream socket then closes. */
+void gp_el_ws_send_final(ws_conn *c, ws_context *x);
+/* An error message ({"message", "error", "code"}); `fatal`: the socket closes. */
+void gp_el_ws_send_error(ws_conn *c, const char *context_id, const char *code, const char *text,
+                         bool fatal);
 
 /* ---- wyoming.c ---- */
 typedef struct gp_wy_event {

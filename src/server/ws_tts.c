@@ -133,6 +133,13 @@ void gp_ws_send_error(ws_conn *c, const char *context_id, bool done, int status,
         gp_wy_send_error(c, code, message, done);
         return;
     }
+    if (c->dialect != WS_DIALECT_CARTESIA) {
+        /* a single stream's context is the socket's; a context of many ends alone */
+        (void)status;
+        gp_el_ws_send_error(c, context_id, code, message,
+                            done && (c->dialect == WS_DIALECT_EL_SINGLE || !context_id));
+        return;
+    }
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_printf(&b,
@@ -167,6 +174,10 @@ static void send_chunk(ws_conn *c, ws_context *x) {
     if (!x->raw.len) return;
     if (c->proto == WS_PROTO_WYOMING) {
         gp_wy_send_audio(c, x);
+        return;
+    }
+    if (c->dialect != WS_DIALECT_CARTESIA) {
+        gp_el_ws_send_audio(c, x);
         return;
     }
     double now = gp_now_s();
@@ -214,7 +225,7 @@ void gp_ws_context_remove(gp_ws_hub *h, ws_conn *c, ws_context *x) {
     gp_ws_context_free(h, x);
 }
 
-static ws_context *context_find(ws_conn *c, const char *id) {
+ws_context *gp_ws_context_find(ws_conn *c, const char *id) {
     for (ws_context *x = c->contexts; x; x = x->next)
         if (strcmp(x->id, id) == 0) return x;
     return NULL;
@@ -439,6 +450,8 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
         send_chunk(c, x);
         if (c->proto == WS_PROTO_WYOMING)
             gp_wy_send_done(c, x);
+        else if (c->dialect != WS_DIALECT_CARTESIA)
+            gp_el_ws_send_final(c, x);
         else
             send_event(c, x, "done", "\"done\":true,\"status_code\":206");
         gp_ws_context_remove(h, c, x);
@@ -452,7 +465,7 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
 
 static void message_cancel(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "context_id"));
-    ws_context *x = id ? context_find(c, id) : NULL;
+    ws_context *x = id ? gp_ws_context_find(c, id) : NULL;
     if (x) gp_ws_context_remove(h, c, x); /* Cartesia answers a cancel with nothing */
 }
 
@@ -551,6 +564,10 @@ static bool context_speak_ready(gp_ws_hub *h, ws_conn *c, ws_context *x, bool al
     return true;
 }
 
+bool gp_ws_context_flush(gp_ws_hub *h, ws_conn *c, ws_context *x) {
+    return context_speak_ready(h, c, x, true, 0) && gp_ws_context_pump(h, c, x);
+}
+
 bool gp_ws_context_add_text(gp_ws_hub *h, ws_conn *c, ws_context *x, const char *text, bool end) {
     if (!context_append(h, c, x, text)) return false;
     if (end) x->ended = true;
@@ -568,7 +585,7 @@ static void message_generate(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
                          "utterance its transcript belongs to");
         return;
     }
-    ws_context *x = context_find(c, id);
+    ws_context *x = gp_ws_context_find(c, id);
     const cJSON *tj = cJSON_GetObjectItemCaseSensitive(json, "transcript");
     if (tj && !cJSON_IsNull(tj) && !cJSON_IsString(tj)) {
         /* a running context goes on (done: false); no new one is made */
@@ -647,7 +664,9 @@ void gp_ws_on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
         cJSON_Delete(json);
         return;
     }
-    if (flag(json, "cancel", false))
+    if (c->dialect != WS_DIALECT_CARTESIA)
+        gp_el_ws_on_message(h, c, json);
+    else if (flag(json, "cancel", false))
         message_cancel(h, c, json);
     else
         message_generate(h, c, json);

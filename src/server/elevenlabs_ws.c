@@ -1,0 +1,239 @@
+/* elevenlabs_ws.c — ElevenLabs' text-to-speech WebSockets, for voice agents
+ * written against them (Pipecat's and LiveKit's ElevenLabs services, the
+ * SDKs' realtime helpers) pointed at `gepard serve`:
+ *
+ *   GET /v1/text-to-speech/{voice_id}/stream-input        one utterance
+ *   GET /v1/text-to-speech/{voice_id}/multi-stream-input  several contexts
+ *
+ * The voice comes from the path, the output format from ?output_format=
+ * (ElevenLabs' names, as on the HTTP routes), model_id may be any
+ * "eleven_…" id. The key may be a header (xi-api-key, Bearer) or, as
+ * browsers cannot set headers, the first message's "xi-api-key" (or
+ * "authorization": "Bearer KEY"); without it the socket is closed with 1008.
+ *
+ * Single stream: the first message ({"text": " ", "voice_settings", …})
+ * opens the utterance; each {"text": "…"} adds text, whose whole sentences
+ * are spoken at once; "flush": true speaks what is buffered; {"text": ""}
+ * speaks the rest, answers {"isFinal": true} and closes the socket.
+ * Multi: the same per "context_id" (absent: one default context), where
+ * {"text": "", "context_id"} only keeps a context alive, {"context_id",
+ * "close_context": true} stops it at once (then its isFinal) and
+ * {"close_socket": true} lets every context finish (each its isFinal)
+ * before the socket closes. Audio goes out as {"audio": base64} (with
+ * "contextId" on the multi socket); no character alignment is sent (Gepard
+ * has none). voice_settings.speed applies to a context from its first
+ * message (with Gepard's sampling fields, as on HTTP, when a script sends
+ * them); the other settings and generation_config steer ElevenLabs' own
+ * models and are accepted without effect.
+ *
+ * The connection is the hub's (ws_hub.c) and each utterance a context of
+ * ws_tts.c (sentences as engine streams, at most two running, one audio
+ * pipe); this file turns messages into contexts and context output into
+ * messages. An error is {"message", "error", "code"}; one that ends the
+ * socket closes it (1008 for a client's mistake, 1011 for the server's). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/base64.h"
+#include "server/websocket.h"
+#include "server/ws_internal.h"
+
+#define EL_DEFAULT_CONTEXT "default" /* multi: a message without context_id */
+
+/* ---- the handshake ---- */
+
+/* model_id in the query: this server's model, or any ElevenLabs id. */
+static int query_model(gp_http_request *r, gp_api_error *e) {
+    const char *model =
+        MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, "model_id");
+    if (!model || !*model || gp_model_name_accepted(r->server, model) ||
+        strncmp(model, "eleven_", 7) == 0)
+        return 0;
+    return gp_http_fail(e, 400, "model_id", "model_not_found",
+                        "model_id \"%.100s\" is not served here; use \"%s\" (ElevenLabs' "
+                        "\"eleven_…\" ids are accepted as aliases)",
+                        model, r->server->model_name);
+}
+
+enum MHD_Result gp_handle_elevenlabs_websocket(gp_http_request *r) {
+    gp_api_error e;
+    gp_server_backend b;
+    ws_upgrade u = {.server = r->server,
+                    .dialect = r->el_multi ? WS_DIALECT_EL_MULTI : WS_DIALECT_EL_SINGLE};
+    gp_speech_options_init(&u.opts);
+    if (!gp_server_backend_get(r->server, &b, &e)) return gp_http_send_error(r, &e);
+    if (r->model_id_too_long)
+        gp_http_fail(&e, 400, "voice_id", "voice_not_found",
+                     "voice_id is longer than any voice name here; GET /v1/voices lists them");
+    if (r->model_id_too_long ||
+        gp_speech_voice_set(b.voices, r->model_id, "voice_id", &u.opts, &e) ||
+        gp_elevenlabs_output_format(r, &u.opts, &e) || query_model(r, &e))
+        return gp_http_send_error(r, &e);
+    u.need_key = !gp_http_authorized(r);
+    return gp_ws_upgrade(r, &u);
+}
+
+/* ---- messages out ---- */
+
+static void send_json(ws_conn *c, cJSON *msg) {
+    char *text = cJSON_PrintUnformatted(msg);
+    cJSON_Delete(msg);
+    if (!text) {
+        c->dead = true;
+        return;
+    }
+    gp_buf b = {.data = text, .len = strlen(text), .cap = strlen(text) + 1};
+    gp_ws_send_text(c, &b);
+    cJSON_free(text);
+}
+
+/* The multi socket names the context of each message. */
+static void add_context(const ws_conn *c, cJSON *msg, const char *id) {
+    if (c->dialect == WS_DIALECT_EL_MULTI && id) cJSON_AddStringToObject(msg, "contextId", id);
+}
+
+void gp_el_ws_send_audio(ws_conn *c, ws_context *x) {
+    gp_buf b;
+    gp_buf_init(&b);
+    if (gp_base64_append(&b, x->raw.data, x->raw.len) || gp_buf_append(&b, "", 1)) {
+        gp_buf_free(&b);
+        c->dead = true;
+        return;
+    }
+    cJSON *msg = cJSON_CreateObject();
+    cJSON_AddStringToObject(msg, "audio", b.data);
+    add_context(c, msg, x->id);
+    gp_buf_free(&b);
+    send_json(c, msg);
+    gp_buf_clear(&x->raw);
+}
+
+void gp_el_ws_send_final(ws_conn *c, ws_context *x) {
+    cJSON *msg = cJSON_CreateObject();
+    cJSON_AddBoolToObject(msg, "isFinal", true);
+    add_context(c, msg, x->id);
+    send_json(c, msg);
+    if (c->dialect == WS_DIALECT_EL_SINGLE) gp_ws_close(c, GP_WS_CLOSE_NORMAL, "");
+}
+
+void gp_el_ws_send_error(ws_conn *c, const char *context_id, const char *code, const char *text,
+                         bool fatal) {
+    const bool ours = strcmp(code, "internal_error") == 0 ||
+                      strcmp(code, "synthesis_failed") == 0 || strcmp(code, "encoding_failed") == 0;
+    const int close_code = ours ? 1011 : GP_WS_CLOSE_POLICY;
+    cJSON *msg = cJSON_CreateObject();
+    cJSON_AddStringToObject(msg, "message", text);
+    cJSON_AddStringToObject(msg, "error", code);
+    cJSON_AddNumberToObject(msg, "code", close_code);
+    add_context(c, msg, context_id);
+    send_json(c, msg);
+    if (fatal) gp_ws_close(c, close_code, code);
+}
+
+/* ---- messages in ---- */
+
+static bool flag(const cJSON *json, const char *key) {
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, key));
+}
+
+/* The first message's key when the headers had none. */
+static bool check_key(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
+    const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "xi-api-key"));
+    const char *auth =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "authorization"));
+    if (!key && auth) key = strncmp(auth, "Bearer ", 7) == 0 ? auth + 7 : auth;
+    if (key && gp_http_key_matches(h->server, key)) {
+        c->el_need_key = false;
+        return true;
+    }
+    gp_el_ws_send_error(c, NULL, "invalid_api_key",
+                        "missing or wrong API key: send it as the xi-api-key header, or as "
+                        "\"xi-api-key\" in the first message",
+                        true);
+    return false;
+}
+
+/* A new context from its first message (voice_settings.speed applies). */
+static ws_context *open_context(gp_ws_hub *h, ws_conn *c, const cJSON *json, const char *id) {
+    pthread_mutex_lock(&h->lock);
+    const bool draining = h->draining;
+    pthread_mutex_unlock(&h->lock);
+    gp_server_backend b;
+    gp_api_error e;
+    if (draining || !gp_server_backend_get(h->server, &b, &e)) {
+        gp_el_ws_send_error(c, id, "shutting_down", "the server is shutting down", true);
+        return NULL;
+    }
+    if (c->n_contexts >= GP_WS_MAX_CONTEXTS) {
+        gp_el_ws_send_error(c, id, "too_many_contexts",
+                            "this socket has too many contexts open; close one first", false);
+        return NULL;
+    }
+    gp_speech_options o = c->el_opts;
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(json, "voice_settings");
+    /* and Gepard's sampling fields (temperature, top_k, seed, max_frames, …
+     * as on HTTP), which ElevenLabs' clients do not send but a script may */
+    if ((cJSON_IsObject(vs) &&
+         gp_field_number(vs, "speed", "voice_settings.", 0.25, 4.0, &o.speed, NULL, &e)) ||
+        gp_speech_sampling_parse(json, h->server, "", &o.params, &e)) {
+        gp_el_ws_send_error(c, id, "invalid_value", e.message, c->dialect == WS_DIALECT_EL_SINGLE);
+        return NULL;
+    }
+    return gp_ws_context_open(h, c, id, &o, &b);
+}
+
+void gp_el_ws_on_message(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
+    if (c->el_need_key && !check_key(h, c, json)) return;
+    const bool multi = c->dialect == WS_DIALECT_EL_MULTI;
+    if (multi && flag(json, "close_socket")) { /* every context finishes, then the socket closes */
+        c->el_closing = true;
+        for (ws_context *x = c->contexts, *next; x; x = next) {
+            next = x->next;
+            gp_ws_context_add_text(h, c, x, "", true);
+        }
+        return;
+    }
+    const cJSON *idj = cJSON_GetObjectItemCaseSensitive(json, "context_id");
+    const char *id = multi ? cJSON_GetStringValue(idj) : "0";
+    if (multi && idj && (!id || !*id || strlen(id) >= GP_CONTEXT_ID_MAX)) {
+        gp_el_ws_send_error(c, NULL, "invalid_context_id",
+                            "context_id must be a string of 1-127 bytes", false);
+        return;
+    }
+    if (!id) id = EL_DEFAULT_CONTEXT;
+    ws_context *x = gp_ws_context_find(c, id);
+    if (multi && flag(json, "close_context")) { /* stopped at once, then its isFinal */
+        if (!x) {
+            gp_el_ws_send_error(c, id, "context_not_found", "no such context is open", false);
+            return;
+        }
+        gp_ws_context_remove(h, c, x);
+        cJSON *msg = cJSON_CreateObject();
+        cJSON_AddBoolToObject(msg, "isFinal", true);
+        add_context(c, msg, id);
+        send_json(c, msg);
+        return;
+    }
+    const cJSON *tj = cJSON_GetObjectItemCaseSensitive(json, "text");
+    if (tj && !cJSON_IsString(tj)) {
+        gp_el_ws_send_error(c, id, "invalid_text", "text must be a string", !multi);
+        return;
+    }
+    const char *text = cJSON_IsString(tj) ? tj->valuestring : NULL;
+    if (x && x->ended) {
+        gp_el_ws_send_error(c, id, "context_ended",
+                            multi ? "this context is closing; use a new context_id"
+                                  : "the stream has ended ({\"text\": \"\"} came)",
+                            false);
+        return;
+    }
+    if (!x && !(x = open_context(h, c, json, id))) return;
+    if (text && !*text) {
+        /* single: the end of the input; multi: a context kept alive */
+        if (!multi) gp_ws_context_add_text(h, c, x, "", true);
+        return;
+    }
+    if (text && !gp_ws_context_add_text(h, c, x, text, false)) return;
+    if (flag(json, "flush")) gp_ws_context_flush(h, c, x);
+}

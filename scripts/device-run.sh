@@ -57,9 +57,11 @@
 #        serve12-noprio: serve12 with every CUDA stream at the same priority;
 #        serve12-pow2 with the codec's graphs for power-of-two batches only;
 #        SERVE12_WAVES=k sends k · c requests at each load c (c in flight).
-#        serve12-ontop: a GPU step's prefill rows on top of its decode rows;
-#        serve12-paced: the admission pacing a burst (GEPARD_ENGINE_PACE_BURSTS=1);
-#        serve12-ontop-paced: the two together.
+#        serve12-ontop: a GPU step's prefill rows on top of its decode rows, the
+#        burst not paced (GEPARD_ENGINE_PACE_BURSTS=0); serve12-paced: the burst
+#        paced, the prefill rows in the budget (GEPARD_GPU_PREFILL_ON_TOP=0);
+#        serve12-ontop-paced: the two together (the default since 2026-12-05);
+#        serve12-old: neither (the default before).
 #        serve12-noqueue: every codec call of a light load waited for
 #        (GEPARD_ENGINE_QUEUE_CODEC=0). serve12-first1: a stream's first audio
 #        at one frame under load (GEPARD_ENGINE_FIRST_AUDIO_FRAMES=1; the default holds 3).
@@ -503,14 +505,17 @@ fi
 if want serve12-first1; then # a stream's first audio at one frame under load (before 2026-12-04, sixth part)
     GEPARD_ENGINE_FIRST_AUDIO_FRAMES=1 serve12 serve12-first1
 fi
-if want serve12-ontop; then # a GPU's prefill rows on top of its decode rows (GEPARD_GPU_PREFILL_ON_TOP=1)
-    GEPARD_GPU_PREFILL_ON_TOP=1 serve12 serve12-ontop
+if want serve12-ontop; then # prefill rows on top of the decode rows, the burst not paced
+    GEPARD_GPU_PREFILL_ON_TOP=1 GEPARD_ENGINE_PACE_BURSTS=0 serve12 serve12-ontop
 fi
-if want serve12-paced; then # the admission pacing a burst (GEPARD_ENGINE_PACE_BURSTS=1)
-    GEPARD_ENGINE_PACE_BURSTS=1 serve12 serve12-paced
+if want serve12-paced; then # the admission pacing a burst, prefill rows in the budget
+    GEPARD_GPU_PREFILL_ON_TOP=0 GEPARD_ENGINE_PACE_BURSTS=1 serve12 serve12-paced
 fi
 if want serve12-ontop-paced; then # prefill on top with the burst paced
     GEPARD_GPU_PREFILL_ON_TOP=1 GEPARD_ENGINE_PACE_BURSTS=1 serve12 serve12-ontop-paced
+fi
+if want serve12-old; then # neither (the defaults before 2026-12-05)
+    GEPARD_GPU_PREFILL_ON_TOP=0 GEPARD_ENGINE_PACE_BURSTS=0 serve12 serve12-old
 fi
 if want serve12-margins; then # serve12 at each of SERVE12_MARGINS (--realtime-margin)
     for m in ${SERVE12_MARGINS:-0.7 0.6}; do serve12 serve12-m$m --realtime-margin $m; done

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "node_suite.h"
 #include "server_harness.h"
@@ -119,6 +121,21 @@ TEST(server_elevenlabs_routes) {
     CHECK_EQ_INT(h.status, 401);
     CHECK(strcmp(detail_status(&h), "invalid_api_key") == 0);
     test_http_free(&h);
+    /* a WebSocket handshake without the key (it may come in the first
+     * message) does not list the voices when refusing one */
+    int fd = test_tcp_connect(ts.port, 10);
+    REQUIRE(fd >= 0);
+    const char *hs = "GET /v1/text-to-speech/nobody/stream-input HTTP/1.1\r\nHost: x\r\n"
+                     "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    REQUIRE(test_tcp_send(fd, hs, strlen(hs)) == 0);
+    char head[2048];
+    CHECK_EQ_INT(test_tcp_read_head(fd, head, sizeof head), 400);
+    char reply[1024] = "";
+    ssize_t got = recv(fd, reply, sizeof reply - 1, 0);
+    reply[got > 0 ? got : 0] = 0;
+    CHECK_MSG(strstr(reply, "voice_not_found") && !strstr(reply, "alloy"), "%s", reply);
+    close(fd);
     test_http_get(&h, test_url(&ts, "/v2/voices?search=ALL"), KEY);
     CHECK_EQ_INT(h.status, 200);
     CHECK_MSG(h.body.data && strstr(h.body.data, "\"voice_id\":\"ballad\"") &&

@@ -275,16 +275,15 @@ static void *engine_thread_main(void *arg) {
          * budget counts the decode rows too, so with prefill_chunk streams
          * decoding nothing is prefilled until one of them ends: 1024
          * concurrent requests on a GPU run in two waves of ~512.
-         * GEPARD_GPU_PREFILL_ON_TOP=1 gives a GPU prefill_chunk rows on top
-         * of its decode rows instead: measured on the H200 (serve12, 1024
-         * requests at once) first audio p50 2.5 s -> 0.5 s and p99 5.8 ->
-         * 1.2 s, the same audio per second, but 150-400 underruns against
-         * 3-24, since all 1024 then decode at ~34 ms per cycle, close to
-         * the 46 ms frame — the admission's warm-up figures let the whole
-         * burst in. GEPARD_ENGINE_PACE_BURSTS=1 paces a burst (admission.h:
-         * warm-up figures provisional, a quarter more streams per cycle at
-         * most); both stay opt-in until a GPU has measured them together
-         * (scripts/device-run.sh serve12-ontop-paced). */
+         * A GPU gets prefill_chunk rows on top of its decode rows instead
+         * (GEPARD_GPU_PREFILL_ON_TOP=0: in the budget): alone, measured on
+         * the H200 (serve12, 1024 requests at once), first audio p50 2.5 s
+         * -> 0.5 s with 150-400 underruns, since the admission's warm-up
+         * figures let the whole burst in to decode at ~34 ms a cycle; with
+         * the admission pacing a burst (on by default on a GPU, admission.h)
+         * 1,807-1,843 s of audio per second at 512-1024 requests against
+         * 1,587-1,641, first audio p50 0.1-0.17 s against 0.26-3.3 s, no
+         * underrun (2026-12-05, serve12-ontop-paced). */
         const bool on_device = gp_gen_on_device(e->model->model);
         const int decode_rows = gp_gen_decode_rows(e->step_streams, n);
         int n_decoding = 0; /* what a cycle's cost grows with (admission) */
@@ -417,11 +416,13 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
     const char *gather_rows = getenv("GEPARD_GPU_PREFILL_GATHER_ROWS");
     e->gather_min_rows = gather_rows && atoi(gather_rows) >= 1 ? atoi(gather_rows)
                                                                : GP_ENGINE_GATHER_MIN_DECODE_ROWS;
-    /* GEPARD_ENGINE_PACE_BURSTS=1: the admission paces a burst (admission.h:
-     * the warm-up's figures provisional, a quarter more streams per cycle);
-     * opt-in until measured on a GPU (serve12-paced) */
+    /* the admission paces a burst (admission.h: the warm-up's figures
+     * provisional, a quarter more streams per cycle) on a GPU, where it lets
+     * prefill go on top of the decode rows (below); GEPARD_ENGINE_PACE_BURSTS
+     * =0 or =1 decides instead */
+    const bool on_device = gp_gen_on_device(model->model);
     const char *pace = getenv("GEPARD_ENGINE_PACE_BURSTS");
-    e->pace_bursts = pace && !strcmp(pace, "1");
+    e->pace_bursts = pace ? !strcmp(pace, "1") : on_device;
     const char *first_audio = getenv("GEPARD_ENGINE_FIRST_AUDIO_FRAMES");
     e->first_audio_frames = GP_ENGINE_FIRST_AUDIO_FRAMES;
     if (first_audio && atoi(first_audio) >= 1 && atoi(first_audio) <= GP_ENGINE_GPU_MAX_CHUNK)
@@ -433,10 +434,11 @@ gepard_status gepard_engine_create(gepard_model *model, const gepard_codec *code
      * of during it (for measurements) */
     const char *overlap = getenv("GEPARD_GPU_OVERLAP_CODEC");
     e->overlap_codec = !(overlap && !strcmp(overlap, "0"));
-    /* GEPARD_GPU_PREFILL_ON_TOP=1: a GPU's prefill rows on top of its
-     * decode rows (the step thread's budget, engine_thread_main) */
+    /* a GPU's prefill rows on top of its decode rows (the step thread's
+     * budget, engine_thread_main); GEPARD_GPU_PREFILL_ON_TOP=0 counts them
+     * in the budget instead */
     const char *on_top = getenv("GEPARD_GPU_PREFILL_ON_TOP");
-    e->prefill_on_top = on_top && !strcmp(on_top, "1");
+    e->prefill_on_top = on_device && !(on_top && !strcmp(on_top, "0"));
     const char *queue = getenv("GEPARD_ENGINE_QUEUE_CODEC");
     e->queue_codec = codec && gp_codec_can_queue(codec->codec) && !(queue && !strcmp(queue, "0"));
     e->queue_heavy = !(queue && !strcmp(queue, "light"));

@@ -63,14 +63,19 @@ enum MHD_Result gp_handle_elevenlabs_websocket(gp_http_request *r) {
                     .dialect = r->el_multi ? WS_DIALECT_EL_MULTI : WS_DIALECT_EL_SINGLE};
     gp_speech_options_init(&u.opts);
     if (!gp_server_backend_get(r->server, &b, &e)) return gp_http_send_error(r, &e);
+    u.need_key = !gp_http_authorized(r);
     if (r->model_id_too_long)
         gp_http_fail(&e, 400, "voice_id", "voice_not_found",
                      "voice_id is longer than any voice name here; GET /v1/voices lists them");
     if (r->model_id_too_long ||
         gp_speech_voice_set(b.voices, r->model_id, "voice_id", &u.opts, &e) ||
-        gp_elevenlabs_output_format(r, &u.opts, &e) || query_model(r, &e))
+        gp_elevenlabs_output_format(r, &u.opts, &e) || query_model(r, &e)) {
+        /* no voice list without the key */
+        if (u.need_key && e.code && strcmp(e.code, "voice_not_found") == 0)
+            gp_http_fail(&e, 400, "voice_id", "voice_not_found",
+                         "voice \"%.100s\" does not exist here", r->model_id);
         return gp_http_send_error(r, &e);
-    u.need_key = !gp_http_authorized(r);
+    }
     return gp_ws_upgrade(r, &u);
 }
 
@@ -109,19 +114,27 @@ void gp_el_ws_send_audio(ws_conn *c, ws_context *x) {
     gp_buf_clear(&x->raw);
 }
 
-void gp_el_ws_send_final(ws_conn *c, ws_context *x) {
+void gp_el_ws_send_context_final(ws_conn *c, const char *context_id) {
     cJSON *msg = cJSON_CreateObject();
     cJSON_AddBoolToObject(msg, "isFinal", true);
-    add_context(c, msg, x->id);
+    add_context(c, msg, context_id);
     send_json(c, msg);
+}
+
+void gp_el_ws_send_final(ws_conn *c, ws_context *x) {
+    gp_el_ws_send_context_final(c, x->id);
     if (c->dialect == WS_DIALECT_EL_SINGLE) gp_ws_close(c, GP_WS_CLOSE_NORMAL, "");
 }
 
-void gp_el_ws_send_error(ws_conn *c, const char *context_id, const char *code, const char *text,
-                         bool fatal) {
-    const bool ours = strcmp(code, "internal_error") == 0 ||
-                      strcmp(code, "synthesis_failed") == 0 || strcmp(code, "encoding_failed") == 0;
-    const int close_code = ours ? 1011 : GP_WS_CLOSE_POLICY;
+void gp_el_ws_send_error(ws_conn *c, const char *context_id, int status, const char *code,
+                         const char *text, bool fatal) {
+    /* the close code a client acts on: try again later (busy), going away
+     * (shutdown), the server's fault, or the client's */
+    const bool shutdown = strcmp(code, "shutting_down") == 0;
+    const int close_code = status == 429 || (status == 503 && !shutdown) ? 1013
+                           : shutdown                                    ? GP_WS_CLOSE_GOING_AWAY
+                           : status >= 500                               ? GP_WS_CLOSE_ERROR
+                                                                         : GP_WS_CLOSE_POLICY;
     cJSON *msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "message", text);
     cJSON_AddStringToObject(msg, "error", code);
@@ -139,7 +152,9 @@ static bool flag(const cJSON *json, const char *key) {
 
 /* The first message's key when the headers had none. */
 static bool check_key(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
+    /* "xi-api-key" (InitializeConnection), "xi_api_key" (the SDK's multi messages) */
     const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "xi-api-key"));
+    if (!key) key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "xi_api_key"));
     const char *auth =
         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(json, "authorization"));
     if (!key && auth) key = strncmp(auth, "Bearer ", 7) == 0 ? auth + 7 : auth;
@@ -147,7 +162,7 @@ static bool check_key(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
         c->el_need_key = false;
         return true;
     }
-    gp_el_ws_send_error(c, NULL, "invalid_api_key",
+    gp_el_ws_send_error(c, NULL, 401, "invalid_api_key",
                         "missing or wrong API key: send it as the xi-api-key header, or as "
                         "\"xi-api-key\" in the first message",
                         true);
@@ -162,11 +177,11 @@ static ws_context *open_context(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
     gp_server_backend b;
     gp_api_error e;
     if (draining || !gp_server_backend_get(h->server, &b, &e)) {
-        gp_el_ws_send_error(c, id, "shutting_down", "the server is shutting down", true);
+        gp_el_ws_send_error(c, id, 503, "shutting_down", "the server is shutting down", true);
         return NULL;
     }
     if (c->n_contexts >= GP_WS_MAX_CONTEXTS) {
-        gp_el_ws_send_error(c, id, "too_many_contexts",
+        gp_el_ws_send_error(c, id, 429, "too_many_contexts",
                             "this socket has too many contexts open; close one first", false);
         return NULL;
     }
@@ -177,7 +192,8 @@ static ws_context *open_context(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
     if ((cJSON_IsObject(vs) &&
          gp_field_number(vs, "speed", "voice_settings.", 0.25, 4.0, &o.speed, NULL, &e)) ||
         gp_speech_sampling_parse(json, h->server, "", &o.params, &e)) {
-        gp_el_ws_send_error(c, id, "invalid_value", e.message, c->dialect == WS_DIALECT_EL_SINGLE);
+        gp_el_ws_send_error(c, id, 400, "invalid_value", e.message,
+                            c->dialect == WS_DIALECT_EL_SINGLE);
         return NULL;
     }
     return gp_ws_context_open(h, c, id, &o, &b);
@@ -197,41 +213,48 @@ void gp_el_ws_on_message(gp_ws_hub *h, ws_conn *c, const cJSON *json) {
     const cJSON *idj = cJSON_GetObjectItemCaseSensitive(json, "context_id");
     const char *id = multi ? cJSON_GetStringValue(idj) : "0";
     if (multi && idj && (!id || !*id || strlen(id) >= GP_CONTEXT_ID_MAX)) {
-        gp_el_ws_send_error(c, NULL, "invalid_context_id",
-                            "context_id must be a string of 1-127 bytes", false);
+        gp_el_ws_send_error(c, NULL, 400, "invalid_context_id",
+                            "context_id must be a string of 1-128 bytes", false);
         return;
     }
     if (!id) id = EL_DEFAULT_CONTEXT;
     ws_context *x = gp_ws_context_find(c, id);
-    if (multi && flag(json, "close_context")) { /* stopped at once, then its isFinal */
+    if (multi && flag(json, "close_context")) {
+        /* the text not yet flushed is dropped; what was (whole sentences
+         * and flushes, queued) finishes, then its isFinal */
         if (!x) {
-            gp_el_ws_send_error(c, id, "context_not_found", "no such context is open", false);
+            gp_el_ws_send_error(c, id, 400, "context_not_found", "no such context is open", false);
             return;
         }
-        gp_ws_context_remove(h, c, x);
-        cJSON *msg = cJSON_CreateObject();
-        cJSON_AddBoolToObject(msg, "isFinal", true);
-        add_context(c, msg, id);
-        send_json(c, msg);
+        x->len = 0;
+        gp_ws_context_add_text(h, c, x, "", true);
         return;
     }
     const cJSON *tj = cJSON_GetObjectItemCaseSensitive(json, "text");
     if (tj && !cJSON_IsString(tj)) {
-        gp_el_ws_send_error(c, id, "invalid_text", "text must be a string", !multi);
+        gp_el_ws_send_error(c, id, 400, "invalid_text", "text must be a string", !multi);
         return;
     }
     const char *text = cJSON_IsString(tj) ? tj->valuestring : NULL;
     if (x && x->ended) {
-        gp_el_ws_send_error(c, id, "context_ended",
+        gp_el_ws_send_error(c, id, 400, "context_ended",
                             multi ? "this context is closing; use a new context_id"
                                   : "the stream has ended ({\"text\": \"\"} came)",
                             false);
         return;
     }
+    if (multi && text && !*text) { /* a keep-alive (with a flush, a flush) */
+        if (x && flag(json, "flush")) gp_ws_context_flush(h, c, x);
+        return;
+    }
+    if (!x && c->el_closing) {
+        gp_el_ws_send_error(c, id, 400, "socket_closing",
+                            "close_socket came: this socket takes no new context", false);
+        return;
+    }
     if (!x && !(x = open_context(h, c, json, id))) return;
-    if (text && !*text) {
-        /* single: the end of the input; multi: a context kept alive */
-        if (!multi) gp_ws_context_add_text(h, c, x, "", true);
+    if (text && !*text) { /* single: the end of the input */
+        gp_ws_context_add_text(h, c, x, "", true);
         return;
     }
     if (text && !gp_ws_context_add_text(h, c, x, text, false)) return;

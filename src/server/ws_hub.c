@@ -210,7 +210,7 @@ static ws_conn *conn_new(int fd, ws_proto proto, struct MHD_UpgradeResponseHandl
     c->proto = proto;
     c->urh = urh;
     c->msg_opcode = -1;
-    c->last_activity = gp_now_s();
+    c->last_activity = c->opened_s = gp_now_s();
     gp_buf_init(&c->in);
     gp_buf_init(&c->msg);
     gp_buf_init(&c->out);
@@ -339,6 +339,13 @@ static void *hub_main(void *arg) {
             if (!c->contexts && (stop || draining))
                 gp_ws_close(c, GP_WS_CLOSE_GOING_AWAY, "the server is shutting down");
             if (!c->contexts && c->el_closing) gp_ws_close(c, GP_WS_CLOSE_NORMAL, "");
+            if (c->el_need_key && now - c->opened_s > EL_WS_KEY_WAIT_S) {
+                c->el_need_key = false;
+                gp_el_ws_send_error(c, NULL, 401, "invalid_api_key",
+                                    "no API key came: send it as the xi-api-key header, or as "
+                                    "\"xi-api-key\" in the first message",
+                                    true);
+            }
             /* idle: nothing said for the limit and nothing being spoken (open
              * contexts waiting for text included) */
             bool speaking = false;
@@ -416,11 +423,15 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         return;
     }
-    if (u) {
-        c->dialect = u->dialect;
-        c->el_opts = u->opts;
-        c->el_need_key = u->need_key;
+    if (!u) { /* cannot happen (the handshake set it); refuse rather than guess */
+        gp_buf_free(&c->in);
+        free(c);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        return;
     }
+    c->dialect = u->dialect;
+    c->el_opts = u->opts;
+    c->el_need_key = u->need_key;
     int fl = fcntl(sock, F_GETFL);
     if (fl >= 0) fcntl(sock, F_SETFL, fl | O_NONBLOCK);
     if (extra_in_size && gp_buf_append(&c->in, extra_in, extra_in_size)) c->dead = true;

@@ -103,6 +103,7 @@ typedef struct ws_conn {
     gp_speech_options el_opts; /* ElevenLabs: each context's options start from these */
     bool el_need_key;
     bool el_closing; /* ElevenLabs' close_socket: closed once every context is done */
+    double opened_s; /* when the hub took the connection */
     struct MHD_UpgradeResponseHandle *urh; /* WebSocket: libmicrohttpd's; Wyoming: NULL */
     gp_buf in, msg, out;
     size_t out_pos;
@@ -181,8 +182,12 @@ void gp_el_ws_send_audio(ws_conn *c, ws_context *x);
 /* The context is done: {"isFinal": true}; a single-stream socket then closes. */
 void gp_el_ws_send_final(ws_conn *c, ws_context *x);
 /* An error message ({"message", "error", "code"}); `fatal`: the socket closes. */
-void gp_el_ws_send_error(ws_conn *c, const char *context_id, const char *code, const char *text,
-                         bool fatal);
+void gp_el_ws_send_error(ws_conn *c, const char *context_id, int status, const char *code,
+                         const char *text, bool fatal);
+/* The isFinal of a context of the multi socket that ended without its audio. */
+void gp_el_ws_send_context_final(ws_conn *c, const char *context_id);
+/* An ElevenLabs socket still without its key this long after opening is closed. */
+#define EL_WS_KEY_WAIT_S 10.0
 
 /* ---- wyoming.c ---- */
 typedef struct gp_wy_event {

@@ -134,10 +134,11 @@ void gp_ws_send_error(ws_conn *c, const char *context_id, bool done, int status,
         return;
     }
     if (c->dialect != WS_DIALECT_CARTESIA) {
-        /* a single stream's context is the socket's; a context of many ends alone */
-        (void)status;
-        gp_el_ws_send_error(c, context_id, code, message,
-                            done && (c->dialect == WS_DIALECT_EL_SINGLE || !context_id));
+        /* a single stream's context is the socket's; a context of many ends
+         * alone, with its isFinal (clients end a segment on it) */
+        const bool fatal = done && (c->dialect == WS_DIALECT_EL_SINGLE || !context_id);
+        gp_el_ws_send_error(c, context_id, status, code, message, fatal);
+        if (done && !fatal && context_id) gp_el_ws_send_context_final(c, context_id);
         return;
     }
     gp_buf b;

@@ -3,6 +3,7 @@
  * samples, the words spread over it by their letters with pauses after
  * punctuation, counted from the stream's start and scaled by the speed. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/json.h"
@@ -59,5 +60,53 @@ TEST(word_times_spread_over_the_voiced_span) {
     gp_buf_clear(&b);
     REQUIRE(gp_word_times_append(&b, " \n ", &quiet, RATE, 1.0, 0) == 0);
     CHECK(b.len && strcmp(b.data, "{\"words\":[],\"start\":[],\"end\":[]}") == 0);
+    gp_buf_free(&b);
+}
+
+/* ElevenLabs' character alignment over the same estimate: every code point
+ * a character, a word's span shared by its characters, spaces filling the
+ * pauses (the trailing ones up to the end of the audio), whole
+ * milliseconds that add up without gaps. */
+TEST(char_times_share_each_words_span) {
+    enum { RATE = 22050, N = 3 * RATE };
+    static float x[N];
+    for (int i = RATE / 2; i < 5 * RATE / 2; i++) x[i] = 0.3f * sinf((float)i * 0.05f);
+    gp_voiced_span v;
+    gp_voiced_span_init(&v);
+    gp_voiced_span_feed(&v, x, N);
+    gp_buf b;
+    gp_buf_init(&b);
+    /* "Hi," 2 letters + pause 2, "çà." 2 + 4 (two-byte letters): 6 units over 2 s */
+    const char *text = "Hi, \xC3\xA7\xC3\xA0. ";
+    REQUIRE(gp_char_times_append(&b, text, &v, RATE, 1.0) == 8);
+    cJSON *j = cJSON_ParseWithLength(b.data, b.len);
+    REQUIRE_MSG(j, "not JSON: %.*s", (int)b.len, b.data);
+    const cJSON *c = cJSON_GetObjectItem(j, "chars"),
+                *s = cJSON_GetObjectItem(j, "charStartTimesMs"),
+                *d = cJSON_GetObjectItem(j, "charDurationsMs");
+    REQUIRE(cJSON_GetArraySize(c) == 8 && cJSON_GetArraySize(s) == 8 && cJSON_GetArraySize(d) == 8);
+    CHECK(strcmp(cJSON_GetArrayItem(c, 4)->valuestring, "\xC3\xA7") == 0);
+    CHECK(strcmp(cJSON_GetArrayItem(c, 3)->valuestring, " ") == 0);
+    const double t0 = 1000.0 * v.first / RATE, t1 = 1000.0 * (v.last + 1) / RATE;
+    const double per = (t1 - t0) / 6.0; /* 2 + 2 + 2 (the last pause is after the span) */
+    /* H i , share "Hi," (2 units); the space fills the pause (2); ç à . share 2 units */
+    const double want[8] = {
+        t0,           t0 + per * 2 / 3,           t0 + per * 4 / 3,           t0 + 2 * per,
+        t0 + 4 * per, t0 + 4 * per + per * 2 / 3, t0 + 4 * per + per * 4 / 3, t0 + 6 * per};
+    for (int i = 0; i < 8; i++)
+        CHECK_MSG(fabs(cJSON_GetArrayItem(s, i)->valuedouble - want[i]) <= 1.0,
+                  "char %d starts at %g ms, want %g", i, cJSON_GetArrayItem(s, i)->valuedouble,
+                  want[i]);
+    /* consecutive: each starts where the one before ended; the last ends with the audio */
+    long end = 0;
+    for (int i = 0; i < 8; i++) {
+        const long start = (long)cJSON_GetArrayItem(s, i)->valuedouble;
+        if (i)
+            CHECK_MSG(start == end, "char %d starts at %ld, the one before ended at %ld", i, start,
+                      end);
+        end = start + (long)cJSON_GetArrayItem(d, i)->valuedouble;
+    }
+    CHECK_MSG(labs(end - lround(1000.0 * N / RATE)) <= 1, "the last char ends at %ld ms", end);
+    cJSON_Delete(j);
     gp_buf_free(&b);
 }

@@ -114,6 +114,30 @@ void gp_el_ws_send_audio(ws_conn *c, ws_context *x) {
     gp_buf_clear(&x->raw);
 }
 
+void gp_el_ws_send_alignment(ws_conn *c, ws_context *x, const char *text,
+                             const gp_voiced_span *voiced) {
+    gp_buf a;
+    gp_buf_init(&a);
+    if (gp_char_times_append(&a, text, voiced, x->native_rate, x->opts.speed) < 0) {
+        gp_buf_free(&a);
+        c->dead = true;
+        return;
+    }
+    cJSON *msg = cJSON_CreateObject();
+    cJSON_AddStringToObject(msg, "audio", "");
+    cJSON *alignment = cJSON_Parse(a.data);
+    gp_buf_free(&a);
+    if (!alignment) {
+        cJSON_Delete(msg);
+        c->dead = true;
+        return;
+    }
+    cJSON_AddItemToObject(msg, "normalizedAlignment", cJSON_Duplicate(alignment, true));
+    cJSON_AddItemToObject(msg, "alignment", alignment);
+    add_context(c, msg, x->id);
+    send_json(c, msg);
+}
+
 void gp_el_ws_send_context_final(ws_conn *c, const char *context_id) {
     cJSON *msg = cJSON_CreateObject();
     cJSON_AddBoolToObject(msg, "isFinal", true);
@@ -186,6 +210,9 @@ static ws_context *open_context(gp_ws_hub *h, ws_conn *c, const cJSON *json, con
         return NULL;
     }
     gp_speech_options o = c->el_opts;
+    /* each utterance's estimated character times after its audio, unless
+     * the server refuses estimated times (--no-word-timestamps) */
+    o.word_timestamps = h->server->params.word_timestamps;
     const cJSON *vs = cJSON_GetObjectItemCaseSensitive(json, "voice_settings");
     /* and Gepard's sampling fields (temperature, top_k, seed, max_frames, …
      * as on HTTP), which ElevenLabs' clients do not send but a script may */

@@ -39,9 +39,13 @@ static void word_weight(const char *w, size_t n, double *speak, double *pause) {
     *pause = strchr(".!?", last) && last ? 4 : strchr(",;:", last) && last ? 2 : 0;
 }
 
-int gp_word_times_append(gp_buf *out, const char *text, const gp_voiced_span *v, int rate,
-                         double speed, double offset_s) {
-    const char *sep = " \t\r\n";
+static const char *const word_sep = " \t\r\n";
+
+/* Where the text's first word starts (s) and how long a unit of weight
+ * lasts (s): the words' weights spread over the voiced span. */
+static int spread(const char *text, const gp_voiced_span *v, int rate, double speed, double *t0,
+                  double *per) {
+    const char *sep = word_sep;
     double total = 0, last_pause = 0;
     int words = 0;
     for (const char *p = text + strspn(text, sep); *p; p += strspn(p, sep)) {
@@ -54,10 +58,18 @@ int gp_word_times_append(gp_buf *out, const char *text, const gp_voiced_span *v,
         p += n;
     }
     const double scale = 1.0 / ((double)rate * (speed > 0 ? speed : 1));
-    const double t0 = v->first >= 0 ? (double)v->first * scale : 0;
+    *t0 = v->first >= 0 ? (double)v->first * scale : 0;
     const double t1 = v->first >= 0 ? (double)(v->last + 1) * scale : (double)v->samples * scale;
     /* the last word's pause falls after the voiced span */
-    const double per = total - last_pause > 0 ? (t1 - t0) / (total - last_pause) : 0;
+    *per = total - last_pause > 0 ? (t1 - *t0) / (total - last_pause) : 0;
+    return words;
+}
+
+int gp_word_times_append(gp_buf *out, const char *text, const gp_voiced_span *v, int rate,
+                         double speed, double offset_s) {
+    const char *sep = word_sep;
+    double t0, per;
+    const int words = spread(text, v, rate, speed, &t0, &per);
     int rc = gp_buf_append_str(out, "{\"words\":[");
     for (int pass = 0; pass < 3; pass++) { /* words, starts, ends */
         if (pass) rc |= gp_buf_append_str(out, pass == 1 ? "],\"start\":[" : "],\"end\":[");
@@ -84,4 +96,63 @@ int gp_word_times_append(gp_buf *out, const char *text, const gp_voiced_span *v,
     }
     rc |= gp_buf_append_str(out, "]}");
     return rc ? -1 : words;
+}
+
+int gp_char_times_append(gp_buf *out, const char *text, const gp_voiced_span *v, int rate,
+                         double speed) {
+    double t0, per;
+    spread(text, v, rate, speed, &t0, &per);
+    gp_buf chars, starts, durations;
+    gp_buf_init(&chars);
+    gp_buf_init(&starts);
+    gp_buf_init(&durations);
+    int rc = 0, n_chars = 0;
+    double at = t0, prev_end = 0; /* where the next word starts; where the last one ended */
+    for (const char *p = text; *p;) {
+        const size_t gap = strspn(p, word_sep);
+        const size_t n = gap ? gap : strcspn(p, word_sep);
+        double start = prev_end, step = 0;
+        size_t points = 0;
+        for (size_t i = 0; i < n; i++) points += ((unsigned char)p[i] & 0xC0) != 0x80;
+        if (gap) { /* spaces share the silence between two words (the last ones
+                    * reach the end of the utterance's audio) */
+            const double end =
+                p[n] ? at : fmax(prev_end, (double)v->samples / rate / (speed > 0 ? speed : 1));
+            step = points ? (end - prev_end) / (double)points : 0;
+        } else {
+            double speak, pause;
+            word_weight(p, n, &speak, &pause);
+            start = at;
+            step = points ? speak * per / (double)points : 0;
+            prev_end = at + speak * per;
+            at += (speak + pause) * per;
+        }
+        for (size_t i = 0, k = 0; i < n; k++) { /* one code point a character */
+            size_t len = 1;
+            while (i + len < n && ((unsigned char)p[i + len] & 0xC0) == 0x80) len++;
+            const char *sep = n_chars ? "," : "";
+            char ch[8];
+            memcpy(ch, p + i, len < sizeof ch ? len : sizeof ch - 1);
+            ch[len < sizeof ch ? len : sizeof ch - 1] = '\0';
+            rc |= gp_buf_append_str(&chars, sep) | gp_json_append_string(&chars, ch);
+            const double s = start + step * (double)k;
+            rc |= gp_buf_printf(&starts, "%s%ld", sep, lround(s * 1000));
+            rc |= gp_buf_printf(&durations, "%s%ld", sep,
+                                lround((s + step) * 1000) - lround(s * 1000));
+            n_chars++;
+            i += len;
+        }
+        p += n;
+    }
+    rc |= gp_buf_append_str(out, "{\"chars\":[") |
+          gp_buf_append_str(out, chars.data ? chars.data : "");
+    rc |= gp_buf_append_str(out, "],\"charStartTimesMs\":[") |
+          gp_buf_append_str(out, starts.data ? starts.data : "");
+    rc |= gp_buf_append_str(out, "],\"charDurationsMs\":[") |
+          gp_buf_append_str(out, durations.data ? durations.data : "");
+    rc |= gp_buf_append_str(out, "]}");
+    gp_buf_free(&chars);
+    gp_buf_free(&starts);
+    gp_buf_free(&durations);
+    return rc ? -1 : n_chars;
 }

@@ -29,5 +29,13 @@ void gp_voiced_span_feed(gp_voiced_span *v, const float *x, size_t n);
  * words, or -1 (memory). */
 int gp_word_times_append(gp_buf *out, const char *text, const gp_voiced_span *v, int rate,
                          double speed, double offset_s);
+/* Append ElevenLabs' alignment {"chars":[…],"charStartTimesMs":[…],
+ * "charDurationsMs":[…]} for `text` over the same estimate: every code point
+ * a character (spaces included), a word's span shared by its characters, the
+ * spaces sharing the pause between two words (trailing spaces reach the end
+ * of the audio); times in whole milliseconds from the utterance's start.
+ * Returns the number of characters, or -1. */
+int gp_char_times_append(gp_buf *out, const char *text, const gp_voiced_span *v, int rate,
+                         double speed);
 
 #endif

@@ -179,6 +179,10 @@ bool gp_ws_context_flush(gp_ws_hub *h, ws_conn *c, ws_context *x);
 void gp_el_ws_on_message(gp_ws_hub *h, ws_conn *c, const cJSON *json);
 /* The context's encoded audio as an {"audio"} message. */
 void gp_el_ws_send_audio(ws_conn *c, ws_context *x);
+/* An utterance's estimated character alignment (word_times.h), after its
+ * audio: {"audio": "", "alignment", "normalizedAlignment"}. */
+void gp_el_ws_send_alignment(ws_conn *c, ws_context *x, const char *text,
+                             const gp_voiced_span *voiced);
 /* The context is done: {"isFinal": true}; a single-stream socket then closes. */
 void gp_el_ws_send_final(ws_conn *c, ws_context *x);
 /* An error message ({"message", "error", "code"}); `fatal`: the socket closes. */

@@ -341,6 +341,10 @@ static int context_start_ahead(ws_context *x) {
 /* The estimated word times of a finished utterance (word_times.h), after
  * its audio; they count from the context's start. */
 static void send_word_times(ws_conn *c, ws_context *x, const ws_utterance *u) {
+    if (c->dialect != WS_DIALECT_CARTESIA) {
+        gp_el_ws_send_alignment(c, x, u->said, &u->voiced);
+        return;
+    }
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_append_str(&b, "{\"type\":\"timestamps\",\"done\":false,\"status_code\":206,"

@@ -83,7 +83,16 @@ await check('single_stream_in_pieces', async () => {
   must(bytes === 2 * BYTES, `${bytes} bytes of audio, want ${2 * BYTES}`);
   must(c.msgs.at(-1).isFinal === true && c.ws.closeCode === 1000, `last ${JSON.stringify(c.msgs.at(-1))}, close ${c.ws.closeCode}`);
   must(c.msgs.every((m) => m.contextId === undefined), 'contextId on a single stream');
-  return `${c.msgs.length - 1} audio messages, ${bytes} bytes, isFinal, close 1000`;
+  // each sentence's estimated character times after its audio, covering it
+  const al = c.msgs.filter((m) => m.alignment).map((m) => m.alignment);
+  const spoken = al.map((a) => a.chars.join('')).join('');
+  must(al.length === 2 && spoken.replace(/\s+/g, ' ').trim() === 'Hello there. How are you today?', `alignment text "${spoken}"`);
+  for (const a of al) {
+    const n = a.chars.length, end = a.charStartTimesMs[n - 1] + a.charDurationsMs[n - 1];
+    must(a.charStartTimesMs.every((t, i) => i === 0 || t === a.charStartTimesMs[i - 1] + a.charDurationsMs[i - 1]), 'gaps in an alignment');
+    must(Math.abs(end - (FRAMES * 1024 * 1000) / 22050) <= 2, `an alignment ends at ${end} ms`);
+  }
+  return `${c.msgs.length - 1} messages, ${bytes} bytes, 2 alignments, isFinal, close 1000`;
 });
 
 await check('single_stream_flush', async () => {

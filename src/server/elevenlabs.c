@@ -180,9 +180,10 @@ static int parse_request(gp_http_request *r, const cJSON *json, const gp_voices 
     const gp_server *s = r->server;
     if (r->el_timestamps)
         return gp_http_fail(e, 400, NULL, "timestamps_not_supported",
-                            "character timestamps (…/with-timestamps) are not offered: Gepard has "
-                            "no alignment of text to audio; POST /tts/sse with add_timestamps "
-                            "gives estimated word times");
+                            "character timestamps over HTTP (…/with-timestamps) are not offered: "
+                            "Gepard has no alignment of text to audio; the stream-input "
+                            "WebSockets send estimated character times, POST /tts/sse with "
+                            "add_timestamps estimated word times");
     if (r->model_id_too_long)
         return gp_http_fail(e, 400, "voice_id", "voice_not_found",
                             "voice_id is longer than any voice name here; GET /v1/voices lists "

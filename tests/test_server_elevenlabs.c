@@ -3,6 +3,7 @@
  * shape and the key header, in C; and ElevenLabs' official Node client
  * (tests/elevenlabs/client_suite.mjs, skipped visibly without node or the
  * pinned package), whose WAV, MP3 and Opus bodies are decoded here. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "node_suite.h"
+#include "server/base64.h"
 #include "server_harness.h"
 #include "test.h"
 
@@ -25,6 +27,18 @@ static long el_post(test_server *ts, const char *path, const char *extra, test_h
     *h = (test_http){0};
     test_http_post(h, test_url(ts, path), NULL, body, KEY);
     return h->status;
+}
+
+/* Append the bytes of base64 `text` to b; 0 or -1. */
+static int append_base64(gp_buf *b, const char *text) {
+    unsigned char *data = NULL;
+    size_t n = 0;
+    gp_error err;
+    gp_error_clear(&err);
+    int rc = gp_base64_decode(text, strlen(text), (size_t)1 << 26, "audio_base64", &data, &n, &err);
+    if (!rc && n) rc = gp_buf_append(b, data, n);
+    free(data);
+    return rc ? -1 : 0;
 }
 
 /* The body's detail.status ("" when it has none). */
@@ -60,6 +74,52 @@ TEST(server_elevenlabs_routes) {
     const char *length = test_http_header(&whole, "Content-Length");
     CHECK_MSG(length && atol(length) == (long)whole.body.len, "the whole file has a length: %s",
               length ? length : "none");
+    /* with timestamps: the same audio in JSON, one object or a line a chunk,
+     * then the estimated character times of the text */
+    test_http object, lines;
+    REQUIRE(el_post(&ts, "/v1/text-to-speech/alloy/with-timestamps?output_format=pcm_22050", "",
+                    &object) == 200);
+    REQUIRE(el_post(&ts, "/v1/text-to-speech/alloy/stream/with-timestamps?output_format=pcm_22050",
+                    "", &lines) == 200);
+    const char *object_type = test_http_header(&object, "Content-Type");
+    CHECK(object_type && strcmp(object_type, "application/json") == 0);
+    cJSON *j = cJSON_ParseWithLength(object.body.data, object.body.len);
+    REQUIRE_MSG(j, "not one JSON object: %.200s", object.body.data ? object.body.data : "");
+    gp_buf pcm;
+    gp_buf_init(&pcm);
+    const char *b64 = cJSON_GetStringValue(cJSON_GetObjectItem(j, "audio_base64"));
+    REQUIRE(b64 && append_base64(&pcm, b64) == 0);
+    CHECK(pcm.len == whole.body.len && memcmp(pcm.data, whole.body.data, pcm.len) == 0);
+    const cJSON *al = cJSON_GetObjectItem(j, "alignment");
+    const cJSON *chars = cJSON_GetObjectItem(al, "characters");
+    const cJSON *ends = cJSON_GetObjectItem(al, "character_end_times_seconds");
+    char said[64] = "";
+    for (const cJSON *c = chars ? chars->child : NULL; c; c = c->next)
+        strncat(said, cJSON_GetStringValue(c), sizeof said - strlen(said) - 1);
+    CHECK_MSG(strcmp(said, "Hello world!") == 0, "alignment of \"%s\"", said);
+    const double end = cJSON_GetArrayItem(ends, cJSON_GetArraySize(ends) - 1)->valuedouble;
+    CHECK_MSG(end > 0 && end <= FRAMES * 1024.0 / 22050 + 1e-3, "the last character ends at %g s",
+              end);
+    CHECK(cJSON_IsObject(cJSON_GetObjectItem(j, "normalized_alignment")));
+    cJSON_Delete(j);
+    gp_buf_clear(&pcm);
+    int n_lines = 0;
+    bool last_aligned = false;
+    for (char *line = lines.body.data, *nl; line && (nl = strchr(line, '\n')); line = nl + 1) {
+        cJSON *l = cJSON_ParseWithLength(line, (size_t)(nl - line));
+        REQUIRE_MSG(l, "line %d is not JSON", n_lines);
+        const char *a = cJSON_GetStringValue(cJSON_GetObjectItem(l, "audio_base64"));
+        CHECK(a && append_base64(&pcm, a) == 0);
+        last_aligned = cJSON_IsObject(cJSON_GetObjectItem(l, "alignment"));
+        cJSON_Delete(l);
+        n_lines++;
+    }
+    test_note("with-timestamps: %zu bytes in one object; %d lines", object.body.len, n_lines);
+    CHECK(n_lines >= 2 && last_aligned);
+    CHECK(pcm.len == whole.body.len && memcmp(pcm.data, whole.body.data, pcm.len) == 0);
+    gp_buf_free(&pcm);
+    test_http_free(&object);
+    test_http_free(&lines);
     test_http_free(&whole);
     test_http_free(&streamed);
     test_http_free(&openai);
@@ -101,8 +161,6 @@ TEST(server_elevenlabs_routes) {
         {"/v1/text-to-speech/alloy",
          ",\"pronunciation_dictionary_locators\":[{\"pronunciation_dictionary_id\":\"x\"}]",
          "not_supported", 400},
-        {"/v1/text-to-speech/alloy/with-timestamps", "", "timestamps_not_supported", 400},
-        {"/v1/text-to-speech/alloy/stream/with-timestamps", "", "timestamps_not_supported", 400},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         test_http h;
@@ -156,7 +214,7 @@ TEST(server_elevenlabs_node_client_suite) {
     test_server_opts o = {.api_key = KEY, .max_streams = 2};
     test_server ts;
     REQUIRE(test_server_start(&ts, &o) == 0);
-    test_node_suite("tests/elevenlabs/client_suite.mjs", &ts, KEY, "elevenlabs client", 14);
+    test_node_suite("tests/elevenlabs/client_suite.mjs", &ts, KEY, "elevenlabs client", 15);
     test_node_check_manifest(test_tmpdir(), 5);
     test_server_stop(&ts);
 }

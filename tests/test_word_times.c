@@ -78,7 +78,7 @@ TEST(char_times_share_each_words_span) {
     gp_buf_init(&b);
     /* "Hi," 2 letters + pause 2, "çà." 2 + 4 (two-byte letters): 6 units over 2 s */
     const char *text = "Hi, \xC3\xA7\xC3\xA0. ";
-    REQUIRE(gp_char_times_append(&b, text, &v, RATE, 1.0) == 8);
+    REQUIRE(gp_char_times_append(&b, text, &v, RATE, 1.0, GP_CHAR_TIMES_MS) == 8);
     cJSON *j = cJSON_ParseWithLength(b.data, b.len);
     REQUIRE_MSG(j, "not JSON: %.*s", (int)b.len, b.data);
     const cJSON *c = cJSON_GetObjectItem(j, "chars"),

@@ -4,6 +4,9 @@
  *
  *   POST /v1/text-to-speech/{voice_id}          the whole file (Content-Length)
  *   POST /v1/text-to-speech/{voice_id}/stream   the audio streamed as it is made
+ *   POST …/with-timestamps, …/stream/with-timestamps   the audio in JSON (one object,
+ *                                               or a line a chunk) with the text's
+ *                                               estimated character times
  *   GET  /v1/voices, /v1/voices/{voice_id}      the server's voices
  *   GET  /v2/voices                             the same, as one search page
  *
@@ -19,12 +22,12 @@
  * steer ElevenLabs' models are accepted without effect (stability,
  * similarity_boost, style, use_speaker_boost, language_code,
  * apply_text_normalization, previous/next text and request ids,
- * optimize_streaming_latency, enable_logging). What Gepard cannot do is
- * refused with a 400 that says so: character timestamps (…/with-timestamps)
- * and pronunciation dictionaries. The key may come as `xi-api-key`; errors
- * take ElevenLabs' shape {"detail": {"status", "message"}}. A request runs
- * through gp_speech_run like every other route. docs/SERVER.md has the
- * mapping. */
+ * optimize_streaming_latency, enable_logging). Pronunciation dictionaries
+ * are refused with a 400 that says so. The character times are estimated
+ * (word_times.h): Gepard has no alignment of text to audio. The key may come
+ * as `xi-api-key`; errors take ElevenLabs' shape {"detail": {"status",
+ * "message"}}. A request runs through gp_speech_run like every other route.
+ * docs/SERVER.md has the mapping. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,12 +181,10 @@ static int parse_voice_settings(const cJSON *json, gp_speech_options *o, gp_api_
 static int parse_request(gp_http_request *r, const cJSON *json, const gp_voices *voices,
                          const char **text, gp_speech_options *o, gp_api_error *e) {
     const gp_server *s = r->server;
-    if (r->el_timestamps)
+    if (r->el_timestamps && !s->params.word_timestamps)
         return gp_http_fail(e, 400, NULL, "timestamps_not_supported",
-                            "character timestamps over HTTP (…/with-timestamps) are not offered: "
-                            "Gepard has no alignment of text to audio; the stream-input "
-                            "WebSockets send estimated character times, POST /tts/sse with "
-                            "add_timestamps estimated word times");
+                            "this server answers no estimated timestamps (gepard serve "
+                            "--no-word-timestamps): Gepard has no alignment of text to audio");
     if (r->model_id_too_long)
         return gp_http_fail(e, 400, "voice_id", "voice_not_found",
                             "voice_id is longer than any voice name here; GET /v1/voices lists "
@@ -206,6 +207,12 @@ static int parse_request(gp_http_request *r, const cJSON *json, const gp_voices 
         o->params.random_seed = 0;
     }
     o->stream = r->el_stream;
+    if (r->el_timestamps) { /* the audio in JSON, then its estimated character times */
+        o->sse = true;
+        o->sse_style = r->el_stream ? GP_SSE_EL_LINES : GP_SSE_EL_OBJECT;
+        o->word_timestamps = true;
+        o->stream = true;
+    }
     return 0;
 }
 

@@ -118,7 +118,8 @@ void gp_el_ws_send_alignment(ws_conn *c, ws_context *x, const char *text,
                              const gp_voiced_span *voiced) {
     gp_buf a;
     gp_buf_init(&a);
-    if (gp_char_times_append(&a, text, voiced, x->native_rate, x->opts.speed) < 0) {
+    if (gp_char_times_append(&a, text, voiced, x->native_rate, x->opts.speed, GP_CHAR_TIMES_MS) <
+        0) {
         gp_buf_free(&a);
         c->dead = true;
         return;

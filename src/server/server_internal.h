@@ -261,6 +261,10 @@ bool gp_response_rate_allowed(double rate);
 typedef enum gp_sse_style {
     GP_SSE_OPENAI = 0, /* data: {"type":"speech.audio.delta","audio":…}, then speech.audio.done */
     GP_SSE_CARTESIA,   /* event: chunk / data: {"type":"chunk","data":…}, then event: done */
+    GP_SSE_EL_LINES,   /* ElevenLabs' …/stream/with-timestamps: a JSON object a line
+                          {"audio_base64"}, the last with the estimated alignment */
+    GP_SSE_EL_OBJECT,  /* ElevenLabs' …/with-timestamps: one JSON object {"audio_base64",
+                          "alignment", "normalized_alignment"}, streamed as it grows */
 } gp_sse_style;
 #define GP_MODEL_ALIAS_COUNT 5
 /* gepard, gepard-1.0, tts-1, tts-1-hd, gpt-4o-mini-tts */
@@ -334,11 +338,14 @@ struct gp_speech_job {
     double next_check;                  /* of the socket and the deadline */
     int sample_rate, samples_per_frame; /* of the response; of the codec */
     gp_audio_pipe pipe;                 /* gain, speed, rate and encoder */
-    bool want_word_times;               /* Cartesia's SSE with add_timestamps */
-    char *said;                         /* its text, for the estimated word times; NULL: none */
-    double speed;                       /* of the pipe, for the word times */
-    int native_rate;                    /* the codec's */
-    gp_voiced_span voiced;              /* of the audio, for the word times */
+    bool want_word_times;      /* Cartesia's SSE with add_timestamps; ElevenLabs' with-timestamps */
+    bool el_object_open;       /* GP_SSE_EL_OBJECT: {"audio_base64":" has gone out */
+    unsigned char el_carry[2]; /* GP_SSE_EL_OBJECT: the bytes not yet base64'd (a 3-byte group) */
+    int el_n_carry;
+    char *said;            /* its text, for the estimated word times; NULL: none */
+    double speed;          /* of the pipe, for the word times */
+    int native_rate;       /* the codec's */
+    gp_voiced_span voiced; /* of the audio, for the word times */
     size_t input_tokens;
     /* engine thread → connection thread (lock) */
     pthread_mutex_t lock;

@@ -70,7 +70,10 @@ static void add_audio_headers(struct MHD_Response *resp, const gp_speech_job *j,
     snprintf(rate, sizeof rate, "%d", j->sample_rate);
     snprintf(bits, sizeof bits, "%d", gp_audio_format_bits(j->format));
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            j->sse ? "text/event-stream" : gp_audio_format_mime(j->format));
+                            !j->sse ? gp_audio_format_mime(j->format)
+                            : j->sse_style == GP_SSE_EL_LINES || j->sse_style == GP_SSE_EL_OBJECT
+                                ? "application/json"
+                                : "text/event-stream");
     MHD_add_response_header(resp, "X-Sample-Rate", rate);
     MHD_add_response_header(resp, "X-Channels", "1");
     MHD_add_response_header(resp, "X-Bit-Depth", bits);

@@ -93,7 +93,7 @@ int gp_job_create(gp_server *s, const gp_server_backend *b, const gp_speech_opti
     j->wake = wake ? wake : &j->own_wake;
     int native = gepard_codec_sample_rate(b->codec);
     j->native_rate = native;
-    j->want_word_times = o->word_timestamps && o->sse && o->sse_style == GP_SSE_CARTESIA;
+    j->want_word_times = o->word_timestamps && o->sse && o->sse_style != GP_SSE_OPENAI;
     j->sample_rate = o->sample_rate                ? o->sample_rate
                      : o->format == GP_AUDIO_PCM16 ? GP_OPENAI_PCM_RATE
                                                    : native;
@@ -147,9 +147,64 @@ static int append_context_id(gp_speech_job *j) {
 /* Wrap the encoded bytes in `raw` into one SSE event: OpenAI's
  * speech.audio.delta, or Cartesia's chunk with its step_time (ms since the
  * previous chunk, or since the request). */
+/* GP_SSE_EL_OBJECT: the object's opening, then `raw` as the continuing
+ * base64 of the whole audio (the bytes of a 3-byte group split between two
+ * calls wait in el_carry); `last`: the final group, padded, and the string
+ * closed. */
+static int job_frame_el_object(gp_speech_job *j, bool last) {
+    int rc = 0;
+    if (!j->el_object_open) {
+        rc |= gp_buf_append_str(&j->out, "{\"audio_base64\":\"");
+        j->el_object_open = true;
+    }
+    const unsigned char *raw = (const unsigned char *)j->raw.data;
+    unsigned char head[3];
+    size_t nh = (size_t)j->el_n_carry, at = 0;
+    memcpy(head, j->el_carry, nh);
+    while (nh < 3 && at < j->raw.len) head[nh++] = raw[at++];
+    if (nh == 3) { /* the carried group, whole */
+        rc |= gp_base64_append(&j->out, head, 3);
+        const size_t whole = (j->raw.len - at) / 3 * 3;
+        rc |= gp_base64_append(&j->out, raw + at, whole);
+        at += whole;
+        nh = j->raw.len - at;
+        memcpy(head, raw + at, nh);
+    }
+    if (last && nh) { /* the last group, padded */
+        rc |= gp_base64_append(&j->out, head, nh);
+        nh = 0;
+    }
+    memcpy(j->el_carry, head, nh);
+    j->el_n_carry = (int)nh;
+    if (last) rc |= gp_buf_append_str(&j->out, "\"");
+    gp_buf_clear(&j->raw);
+    return rc;
+}
+
+/* ElevenLabs' estimated alignment, as both of its keys. */
+static int job_append_el_alignment(gp_speech_job *j) {
+    gp_buf a;
+    gp_buf_init(&a);
+    int rc = gp_char_times_append(&a, j->said ? j->said : "", &j->voiced, j->native_rate, j->speed,
+                                  GP_CHAR_TIMES_SECONDS) < 0;
+    rc |= gp_buf_append_str(&j->out, ",\"alignment\":") | gp_buf_append_str(&j->out, a.data);
+    rc |= gp_buf_append_str(&j->out, ",\"normalized_alignment\":") |
+          gp_buf_append_str(&j->out, a.data);
+    gp_buf_free(&a);
+    return rc;
+}
+
 static int job_frame_sse(gp_speech_job *j) {
     if (!j->sse || j->raw.len == 0) return 0;
     int rc;
+    if (j->sse_style == GP_SSE_EL_LINES) {
+        rc = gp_buf_append_str(&j->out, "{\"audio_base64\":\"");
+        rc |= gp_base64_append(&j->out, j->raw.data, j->raw.len);
+        rc |= gp_buf_append_str(&j->out, "\"}\n");
+        gp_buf_clear(&j->raw);
+        return rc;
+    }
+    if (j->sse_style == GP_SSE_EL_OBJECT) return job_frame_el_object(j, false);
     if (j->sse_style == GP_SSE_CARTESIA) {
         double now = gp_now_s();
         rc = gp_buf_append_str(&j->out, "event: chunk\ndata: {\"type\":\"chunk\",\"data\":\"");
@@ -207,6 +262,15 @@ static void job_record(gp_speech_job *j) {
 /* The last event of a successful SSE answer (Cartesia's: after the
  * estimated word times when they were asked for). */
 static void job_append_done(gp_speech_job *j) {
+    if (j->sse_style == GP_SSE_EL_LINES || j->sse_style == GP_SSE_EL_OBJECT) {
+        if (j->sse_style == GP_SSE_EL_LINES)
+            gp_buf_append_str(&j->out, "{\"audio_base64\":\"\"");
+        else
+            job_frame_el_object(j, true);
+        job_append_el_alignment(j);
+        gp_buf_append_str(&j->out, "}\n");
+        return;
+    }
     if (j->sse_style == GP_SSE_CARTESIA) {
         if (j->said) {
             gp_buf_append_str(&j->out, "event: timestamps\ndata: {\"type\":\"timestamps\","
@@ -230,6 +294,19 @@ static void job_append_done(gp_speech_job *j) {
 }
 
 static void job_append_sse_error(gp_speech_job *j) {
+    if (j->sse_style == GP_SSE_EL_LINES || j->sse_style == GP_SSE_EL_OBJECT) {
+        /* ElevenLabs' error shape: a line of its own, or the object closed with it */
+        if (j->el_object_open) {
+            job_frame_el_object(j, true);
+            gp_buf_append_str(&j->out, ",");
+        } else {
+            gp_buf_append_str(&j->out, "{");
+        }
+        gp_buf_append_str(&j->out, "\"detail\":{\"status\":\"synthesis_failed\",\"message\":");
+        gp_json_append_string(&j->out, j->error);
+        gp_buf_append_str(&j->out, "}}\n");
+        return;
+    }
     if (j->sse_style == GP_SSE_CARTESIA) {
         gp_buf_append_str(&j->out, "event: error\ndata: {\"type\":\"error\",\"done\":true,"
                                    "\"status_code\":500,\"title\":\"Synthesis failed\","

@@ -3,6 +3,7 @@
 #include "server/word_times.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "io/json.h"
@@ -99,7 +100,8 @@ int gp_word_times_append(gp_buf *out, const char *text, const gp_voiced_span *v,
 }
 
 int gp_char_times_append(gp_buf *out, const char *text, const gp_voiced_span *v, int rate,
-                         double speed) {
+                         double speed, gp_char_times_style style) {
+    const bool secs = style == GP_CHAR_TIMES_SECONDS;
     double t0, per;
     spread(text, v, rate, speed, &t0, &per);
     gp_buf chars, starts, durations;
@@ -136,19 +138,25 @@ int gp_char_times_append(gp_buf *out, const char *text, const gp_voiced_span *v,
             ch[len < sizeof ch ? len : sizeof ch - 1] = '\0';
             rc |= gp_buf_append_str(&chars, sep) | gp_json_append_string(&chars, ch);
             const double s = start + step * (double)k;
-            rc |= gp_buf_printf(&starts, "%s%ld", sep, lround(s * 1000));
-            rc |= gp_buf_printf(&durations, "%s%ld", sep,
-                                lround((s + step) * 1000) - lround(s * 1000));
+            if (secs) /* start and end in seconds */
+                rc |= gp_buf_printf(&starts, "%s%.3f", sep, s) |
+                      gp_buf_printf(&durations, "%s%.3f", sep, s + step);
+            else /* start and duration in whole milliseconds, adding up */
+                rc |= gp_buf_printf(&starts, "%s%ld", sep, lround(s * 1000)) |
+                      gp_buf_printf(&durations, "%s%ld", sep,
+                                    lround((s + step) * 1000) - lround(s * 1000));
             n_chars++;
             i += len;
         }
         p += n;
     }
-    rc |= gp_buf_append_str(out, "{\"chars\":[") |
+    rc |= gp_buf_append_str(out, secs ? "{\"characters\":[" : "{\"chars\":[") |
           gp_buf_append_str(out, chars.data ? chars.data : "");
-    rc |= gp_buf_append_str(out, "],\"charStartTimesMs\":[") |
+    rc |= gp_buf_append_str(out, secs ? "],\"character_start_times_seconds\":["
+                                      : "],\"charStartTimesMs\":[") |
           gp_buf_append_str(out, starts.data ? starts.data : "");
-    rc |= gp_buf_append_str(out, "],\"charDurationsMs\":[") |
+    rc |= gp_buf_append_str(out, secs ? "],\"character_end_times_seconds\":["
+                                      : "],\"charDurationsMs\":[") |
           gp_buf_append_str(out, durations.data ? durations.data : "");
     rc |= gp_buf_append_str(out, "]}");
     gp_buf_free(&chars);

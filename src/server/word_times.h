@@ -33,9 +33,14 @@ int gp_word_times_append(gp_buf *out, const char *text, const gp_voiced_span *v,
  * "charDurationsMs":[…]} for `text` over the same estimate: every code point
  * a character (spaces included), a word's span shared by its characters, the
  * spaces sharing the pause between two words (trailing spaces reach the end
- * of the audio); times in whole milliseconds from the utterance's start.
- * Returns the number of characters, or -1. */
+ * of the audio); times from the utterance's start, in whole milliseconds
+ * (start and duration) or seconds (start and end) by `style`. Returns the
+ * number of characters, or -1. */
+typedef enum gp_char_times_style {
+    GP_CHAR_TIMES_MS = 0,  /* the WebSockets': chars, charStartTimesMs, charDurationsMs */
+    GP_CHAR_TIMES_SECONDS, /* HTTP's: characters, character_start/end_times_seconds */
+} gp_char_times_style;
 int gp_char_times_append(gp_buf *out, const char *text, const gp_voiced_span *v, int rate,
-                         double speed);
+                         double speed, gp_char_times_style style);
 
 #endif

@@ -117,6 +117,28 @@ await check('stream_equals_convert_and_the_openai_route', async () => {
   return `${streamed.chunks} chunks streamed, byte for byte the OpenAI route's`;
 });
 
+await check('with_timestamps', async () => {
+  const text = 'Hello from the ElevenLabs client.';
+  const { bytes } = await bytesOf(await client.textToSpeech.convert('alloy', request('pcm_22050'), fixed));
+  const one = await client.textToSpeech.convertWithTimestamps('alloy', request('pcm_22050'), fixed);
+  const audio = Buffer.from(one.audioBase64, 'base64');
+  must(audio.equals(bytes), `${audio.length} bytes in the object, ${bytes.length} from convert`);
+  const a = one.alignment;
+  must(a.characters.join('') === text, `alignment of "${a.characters.join('')}"`);
+  const last = a.characterEndTimesSeconds.at(-1);
+  must(last > 0 && last <= SAMPLES / 22050 + 1e-3, `the last character ends at ${last} s`);
+  must(a.characterStartTimesSeconds.every((t, i) => i === 0 || t >= a.characterStartTimesSeconds[i - 1]), 'times go back');
+  const parts = [];
+  let aligned = null;
+  for await (const chunk of await client.textToSpeech.streamWithTimestamps('alloy', request('pcm_22050'), fixed)) {
+    parts.push(Buffer.from(chunk.audioBase64, 'base64'));
+    if (chunk.alignment) aligned = chunk.alignment;
+  }
+  must(Buffer.concat(parts).equals(bytes), `streamed ${Buffer.concat(parts).length} bytes`);
+  must(aligned && aligned.characters.join('') === text, 'the stream ends with the alignment');
+  return `one object and ${parts.length} streamed chunks, ${a.characters.length} characters ending at ${last} s (estimated)`;
+});
+
 await check('voice_settings_speed', async () => {
   const settings = { voiceSettings: { stability: 0.4, similarityBoost: 0.8, style: 0, useSpeakerBoost: true, speed: 1.2 } };
   const { bytes } = await bytesOf(await client.textToSpeech.convert('alloy', request('pcm_22050', settings), fixed));
@@ -143,7 +165,6 @@ await check('errors', async () => {
   out.push(await refused(() => client.textToSpeech.convert('nobody', request('pcm_22050'), fixed), 400, 'voice_not_found'));
   out.push(await refused(() => client.textToSpeech.convert('alloy', request('pcm_22050', { modelId: 'tts-9000' }), fixed), 400, 'model_not_found'));
   out.push(await refused(() => client.textToSpeech.convert('alloy', request('pcm_22050', { text: '' }), fixed), 400, 'empty_input'));
-  out.push(await refused(() => client.textToSpeech.convertWithTimestamps('alloy', request('pcm_22050')), 400, 'timestamps_not_supported'));
   out.push(await refused(() => client.voices.get('nobody'), 404, 'voice_not_found'));
   const wrong = new ElevenLabsClient({ baseUrl: base, apiKey: 'wrong', maxRetries: 0 });
   out.push(await refused(() => wrong.voices.getAll(), 401, 'invalid_api_key'));

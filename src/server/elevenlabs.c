@@ -148,15 +148,21 @@ int gp_elevenlabs_output_format(gp_http_request *r, gp_speech_options *o, gp_api
                         f);
 }
 
-/* ElevenLabs' model ids name this server's model, as do its own names. */
-static int parse_model_id(const cJSON *json, const gp_server *s, gp_api_error *e) {
-    const char *model = NULL;
-    if (gp_field_string(json, "model_id", "", &model, e)) return -1;
+int gp_elevenlabs_model(const gp_server *s, const char *model, gp_api_error *e) {
     if (!model || gp_model_name_accepted(s, model) || strncmp(model, "eleven_", 7) == 0) return 0;
     return gp_http_fail(e, 400, "model_id", "model_not_found",
                         "model_id \"%.100s\" is not served here; use \"%s\" (ElevenLabs' "
                         "\"eleven_…\" ids are accepted as aliases)",
                         model, s->model_name);
+}
+
+int gp_elevenlabs_voice(const gp_http_request *r, const gp_voices *voices, gp_speech_options *o,
+                        gp_api_error *e) {
+    if (r->model_id_too_long)
+        return gp_http_fail(e, 400, "voice_id", "voice_not_found",
+                            "voice_id is longer than any voice name here; GET /v1/voices lists "
+                            "them");
+    return gp_speech_voice_set(voices, r->model_id, "voice_id", o, e);
 }
 
 /* voice_settings: speed is used; the rest steers ElevenLabs' own models. */
@@ -185,10 +191,6 @@ static int parse_request(gp_http_request *r, const cJSON *json, const gp_voices 
         return gp_http_fail(e, 400, NULL, "timestamps_not_supported",
                             "this server answers no estimated timestamps (gepard serve "
                             "--no-word-timestamps): Gepard has no alignment of text to audio");
-    if (r->model_id_too_long)
-        return gp_http_fail(e, 400, "voice_id", "voice_not_found",
-                            "voice_id is longer than any voice name here; GET /v1/voices lists "
-                            "them");
     const cJSON *dicts =
         cJSON_GetObjectItemCaseSensitive(json, "pronunciation_dictionary_locators");
     if (cJSON_GetArraySize(dicts) > 0)
@@ -196,10 +198,11 @@ static int parse_request(gp_http_request *r, const cJSON *json, const gp_voices 
                             "pronunciation dictionaries are not offered by this server");
     double seed = 0;
     bool seeded = false;
-    if (gp_speech_text_parse(json, s, "text", text, e) || parse_model_id(json, s, e) ||
-        gp_speech_voice_set(voices, r->model_id, "voice_id", o, e) ||
-        gp_elevenlabs_output_format(r, o, e) || parse_voice_settings(json, o, e) ||
-        gp_speech_sampling_parse(json, s, "", &o->params, e) ||
+    const char *model = NULL;
+    if (gp_speech_text_parse(json, s, "text", text, e) ||
+        gp_field_string(json, "model_id", "", &model, e) || gp_elevenlabs_model(s, model, e) ||
+        gp_elevenlabs_voice(r, voices, o, e) || gp_elevenlabs_output_format(r, o, e) ||
+        parse_voice_settings(json, o, e) || gp_speech_sampling_parse(json, s, "", &o->params, e) ||
         gp_field_number(json, "seed", "", 0, 4294967295.0, &seed, &seeded, e))
         return -1;
     if (seeded) {

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/json.h"
 #include "server/base64.h"
 #include "server/websocket.h"
 #include "server/ws_internal.h"
@@ -42,19 +43,6 @@
 #define EL_DEFAULT_CONTEXT "default" /* multi: a message without context_id */
 
 /* ---- the handshake ---- */
-
-/* model_id in the query: this server's model, or any ElevenLabs id. */
-static int query_model(gp_http_request *r, gp_api_error *e) {
-    const char *model =
-        MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, "model_id");
-    if (!model || !*model || gp_model_name_accepted(r->server, model) ||
-        strncmp(model, "eleven_", 7) == 0)
-        return 0;
-    return gp_http_fail(e, 400, "model_id", "model_not_found",
-                        "model_id \"%.100s\" is not served here; use \"%s\" (ElevenLabs' "
-                        "\"eleven_…\" ids are accepted as aliases)",
-                        model, r->server->model_name);
-}
 
 enum MHD_Result gp_handle_elevenlabs_websocket(gp_http_request *r) {
     gp_api_error e;
@@ -64,12 +52,11 @@ enum MHD_Result gp_handle_elevenlabs_websocket(gp_http_request *r) {
     gp_speech_options_init(&u.opts);
     if (!gp_server_backend_get(r->server, &b, &e)) return gp_http_send_error(r, &e);
     u.need_key = !gp_http_authorized(r);
-    if (r->model_id_too_long)
-        gp_http_fail(&e, 400, "voice_id", "voice_not_found",
-                     "voice_id is longer than any voice name here; GET /v1/voices lists them");
-    if (r->model_id_too_long ||
-        gp_speech_voice_set(b.voices, r->model_id, "voice_id", &u.opts, &e) ||
-        gp_elevenlabs_output_format(r, &u.opts, &e) || query_model(r, &e)) {
+    const char *model =
+        MHD_lookup_connection_value(r->connection, MHD_GET_ARGUMENT_KIND, "model_id");
+    if (gp_elevenlabs_voice(r, b.voices, &u.opts, &e) ||
+        gp_elevenlabs_output_format(r, &u.opts, &e) ||
+        gp_elevenlabs_model(r->server, model && *model ? model : NULL, &e)) {
         /* no voice list without the key */
         if (u.need_key && e.code && strcmp(e.code, "voice_not_found") == 0)
             gp_http_fail(&e, 400, "voice_id", "voice_not_found",
@@ -81,73 +68,57 @@ enum MHD_Result gp_handle_elevenlabs_websocket(gp_http_request *r) {
 
 /* ---- messages out ---- */
 
-static void send_json(ws_conn *c, cJSON *msg) {
-    char *text = cJSON_PrintUnformatted(msg);
-    cJSON_Delete(msg);
-    if (!text) {
+/* Every message goes out this way: one built in b (rc: whether building
+ * failed) gets its "contextId" on the multi socket, is closed and queued; b
+ * is freed. */
+static void send_built(ws_conn *c, gp_buf *b, const char *context_id, int rc) {
+    if (c->dialect == WS_DIALECT_EL_MULTI && context_id)
+        rc |= gp_buf_append_str(b, ",\"contextId\":") | gp_json_append_string(b, context_id);
+    rc |= gp_buf_append_str(b, "}");
+    if (rc)
         c->dead = true;
-        return;
-    }
-    gp_buf b = {.data = text, .len = strlen(text), .cap = strlen(text) + 1};
-    gp_ws_send_text(c, &b);
-    cJSON_free(text);
+    else
+        gp_ws_send_text(c, b);
+    gp_buf_free(b);
 }
 
-/* The multi socket names the context of each message. */
-static void add_context(const ws_conn *c, cJSON *msg, const char *id) {
-    if (c->dialect == WS_DIALECT_EL_MULTI && id) cJSON_AddStringToObject(msg, "contextId", id);
-}
-
-void gp_el_ws_send_audio(ws_conn *c, ws_context *x) {
+static void el_audio(ws_conn *c, ws_context *x) {
+    /* every chunk of every stream: the base64 goes straight into the message */
     gp_buf b;
     gp_buf_init(&b);
-    if (gp_base64_append(&b, x->raw.data, x->raw.len) || gp_buf_append(&b, "", 1)) {
-        gp_buf_free(&b);
-        c->dead = true;
-        return;
-    }
-    cJSON *msg = cJSON_CreateObject();
-    cJSON_AddStringToObject(msg, "audio", b.data);
-    add_context(c, msg, x->id);
-    gp_buf_free(&b);
-    send_json(c, msg);
+    int rc = gp_buf_append_str(&b, "{\"audio\":\"");
+    rc |= gp_base64_append(&b, x->raw.data, x->raw.len);
+    rc |= gp_buf_append_str(&b, "\"");
+    send_built(c, &b, x->id, rc);
     gp_buf_clear(&x->raw);
 }
 
-void gp_el_ws_send_alignment(ws_conn *c, ws_context *x, const char *text,
-                             const gp_voiced_span *voiced) {
-    gp_buf a;
+/* An utterance's estimated character alignment (word_times.h), after its
+ * audio: {"audio": "", "alignment", "normalizedAlignment"}. */
+static void el_times(ws_conn *c, ws_context *x, const ws_utterance *u) {
+    gp_buf a, b;
     gp_buf_init(&a);
-    if (gp_char_times_append(&a, text, voiced, x->native_rate, x->opts.speed, GP_CHAR_TIMES_MS) <
-        0) {
-        gp_buf_free(&a);
-        c->dead = true;
-        return;
-    }
-    cJSON *msg = cJSON_CreateObject();
-    cJSON_AddStringToObject(msg, "audio", "");
-    cJSON *alignment = cJSON_Parse(a.data);
+    gp_buf_init(&b);
+    int rc = gp_char_times_append(&a, u->said, &u->voiced, x->native_rate, x->opts.speed,
+                                  GP_CHAR_TIMES_MS) < 0;
+    if (!rc) /* the estimate is the same for both keys */
+        rc |= gp_buf_append_str(&b, "{\"audio\":\"\",\"alignment\":") |
+              gp_buf_append_str(&b, a.data) | gp_buf_append_str(&b, ",\"normalizedAlignment\":") |
+              gp_buf_append_str(&b, a.data);
     gp_buf_free(&a);
-    if (!alignment) {
-        cJSON_Delete(msg);
-        c->dead = true;
-        return;
-    }
-    cJSON_AddItemToObject(msg, "normalizedAlignment", cJSON_Duplicate(alignment, true));
-    cJSON_AddItemToObject(msg, "alignment", alignment);
-    add_context(c, msg, x->id);
-    send_json(c, msg);
+    send_built(c, &b, x->id, rc);
 }
 
-void gp_el_ws_send_context_final(ws_conn *c, const char *context_id) {
-    cJSON *msg = cJSON_CreateObject();
-    cJSON_AddBoolToObject(msg, "isFinal", true);
-    add_context(c, msg, context_id);
-    send_json(c, msg);
+/* The isFinal of a context. */
+static void el_context_final(ws_conn *c, const char *context_id) {
+    gp_buf b;
+    gp_buf_init(&b);
+    send_built(c, &b, context_id, gp_buf_append_str(&b, "{\"isFinal\":true"));
 }
 
-void gp_el_ws_send_final(ws_conn *c, ws_context *x) {
-    gp_el_ws_send_context_final(c, x->id);
+/* The context is done: {"isFinal": true}; a single-stream socket then closes. */
+static void el_done(ws_conn *c, ws_context *x) {
+    el_context_final(c, x->id);
     if (c->dialect == WS_DIALECT_EL_SINGLE) gp_ws_close(c, GP_WS_CLOSE_NORMAL, "");
 }
 
@@ -160,14 +131,26 @@ void gp_el_ws_send_error(ws_conn *c, const char *context_id, int status, const c
                            : shutdown                                    ? GP_WS_CLOSE_GOING_AWAY
                            : status >= 500                               ? GP_WS_CLOSE_ERROR
                                                                          : GP_WS_CLOSE_POLICY;
-    cJSON *msg = cJSON_CreateObject();
-    cJSON_AddStringToObject(msg, "message", text);
-    cJSON_AddStringToObject(msg, "error", code);
-    cJSON_AddNumberToObject(msg, "code", close_code);
-    add_context(c, msg, context_id);
-    send_json(c, msg);
+    gp_buf b;
+    gp_buf_init(&b);
+    int rc = gp_buf_append_str(&b, "{\"message\":") | gp_json_append_string(&b, text);
+    rc |= gp_buf_append_str(&b, ",\"error\":") | gp_json_append_string(&b, code);
+    rc |= gp_buf_printf(&b, ",\"code\":%d", close_code);
+    send_built(c, &b, context_id, rc);
     if (fatal) gp_ws_close(c, close_code, code);
 }
+
+/* A context's error: a single stream's context is the socket's; a context
+ * of many ends alone, with its isFinal (clients end a segment on it). */
+static void el_error(ws_conn *c, const char *context_id, bool done, int status, const char *code,
+                     const char *message) {
+    const bool fatal = done && (c->dialect == WS_DIALECT_EL_SINGLE || !context_id);
+    gp_el_ws_send_error(c, context_id, status, code, message, fatal);
+    if (done && !fatal && context_id) el_context_final(c, context_id);
+}
+
+const ws_speaker gp_el_ws_speaker = {
+    .audio = el_audio, .times = el_times, .done = el_done, .error = el_error};
 
 /* ---- messages in ---- */
 

@@ -436,6 +436,11 @@ enum MHD_Result gp_handle_elevenlabs_tts(gp_http_request *r);
 enum MHD_Result gp_handle_elevenlabs_voices(gp_http_request *r);
 /* ?output_format= (ElevenLabs' names) into o; -1 with *e. */
 int gp_elevenlabs_output_format(gp_http_request *r, gp_speech_options *o, gp_api_error *e);
+/* model_id (NULL: none): this server's model or any "eleven_…" id; -1 with *e. */
+int gp_elevenlabs_model(const gp_server *s, const char *model, gp_api_error *e);
+/* The path's voice_id into o; -1 with *e (voice_not_found). */
+int gp_elevenlabs_voice(const gp_http_request *r, const gp_voices *voices, gp_speech_options *o,
+                        gp_api_error *e);
 /* elevenlabs_ws.c: the handshake of ElevenLabs' WebSockets (the key may
  * come in the first message instead of a header). */
 enum MHD_Result gp_handle_elevenlabs_websocket(gp_http_request *r);

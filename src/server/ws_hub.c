@@ -203,11 +203,13 @@ static void conn_free(gp_ws_hub *h, ws_conn *c) {
 
 /* ---- the hub ---- */
 
-static ws_conn *conn_new(int fd, ws_proto proto, struct MHD_UpgradeResponseHandle *urh) {
+static ws_conn *conn_new(int fd, ws_proto proto, const ws_speaker *speaker,
+                         struct MHD_UpgradeResponseHandle *urh) {
     ws_conn *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->fd = fd;
     c->proto = proto;
+    c->speaker = speaker;
     c->urh = urh;
     c->msg_opcode = -1;
     c->last_activity = c->opened_s = gp_now_s();
@@ -247,7 +249,7 @@ static void hub_accept(gp_ws_hub *h) {
                 h->accept_pause_until = gp_now_s() + 0.1;
             return;
         }
-        ws_conn *c = conn_new(fd, WS_PROTO_WYOMING, NULL);
+        ws_conn *c = conn_new(fd, WS_PROTO_WYOMING, &gp_wy_speaker, NULL);
         if (!c) {
             close(fd);
             continue;
@@ -418,7 +420,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
      * what its handshake found */
     const gp_http_request *r = con_cls;
     const ws_upgrade *u = r ? r->upgrade : NULL;
-    ws_conn *c = conn_new(sock, WS_PROTO_WEBSOCKET, urh);
+    ws_conn *c = conn_new(sock, WS_PROTO_WEBSOCKET, &gp_ws_cartesia_speaker, urh);
     if (!c) {
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
         return;
@@ -430,6 +432,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *connection, void *con_c
         return;
     }
     c->dialect = u->dialect;
+    if (u->dialect != WS_DIALECT_CARTESIA) c->speaker = &gp_el_ws_speaker;
     c->el_opts = u->opts;
     c->el_need_key = u->need_key;
     int fl = fcntl(sock, F_GETFL);

@@ -96,9 +96,29 @@ typedef struct ws_upgrade {
     bool need_key;          /* ElevenLabs: no key in the headers; the first message must have it */
 } ws_upgrade;
 
-typedef struct ws_conn {
+typedef struct ws_conn ws_conn;
+
+/* How a connection's protocol speaks for its contexts: ws_tts.c's contexts
+ * call these, one table per protocol (Cartesia's in ws_tts.c, Wyoming's in
+ * wyoming.c, ElevenLabs' in elevenlabs_ws.c). */
+typedef struct ws_speaker {
+    /* the context's encoded audio (x->raw, not empty) as the protocol's message */
+    void (*audio)(ws_conn *c, ws_context *x);
+    /* an utterance's estimated times, after its audio (NULL: never asked for) */
+    void (*times)(ws_conn *c, ws_context *x, const ws_utterance *u);
+    /* the context is done: its last message */
+    void (*done)(ws_conn *c, ws_context *x);
+    /* an error for a context (`done`: it is over) or the connection (no id) */
+    void (*error)(ws_conn *c, const char *context_id, bool done, int status, const char *code,
+                  const char *message);
+} ws_speaker;
+
+extern const ws_speaker gp_ws_cartesia_speaker, gp_el_ws_speaker, gp_wy_speaker;
+
+struct ws_conn {
     int fd;
     ws_proto proto;
+    const ws_speaker *speaker;
     ws_dialect dialect;
     gp_speech_options el_opts; /* ElevenLabs: each context's options start from these */
     bool el_need_key;
@@ -121,7 +141,7 @@ typedef struct ws_conn {
     double wy_linger_until;
     double last_activity;
     struct ws_conn *next;
-} ws_conn;
+};
 
 struct gp_ws_hub {
     gp_server *server;
@@ -177,19 +197,9 @@ bool gp_ws_context_flush(gp_ws_hub *h, ws_conn *c, ws_context *x);
 /* ---- elevenlabs_ws.c ---- */
 /* A whole text message of an ElevenLabs WebSocket. */
 void gp_el_ws_on_message(gp_ws_hub *h, ws_conn *c, const cJSON *json);
-/* The context's encoded audio as an {"audio"} message. */
-void gp_el_ws_send_audio(ws_conn *c, ws_context *x);
-/* An utterance's estimated character alignment (word_times.h), after its
- * audio: {"audio": "", "alignment", "normalizedAlignment"}. */
-void gp_el_ws_send_alignment(ws_conn *c, ws_context *x, const char *text,
-                             const gp_voiced_span *voiced);
-/* The context is done: {"isFinal": true}; a single-stream socket then closes. */
-void gp_el_ws_send_final(ws_conn *c, ws_context *x);
 /* An error message ({"message", "error", "code"}); `fatal`: the socket closes. */
 void gp_el_ws_send_error(ws_conn *c, const char *context_id, int status, const char *code,
                          const char *text, bool fatal);
-/* The isFinal of a context of the multi socket that ended without its audio. */
-void gp_el_ws_send_context_final(ws_conn *c, const char *context_id);
 /* An ElevenLabs socket still without its key this long after opening is closed. */
 #define EL_WS_KEY_WAIT_S 10.0
 
@@ -211,10 +221,6 @@ void gp_wy_event_free(gp_wy_event *ev);
 /* Parse and act on the whole events in c->in (a new synthesis waits while
  * one runs on the connection: events are handled in order). */
 void gp_wy_on_input(gp_ws_hub *h, ws_conn *c);
-/* The context's encoded audio as audio-start (first) and audio-chunk events. */
-void gp_wy_send_audio(ws_conn *c, ws_context *x);
-/* The context is done: audio-stop (and synthesize-stopped for a stream). */
-void gp_wy_send_done(ws_conn *c, ws_context *x);
 /* An error event; `fatal`: the connection closes after it. */
 void gp_wy_send_error(ws_conn *c, const char *code, const char *text, bool fatal);
 

@@ -126,21 +126,11 @@ void gp_ws_close(ws_conn *c, int code, const char *reason) {
 
 void gp_ws_send_error(ws_conn *c, const char *context_id, bool done, int status, const char *code,
                       const char *message) {
-    if (c->proto == WS_PROTO_WYOMING) {
-        /* a failed request ends its connection: a Wyoming client waits for
-         * audio-stop, and a closed socket is what tells it to stop waiting */
-        (void)status;
-        gp_wy_send_error(c, code, message, done);
-        return;
-    }
-    if (c->dialect != WS_DIALECT_CARTESIA) {
-        /* a single stream's context is the socket's; a context of many ends
-         * alone, with its isFinal (clients end a segment on it) */
-        const bool fatal = done && (c->dialect == WS_DIALECT_EL_SINGLE || !context_id);
-        gp_el_ws_send_error(c, context_id, status, code, message, fatal);
-        if (done && !fatal && context_id) gp_el_ws_send_context_final(c, context_id);
-        return;
-    }
+    c->speaker->error(c, context_id, done, status, code, message);
+}
+
+static void cartesia_error(ws_conn *c, const char *context_id, bool done, int status,
+                           const char *code, const char *message) {
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_printf(&b,
@@ -170,17 +160,17 @@ static void send_event(ws_conn *c, const ws_context *x, const char *type, const 
     gp_buf_free(&b);
 }
 
-/* The context's encoded audio so far as one chunk event. */
+static void cartesia_done(ws_conn *c, ws_context *x) {
+    send_event(c, x, "done", "\"done\":true,\"status_code\":206");
+}
+
+/* The context's encoded audio so far, in the connection's protocol. */
 static void send_chunk(ws_conn *c, ws_context *x) {
-    if (!x->raw.len) return;
-    if (c->proto == WS_PROTO_WYOMING) {
-        gp_wy_send_audio(c, x);
-        return;
-    }
-    if (c->dialect != WS_DIALECT_CARTESIA) {
-        gp_el_ws_send_audio(c, x);
-        return;
-    }
+    if (x->raw.len) c->speaker->audio(c, x);
+}
+
+/* Cartesia's: one chunk event. */
+static void cartesia_audio(ws_conn *c, ws_context *x) {
     double now = gp_now_s();
     gp_buf b;
     gp_buf_init(&b);
@@ -338,13 +328,9 @@ static int context_start_ahead(ws_context *x) {
     return GEPARD_OK;
 }
 
-/* The estimated word times of a finished utterance (word_times.h), after
- * its audio; they count from the context's start. */
-static void send_word_times(ws_conn *c, ws_context *x, const ws_utterance *u) {
-    if (c->dialect != WS_DIALECT_CARTESIA) {
-        gp_el_ws_send_alignment(c, x, u->said, &u->voiced);
-        return;
-    }
+/* Cartesia's estimated word times of a finished utterance (word_times.h),
+ * after its audio; they count from the context's start. */
+static void cartesia_times(ws_conn *c, ws_context *x, const ws_utterance *u) {
     gp_buf b;
     gp_buf_init(&b);
     gp_buf_append_str(&b, "{\"type\":\"timestamps\",\"done\":false,\"status_code\":206,"
@@ -429,7 +415,7 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
         if (!x->head) x->tail = NULL;
         if (u->said) {
             send_chunk(c, x);
-            send_word_times(c, x, u);
+            if (c->speaker->times) c->speaker->times(c, x, u);
         }
         x->audio_s += (double)u->voiced.samples / x->native_rate / x->opts.speed;
         const int first = u->flush_done_first, last = u->flush_done_last;
@@ -453,12 +439,7 @@ bool gp_ws_context_pump(gp_ws_hub *h, ws_conn *c, ws_context *x) {
             return false;
         }
         send_chunk(c, x);
-        if (c->proto == WS_PROTO_WYOMING)
-            gp_wy_send_done(c, x);
-        else if (c->dialect != WS_DIALECT_CARTESIA)
-            gp_el_ws_send_final(c, x);
-        else
-            send_event(c, x, "done", "\"done\":true,\"status_code\":206");
+        c->speaker->done(c, x);
         gp_ws_context_remove(h, c, x);
         return false;
     }
@@ -677,3 +658,8 @@ void gp_ws_on_message(gp_ws_hub *h, ws_conn *c, int opcode, gp_buf *m) {
         message_generate(h, c, json);
     cJSON_Delete(json);
 }
+
+const ws_speaker gp_ws_cartesia_speaker = {.audio = cartesia_audio,
+                                           .times = cartesia_times,
+                                           .done = cartesia_done,
+                                           .error = cartesia_error};

@@ -96,7 +96,8 @@ static void send_audio_start(ws_conn *c, ws_context *x) {
     x->wy_audio_started = true;
 }
 
-void gp_wy_send_audio(ws_conn *c, ws_context *x) {
+/* The context's encoded audio as audio-start (first) and audio-chunk events. */
+static void wy_audio(ws_conn *c, ws_context *x) {
     send_audio_start(c, x);
     cJSON *d = audio_format(context_rate(x), x->wy_samples);
     send_event(c, "audio-chunk", d, x->raw.data, x->raw.len);
@@ -105,7 +106,8 @@ void gp_wy_send_audio(ws_conn *c, ws_context *x) {
     gp_buf_clear(&x->raw);
 }
 
-void gp_wy_send_done(ws_conn *c, ws_context *x) {
+/* The context is done: audio-stop (and synthesize-stopped for a stream). */
+static void wy_done(ws_conn *c, ws_context *x) {
     /* a plain synthesize always gets its audio-start … audio-stop (a client
      * waits for the stop); a stream that said nothing gets neither */
     if (!x->wy_streaming) send_audio_start(c, x);
@@ -133,6 +135,20 @@ void gp_wy_send_error(ws_conn *c, const char *code, const char *text, bool fatal
     cJSON_Delete(d);
     if (fatal) gp_ws_close(c, 0, NULL);
 }
+
+/* A context's error: a failed request ends its connection (a Wyoming
+ * client waits for audio-stop, and a closed socket is what tells it to stop
+ * waiting); the status has no place in the event. */
+static void wy_error(ws_conn *c, const char *context_id, bool done, int status, const char *code,
+                     const char *message) {
+    (void)context_id;
+    (void)status;
+    gp_wy_send_error(c, code, message, done);
+}
+
+/* No estimated times: a Wyoming request never asks for them. */
+const ws_speaker gp_wy_speaker = {
+    .audio = wy_audio, .times = NULL, .done = wy_done, .error = wy_error};
 
 /* ---- describe → info ---- */
 

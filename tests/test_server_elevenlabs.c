@@ -227,3 +227,18 @@ TEST(server_elevenlabs_websocket_suite) {
     test_node_suite("tests/elevenlabs/ws_suite.mjs", &ts, KEY, "websocket client", 5);
     test_server_stop(&ts);
 }
+
+/* `gepard serve --no-word-timestamps`: ElevenLabs' with-timestamps is
+ * refused by name instead of answered with estimated times. */
+TEST(server_elevenlabs_timestamps_off) {
+    test_server_opts o = {.api_key = KEY, .no_word_timestamps = true};
+    test_server ts;
+    REQUIRE(test_server_start(&ts, &o) == 0);
+    test_http h;
+    CHECK_EQ_INT(el_post(&ts, "/v1/text-to-speech/alloy/with-timestamps", "", &h), 400);
+    CHECK_MSG(strcmp(detail_status(&h), "timestamps_not_supported") == 0 && h.body.data &&
+                  strstr(h.body.data, "--no-word-timestamps"),
+              "%s", h.body.data ? h.body.data : "");
+    test_http_free(&h);
+    test_server_stop(&ts);
+}

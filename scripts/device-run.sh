@@ -46,6 +46,10 @@
 #        ncu-lm-ROWS.csv and a per-kernel summary. That range has never opened
 #        (the plugin's static runtime?): LM_NCU_LAUNCHES=N profiles the bench's first
 #        N kernels from the start instead (`--frames 4`), summed per kernel and grid.
+# attn-ncu: the backbone's batched step at ATTN_STREAMS (1024) rows over ATTN_FRAMES
+#        (215) frames (a 10 s request's contexts), tiles against units and each
+#        ATTN_ENV_VARIANTS setting, then ncu's full set on two launches of the tiled
+#        attention at ~200 positions (attn-ncu.txt).
 # engine-profile: the same bench once per ENGINE_STREAMS (256,1024) with
 #        GEPARD_ENGINE_PROFILE=1: the step thread's time per part of its cycle.
 # engine: `gepard bench --device cuda --frames 64 --streams 16,256,1024` (the
@@ -53,6 +57,8 @@
 #        ENGINE_ENV_VARIANTS ("noprio:GEPARD_CUDA_PRIORITIES=0"; NAME:A=1+B=2 sets
 #        two) and as built,
 #        alternating, twice (engine-*.json; ENGINE_STREAMS, ENGINE_FRAMES).
+#        serve12-alt: serve12 with .device/alt-plugin.xz (and SERVE12_ALT_ENV's
+#        settings, "VAR=VALUE ..."), for an A/B of two plugins in one call.
 #        serve12-nowarm: serve12 without the warm-up before ready (--warm-up 0);
 #        serve12-noprio: serve12 with every CUDA stream at the same priority;
 #        serve12-pow2 with the codec's graphs for power-of-two batches only;
@@ -222,6 +228,33 @@ elif want lm-ncu; then # ncu's time of every kernel of two batched steps of LM_N
         echo "lm-ncu $rows rows (two steps):"
         python3 scripts/ncu-summary.py "$out/ncu-lm-$rows.csv" 2
     done
+fi
+if want attn-ncu; then # the tiled decode attention at serving contexts (issue 12's batched step)
+    # the backbone's step at ATTN_STREAMS (1024) rows over ATTN_FRAMES (215) frames,
+    # contexts growing as a 10 s request's: tiles (default), each ATTN_ENV_VARIANTS
+    # setting, and the unit kernel (GEPARD_CUDA_ATTN_TILE_ROWS=0), alternating twice
+    for rep in 1 2; do
+        for v in default:GEPARD_LM_DEFAULT=1 ${ATTN_ENV_VARIANTS:-} units:GEPARD_CUDA_ATTN_TILE_ROWS=0; do
+            f="$out/attn-${v%%:*}-$rep.json"
+            env $(echo "${v#*:}" | tr '+' ' ') "$bin/gepard" bench --device cuda \
+                --model /tmp/rs/model --codec /tmp/rs/codec --frames ${ATTN_FRAMES:-215} \
+                --streams ${ATTN_STREAMS:-1024} > "$f" 2> "$f.err"
+            echo "attn ${v%%:*}-$rep: $(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(" ".join("%d: step %.3f ms gpu %.3f, %.0f f/s" % (a["streams"], a["step_ms"], a["gpu_step_ms"],
+      a["frames_per_s"]) for a in d["aggregate"]))' "$f" 2>&1)"
+        done
+    done
+    # Nsight Compute's full set on ATTN_NCU_COUNT (2) launches of the tiles kernel
+    # after ATTN_NCU_SKIP (2400) of them: contexts of ~200 positions
+    /usr/local/cuda/bin/ncu --kernel-name regex:k_decode_attention_tiles \
+        --launch-skip ${ATTN_NCU_SKIP:-2400} --launch-count ${ATTN_NCU_COUNT:-2} --set full \
+        --clock-control none "$bin/gepard" bench --device cuda --model /tmp/rs/model \
+        --codec /tmp/rs/codec --frames ${ATTN_FRAMES:-215} --streams ${ATTN_STREAMS:-1024} \
+        > "$out/attn-ncu.txt" 2> "$out/attn-ncu.err"
+    echo "attn-ncu exit $?"
+    grep -E "Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Achieved Occupancy|Registers Per|Issue Slots Busy|Executed Ipc A|No Eligible|Stall|Warp Cycles Per Issued|Compute \(SM\) Throughput|Block Limit" "$out/attn-ncu.txt" | head -60
 fi
 if want engine; then # the engine with the codec on the GPU (bench's engine_audio), alternating
     for rep in 1 2; do
@@ -468,6 +501,13 @@ PY
 }
 if want serve12; then
     serve12 serve12
+fi
+if want serve12-alt; then # the alternative plugin (.device/alt-plugin.xz), SERVE12_ALT_ENV set
+    if [ -n "$alt" ]; then
+        (export GEPARD_CUDA_PLUGIN="$alt" ${SERVE12_ALT_ENV:-}; serve12 serve12-alt)
+    else
+        echo "serve12-alt: no .device/alt-plugin.xz"
+    fi
 fi
 if want serve12-nowarm; then # no warm-up before ready (before 2026-12-04)
     serve12 serve12-nowarm --warm-up 0

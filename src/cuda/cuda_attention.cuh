@@ -65,8 +65,30 @@ __device__ __forceinline__ void rope_entry(int pos, const float *inv_freq, int i
 
 struct attn_dims {
     int D, NH, NKV, G, qkv_rows, half, bs, layer, bt_stride;
+    int bs_shift; /* log2(bs): cache blocks are a power of two positions (kv_create) */
     size_t block_elems;
 };
+
+/* Eight consecutive floats (32-byte aligned) in two 16-byte accesses: through
+ * L2 (values other kernels wrote: __ldcg), read-only, or a store. */
+__device__ __forceinline__ void ld8_cg(const float *p, float (&v)[8]) {
+    const float4 a = __ldcg((const float4 *)p), b = __ldcg((const float4 *)p + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void ld8_ro(const float *p, float (&v)[8]) {
+    const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void st8(float *p, const float (&v)[8]) {
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    *((float4 *)p + 1) = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+/* Position p's cache block (an index into the block table) and its place in
+ * it: a shift and a mask (a division by a run-time value is ~20 dependent
+ * instructions, on the path of every cache read). */
+__device__ __forceinline__ int kv_block_of(const attn_dims &d, int p) { return p >> d.bs_shift; }
+__device__ __forceinline__ int kv_in_block(const attn_dims &d, int p) { return p & (d.bs - 1); }
 
 __device__ __forceinline__ size_t kv_index(const attn_dims &d, int block, int is_value, int g,
                                            int pos_in_block) {
@@ -138,9 +160,10 @@ __device__ __forceinline__ void attend_position(const float (&qv)[G][DPL], const
 template <typename KT, int DPL>
 __device__ __forceinline__ void load_kv(const attn_dims &d, int D, const KT *kv, const int *bt,
                                         int p, int g, int lane, float *k, float *v) {
-    const int block = bt[p / d.bs]; /* global or shared (the single-row kernel) */
-    load_vec<KT, DPL>(kv + kv_index(d, block, 0, g, p % d.bs), lane, D, k);
-    load_vec<KT, DPL>(kv + kv_index(d, block, 1, g, p % d.bs), lane, D, v);
+    const int block = bt[kv_block_of(d, p)]; /* global or shared (the single-row kernel) */
+    const int in = kv_in_block(d, p);
+    load_vec<KT, DPL>(kv + kv_index(d, block, 0, g, in), lane, D, k);
+    load_vec<KT, DPL>(kv + kv_index(d, block, 1, g, in), lane, D, v);
 }
 
 /* RMSNorm (double sum over the warp) and rotate-half RoPE of one head held
@@ -213,27 +236,44 @@ attention_span(const attn_dims &d, const float *row, const float *q_norm, const 
     float kk[DPL], vv[DPL];
     int p = begin;
     if (p < last) load_kv<KT, DPL>(d, Dk, kv, bt, p, g, lane, kk, vv);
+    /* FULL_D with 8 dims a lane: each lane's dims are 32-byte aligned rows
+     * of the projections and norms, read 16 bytes at a time */
+    constexpr bool VEC = FULL_D && DPL == 8;
     float knew[DPL], vnew[DPL], kgain[DPL];
     if (owns_new) {
         const float *ks = row + (size_t)2 * d.NH * d.D + (size_t)g * d.D + lane * DPL;
         const float *vs = ks + (size_t)d.NKV * d.D;
+        if constexpr (VEC) {
+            ld8_cg(ks, knew);
+            ld8_cg(vs, vnew);
+            ld8_ro(k_norm + lane * DPL, kgain);
+        } else {
 #pragma unroll
-        for (int j = 0; j < DPL; j++) {
-            knew[j] = __ldcg(ks + j);
-            vnew[j] = __ldcg(vs + j);
-            kgain[j] = k_norm[lane * DPL + j];
+            for (int j = 0; j < DPL; j++) {
+                knew[j] = __ldcg(ks + j);
+                vnew[j] = __ldcg(vs + j);
+                kgain[j] = k_norm[lane * DPL + j];
+            }
         }
     }
     float qv[G][DPL];
     float cs[DPL], sn[DPL], qgain[DPL];
     lane_rope<DPL>(rope, d.half, rotary, lane, cs, sn);
+    if constexpr (VEC) {
+        ld8_ro(q_norm + lane * DPL, qgain);
+    } else {
 #pragma unroll
-    for (int j = 0; j < DPL; j++) qgain[j] = q_norm[lane * DPL + j];
+        for (int j = 0; j < DPL; j++) qgain[j] = q_norm[lane * DPL + j];
+    }
 #pragma unroll
     for (int gg = 0; gg < G; gg++) {
         const float *src = row + (size_t)(q0 + gg) * 2 * d.D + lane * DPL;
+        if constexpr (VEC) {
+            ld8_cg(src, qv[gg]);
+        } else {
 #pragma unroll
-        for (int j = 0; j < DPL; j++) qv[gg][j] = __ldcg(src + j);
+            for (int j = 0; j < DPL; j++) qv[gg][j] = __ldcg(src + j);
+        }
     }
 #pragma unroll
     for (int gg = 0; gg < G; gg++) {
@@ -248,9 +288,9 @@ attention_span(const attn_dims &d, const float *row, const float *q_norm, const 
      * later steps will */
     if (owns_new) {
         warp_norm_rope<DPL>(knew, kgain, cs, sn, d.half, rotary, eps, lane);
-        const int block = bt[pos / d.bs];
-        KT *kd = kv + kv_index(d, block, 0, g, pos % d.bs) + lane * DPL;
-        KT *vd = kv + kv_index(d, block, 1, g, pos % d.bs) + lane * DPL;
+        const int block = bt[kv_block_of(d, pos)], in = kv_in_block(d, pos);
+        KT *kd = kv + kv_index(d, block, 0, g, in) + lane * DPL;
+        KT *vd = kv + kv_index(d, block, 1, g, in) + lane * DPL;
 #pragma unroll
         for (int j = 0; j < DPL; j++) {
             if (write_new) {
@@ -359,6 +399,8 @@ inline attn_dims dims_of(const gp_cuda_attn_args *a) {
     d.qkv_rows = a->m->qkv_rows;
     d.half = md.rotary_dim / 2;
     d.bs = a->kv->block_size;
+    d.bs_shift = 0;
+    while ((1 << d.bs_shift) < d.bs) d.bs_shift++;
     d.layer = a->layer;
     d.bt_stride = a->bt_stride;
     d.block_elems = a->kv->block_elems;

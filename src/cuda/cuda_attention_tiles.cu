@@ -27,13 +27,11 @@
  * The kernel is bound by issuing instructions while its loads are in flight
  * (ncu at 1024 rows and ~200 positions: issued IPC 1.41, 34 % of the DRAM
  * bandwidth, 4 warps per scheduler), so a tile's bookkeeping is kept lean:
- * a position's cache row from a shift where the cache block size is a power
- * of two (a division otherwise), a warp's eight value rows from one block
- * table entry, the partial scores moved 16 bytes at a time, and the shared
- * layouts free of bank conflicts on the prologue's and epilogue's stores.
- * Loading tile t + 1's keys and values under tile t's softmax (the same
- * registers) measured slower: 4.60 against 4.06-4.08 ms of GPU per
- * 1024-row step. */
+ * a position's cache row from a shift (cache blocks are a power of two
+ * positions), a warp's eight value rows from one block table entry, the partial scores moved 16
+ * bytes at a time, and the shared layouts free of bank conflicts on the prologue's and epilogue's
+ * stores. Loading tile t + 1's keys and values under tile t's softmax (the same registers) measured
+ * slower: 4.60 against 4.06-4.08 ms of GPU per 1024-row step. */
 #include <math.h>
 
 #include "cuda/cuda_attention.cuh"
@@ -95,21 +93,6 @@ template <int G> __device__ __forceinline__ void store_group(float *p, const flo
     }
 }
 
-/* Eight consecutive floats (32-byte aligned) in two 16-byte accesses: through
- * L2 (values other kernels wrote: __ldcg), read-only, or a store. */
-__device__ __forceinline__ void load8_cg(const float *p, float (&v)[8]) {
-    const float4 a = __ldcg((const float4 *)p), b = __ldcg((const float4 *)p + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const float *p, float (&v)[8]) {
-    const float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void store8(float *p, const float (&v)[8]) {
-    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
-    *((float4 *)p + 1) = make_float4(v[4], v[5], v[6], v[7]);
-}
-
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -117,17 +100,14 @@ __device__ __forceinline__ float warp_max(float v) {
 
 /* Cache rows of one (layer, kv head): position p's key or value row is
  * kv + bt[p / bs] · block_elems + off + (p % bs) · D, off the row of
- * position 0 inside a block; a shift and a mask where bs is a power of two
- * (the engine's blocks are), else a division. */
+ * position 0 inside a block (bs a power of two: a shift and a mask). */
 template <typename KT> struct cache_rows {
     const KT *kv;
     const int *bt;
     size_t block_elems, off;
-    int bs, shift, D; /* shift < 0: bs is not a power of two */
+    int bs, shift, D;
     __device__ __forceinline__ const KT *row(int p) const {
-        const int blk = shift >= 0 ? p >> shift : p / bs;
-        const int in = shift >= 0 ? p & (bs - 1) : p - blk * bs;
-        return kv + (size_t)bt[blk] * block_elems + off + (size_t)in * D;
+        return kv + (size_t)bt[p >> shift] * block_elems + off + (size_t)(p & (bs - 1)) * D;
     }
 };
 template <typename KT>
@@ -139,7 +119,7 @@ __device__ __forceinline__ cache_rows<KT> cache_rows_of(const attn_dims &d, cons
     c.block_elems = d.block_elems;
     c.off = kv_index(d, 0, is_value, g, 0);
     c.bs = d.bs;
-    c.shift = (d.bs & (d.bs - 1)) == 0 ? __ffs(d.bs) - 1 : -1;
+    c.shift = d.bs_shift;
     c.D = d.D;
     return c;
 }
@@ -191,8 +171,8 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
     for (int h = warp; h < G; h += TILE_WARPS) {
         float qv[DPL], gain[DPL];
         const float *src = row + (size_t)(g * G + h) * 2 * D + lane * DPL;
-        load8_cg(src, qv);
-        load8(q_norm + lane * DPL, gain);
+        ld8_cg(src, qv);
+        ld8_ro(q_norm + lane * DPL, gain);
         warp_norm_rope<DPL>(qv, gain, cs, sn, d.half, rotary, eps, lane);
 #pragma unroll
         for (int j = 0; j < DPL; j++) qs[q_at<G>(lane * DPL + j) + h] = qv[j];
@@ -203,9 +183,9 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
         float kn[DPL], vn[DPL], gain[DPL];
         const float *ks = row + (size_t)2 * d.NH * D + (size_t)g * D + lane * DPL;
         const float *vs = ks + (size_t)d.NKV * D;
-        load8_cg(ks, kn);
-        load8_cg(vs, vn);
-        load8(k_norm + lane * DPL, gain);
+        ld8_cg(ks, kn);
+        ld8_cg(vs, vn);
+        ld8_ro(k_norm + lane * DPL, gain);
         warp_norm_rope<DPL>(kn, gain, cs, sn, d.half, rotary, eps, lane);
         const int block = bt[pos / d.bs];
         KT *kd = kv + kv_index(d, block, 0, g, pos % d.bs) + lane * DPL;
@@ -327,7 +307,7 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
 #pragma unroll
     for (int h = 0; h < G; h++) {
         L[h] = warp_sum(lsum[h]);
-        store8(accs + ((size_t)warp * G + h) * D + lane * DPL, acc[h]);
+        st8(accs + ((size_t)warp * G + h) * D + lane * DPL, acc[h]);
     }
     if (warp == 0 && lane == 0)
         for (int h = 0; h < G; h++) ls[h] = L[h];

@@ -218,8 +218,8 @@ __device__ __forceinline__ void prefetch_kv_l2(const attn_dims &d, const __nv_bf
                                                const int *bt, int g, int p0, int p1) {
     if (threadIdx.x != D1_COPY_THREAD) return;
     for (int p = p0; p < p1;) {
-        const int in_block = p % d.bs, n = min(p1 - p, d.bs - in_block);
-        const int block = bt[p / d.bs];
+        const int in_block = kv_in_block(d, p), n = min(p1 - p, d.bs - in_block);
+        const int block = bt[kv_block_of(d, p)];
         const unsigned bytes = (unsigned)(n * d.D * 2);
 #pragma unroll
         for (int is_value = 0; is_value < 2; is_value++)

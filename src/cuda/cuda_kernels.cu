@@ -145,9 +145,9 @@ __global__ void k_qkv_post(attn_dims d, const float *qkv, const float *q_norm, c
         return;
     }
     const int seq = row_seq[r], pos = row_pos[r];
-    const int block = block_table[(size_t)seq * d.bt_stride + pos / d.bs];
-    KT *kdst = kv + kv_index(d, block, 0, g, pos % d.bs);
-    KT *vdst = kv + kv_index(d, block, 1, g, pos % d.bs);
+    const int block = block_table[(size_t)seq * d.bt_stride + kv_block_of(d, pos)];
+    KT *kdst = kv + kv_index(d, block, 0, g, kv_in_block(d, pos));
+    KT *vdst = kv + kv_index(d, block, 1, g, kv_in_block(d, pos));
     const float *vsrc = qkv + (size_t)r * d.qkv_rows + (size_t)2 * d.NH * d.D +
                         (size_t)d.NKV * d.D + (size_t)g * d.D;
     for (int i = threadIdx.x; i < d.D; i += blockDim.x) {

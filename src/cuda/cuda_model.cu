@@ -379,6 +379,11 @@ static size_t model_bytes(const gp_dev_model *m) { return m->bytes; }
 static int kv_create(gp_dev_model *m, int block_size, int blocks, gp_dev_kv **out,
                      gp_dev_status *st) {
     *out = NULL;
+    /* the kernels find a position's block by a shift (kv_block_of) */
+    if (block_size < 1 || block_size > (1 << 16) || (block_size & (block_size - 1)))
+        return gp_cuda_fail(st, GEPARD_ERR_UNSUPPORTED,
+                            "CUDA: KV cache blocks of %d positions; the GPU needs a power of two",
+                            block_size);
     GP_CUDA_TRY(cudaSetDevice(m->device), "cudaSetDevice");
     gp_dev_kv *kv = (gp_dev_kv *)calloc(1, sizeof *kv);
     if (!kv) return gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory");

@@ -48,8 +48,8 @@
 #        N kernels from the start instead (`--frames 4`), summed per kernel and grid.
 # attn-ncu: the backbone's batched step at ATTN_STREAMS (1024) rows over ATTN_FRAMES
 #        (215) frames (a 10 s request's contexts), tiles against units and each
-#        ATTN_ENV_VARIANTS setting, then ncu's full set on two launches of the tiled
-#        attention at ~200 positions (attn-ncu.txt).
+#        ATTN_ENV_VARIANTS setting (ATTN_UNITS=0: no units), then ncu's full set on
+#        two launches of the tiled attention at ~200 positions (attn-ncu.txt; ATTN_NCU=0: none).
 # engine-profile: the same bench once per ENGINE_STREAMS (256,1024) with
 #        GEPARD_ENGINE_PROFILE=1: the step thread's time per part of its cycle.
 # engine: `gepard bench --device cuda --frames 64 --streams 16,256,1024` (the
@@ -234,7 +234,9 @@ if want attn-ncu; then # the tiled decode attention at serving contexts (issue 1
     # contexts growing as a 10 s request's: tiles (default), each ATTN_ENV_VARIANTS
     # setting, and the unit kernel (GEPARD_CUDA_ATTN_TILE_ROWS=0), alternating twice
     for rep in 1 2; do
-        for v in default:GEPARD_LM_DEFAULT=1 ${ATTN_ENV_VARIANTS:-} units:GEPARD_CUDA_ATTN_TILE_ROWS=0; do
+        units=units:GEPARD_CUDA_ATTN_TILE_ROWS=0
+        [ "${ATTN_UNITS:-1}" = 0 ] && units=""
+        for v in default:GEPARD_LM_DEFAULT=1 ${ATTN_ENV_VARIANTS:-} $units; do
             f="$out/attn-${v%%:*}-$rep.json"
             env $(echo "${v#*:}" | tr '+' ' ') "$bin/gepard" bench --device cuda \
                 --model /tmp/rs/model --codec /tmp/rs/codec --frames ${ATTN_FRAMES:-215} \
@@ -247,8 +249,8 @@ print(" ".join("%d: step %.3f ms gpu %.3f, %.0f f/s" % (a["streams"], a["step_ms
         done
     done
     # Nsight Compute's full set on ATTN_NCU_COUNT (2) launches of the tiles kernel
-    # after ATTN_NCU_SKIP (2400) of them: contexts of ~200 positions
-    /usr/local/cuda/bin/ncu --kernel-name regex:k_decode_attention_tiles \
+    # after ATTN_NCU_SKIP (2400) of them: contexts of ~200 positions (ATTN_NCU=0: none)
+    [ "${ATTN_NCU:-1}" = 0 ] || /usr/local/cuda/bin/ncu --kernel-name regex:k_decode_attention_tiles \
         --launch-skip ${ATTN_NCU_SKIP:-2400} --launch-count ${ATTN_NCU_COUNT:-2} --set full \
         --clock-control none "$bin/gepard" bench --device cuda --model /tmp/rs/model \
         --codec /tmp/rs/codec --frames ${ATTN_FRAMES:-215} --streams ${ATTN_STREAMS:-1024} \

@@ -233,7 +233,7 @@ if want attn-ncu; then # the tiled decode attention at serving contexts (issue 1
     # the backbone's step at ATTN_STREAMS (1024) rows over ATTN_FRAMES (215) frames,
     # contexts growing as a 10 s request's: tiles (default), each ATTN_ENV_VARIANTS
     # setting, and the unit kernel (GEPARD_CUDA_ATTN_TILE_ROWS=0), alternating twice
-    for rep in 1 2; do
+    for rep in $(seq 1 ${ATTN_REPS:-2}); do
         units=units:GEPARD_CUDA_ATTN_TILE_ROWS=0
         [ "${ATTN_UNITS:-1}" = 0 ] && units=""
         for v in default:GEPARD_LM_DEFAULT=1 ${ATTN_ENV_VARIANTS:-} $units; do

@@ -148,6 +148,153 @@ template <typename KT, int G> constexpr int tile_min_blocks() {
     return sizeof(KT) == 2 && G <= 4 ? 4 : 1;
 }
 
+/* The group's queries (normed, rotated) into shared memory, and the new
+ * position's key (normed, rotated) and value into the cache: the tiles read
+ * them back as the cache holds them, as later steps will. The caller
+ * synchronises the block after. */
+template <typename KT, int G>
+__device__ __forceinline__ void tiles_prologue(const attn_dims &d, const float *row,
+                                               const float *q_norm, const float *k_norm,
+                                               const float *rope_row, float eps, int rotary,
+                                               int pos, const int *bt, KT *kv, int g, float *qs) {
+    constexpr int D = TILE_D, DPL = D / 32;
+    static_assert(DPL == 8, "a lane's eight dims move as two 16-byte accesses");
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float cs[DPL], sn[DPL];
+    lane_rope<DPL>(rope_row, d.half, rotary, lane, cs, sn);
+    for (int h = warp; h < G; h += TILE_WARPS) {
+        float qv[DPL], gain[DPL];
+        ld8_cg(row + (size_t)(g * G + h) * 2 * D + lane * DPL, qv);
+        ld8_ro(q_norm + lane * DPL, gain);
+        warp_norm_rope<DPL>(qv, gain, cs, sn, d.half, rotary, eps, lane);
+#pragma unroll
+        for (int j = 0; j < DPL; j++) qs[q_at<G>(lane * DPL + j) + h] = qv[j];
+    }
+    if (warp == TILE_WARPS - 1) {
+        float kn[DPL], vn[DPL], gain[DPL];
+        const float *ks = row + (size_t)2 * d.NH * D + (size_t)g * D + lane * DPL;
+        ld8_cg(ks, kn);
+        ld8_cg(ks + (size_t)d.NKV * D, vn);
+        ld8_ro(k_norm + lane * DPL, gain);
+        warp_norm_rope<DPL>(kn, gain, cs, sn, d.half, rotary, eps, lane);
+        const int block = bt[kv_block_of(d, pos)], in = kv_in_block(d, pos);
+        KT *kd = kv + kv_index(d, block, 0, g, in) + lane * DPL;
+        KT *vd = kv + kv_index(d, block, 1, g, in) + lane * DPL;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) {
+            store(&kd[j], kn[j]);
+            store(&vd[j], vn[j]);
+        }
+    }
+}
+
+/* One tile's softmax: the warps' partial scores of this lane's position
+ * (written to `part` before the barrier the caller passed) added in warp
+ * order, the running max and sum updated (the same in every warp), the
+ * weighted values rescaled; e: this lane's position's weights. */
+template <int G, int DPL>
+__device__ __forceinline__ void tiles_softmax(const float *part, int lane, bool valid, float scale,
+                                              float (&m)[G], float (&lsum)[G], float (&acc)[G][DPL],
+                                              float (&e)[G]) {
+    float sum[G];
+    load_group<G>(part + lane * G, sum);
+#pragma unroll
+    for (int w = 1; w < TILE_WARPS; w++) {
+        float pw[G];
+        load_group<G>(part + (w * TILE_POS + lane) * G, pw);
+#pragma unroll
+        for (int h = 0; h < G; h++) sum[h] += pw[h];
+    }
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        const float sc = valid ? sum[h] * scale : -INFINITY;
+        const float mn = fmaxf(m[h], warp_max(sc)); /* finite: lane 0 is valid */
+        const float c = expf(m[h] - mn);
+        e[h] = valid ? expf(sc - mn) : 0.0f;
+        lsum[h] = lsum[h] * c + e[h];
+        m[h] = mn;
+#pragma unroll
+        for (int j = 0; j < DPL; j++) acc[h][j] *= c;
+    }
+}
+
+/* This warp's quarter of the dims of the scores of a tile's positions (one
+ * per lane): key_at(i) gives the lane's key dims warp · 64 + 8i .. + 7. */
+template <typename KT, int G, typename KeyAt>
+__device__ __forceinline__ void tiles_score(const float *qs, int warp, float (&s)[G],
+                                            KeyAt key_at) {
+    constexpr int DW = TILE_D / TILE_WARPS;
+#pragma unroll
+    for (int i = 0; i < DW / 8; i++) {
+        const eight<KT> k8 = key_at(i);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float q[G];
+            load_group<G>(qs + q_at<G>(warp * DW + i * 8 + j), q);
+            const float k = k8.at(j);
+#pragma unroll
+            for (int h = 0; h < G; h++) s[h] = fmaf(q[h], k, s[h]);
+        }
+    }
+}
+
+/* This warp's 8 positions of a tile (first, first + 1, ...) weighed into
+ * acc, this lane's 8 dims: value_at(i) gives position first + i's. */
+template <typename KT, int G, int DPL, typename ValueAt>
+__device__ __forceinline__ void tiles_weigh(const float (&e)[G], int warp, int first, int n,
+                                            float (&acc)[G][DPL], ValueAt value_at) {
+    constexpr int PW = TILE_POS / TILE_WARPS;
+#pragma unroll
+    for (int i = 0; i < PW; i++) {
+        float w8[G];
+#pragma unroll
+        for (int h = 0; h < G; h++) w8[h] = __shfl_sync(0xffffffffu, e[h], warp * PW + i);
+        if (first + i >= n) continue; /* (uniform: after every lane's shuffle) */
+        const eight<KT> v8 = value_at(i);
+#pragma unroll
+        for (int h = 0; h < G; h++)
+#pragma unroll
+            for (int j = 0; j < DPL; j++) acc[h][j] = fmaf(w8[h], v8.at(j), acc[h][j]);
+    }
+}
+
+/* The warps' weighted values summed, normalised and gated, one thread per
+ * (head, dim), into out (accs: TILE_WARPS · G · D floats of shared memory,
+ * ls: G; the caller made sure no warp still reads what accs overlays). */
+template <typename KT, int G, int DPL>
+__device__ __forceinline__ void tiles_epilogue(const attn_dims &d, const float *row,
+                                               const float (&lsum)[G], const float (&acc)[G][DPL],
+                                               float *accs, float *ls, int r, int g, KT *out) {
+    constexpr int D = TILE_D;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float L[G];
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        L[h] = warp_sum(lsum[h]);
+        st8(accs + ((size_t)warp * G + h) * D + lane * DPL, acc[h]);
+    }
+    if (warp == 0 && lane == 0)
+        for (int h = 0; h < G; h++) ls[h] = L[h];
+    __syncthreads();
+    /* every gate value requested before the first is used */
+    constexpr int PER_THREAD = G * D / (TILE_WARPS * 32);
+    float gate[PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; k++) {
+        const int idx = (int)threadIdx.x + k * TILE_WARPS * 32, h = idx / D, i = idx % D;
+        gate[k] = __ldcg(row + (size_t)(g * G + h) * 2 * D + D + i);
+    }
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; k++) {
+        const int idx = (int)threadIdx.x + k * TILE_WARPS * 32, h = idx / D, i = idx % D;
+        float A = 0;
+#pragma unroll
+        for (int w = 0; w < TILE_WARPS; w++) A += accs[((size_t)w * G + h) * D + i];
+        store(&out[((size_t)r * d.NH + g * G + h) * D + i],
+              (A * (1.0f / ls[h])) * (1.0f / (1.0f + expf(-gate[k]))));
+    }
+}
+
 template <typename KT, int G>
 __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
     k_decode_attention_tiles(attn_dims d, const float *qkv, const float *q_norm,
@@ -155,7 +302,6 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
                              const int *row_seq, const int *row_pos, const int *block_table, KT *kv,
                              KT *out) {
     constexpr int D = TILE_D, DPL = D / 32;
-    static_assert(DPL == 8, "a lane's eight dims move as two 16-byte accesses");
     extern __shared__ float4 shared4[];
     float *qs = (float *)shared4;
     float *ps = qs + D * G + D / 2; /* the queries with their padding (q_at) */
@@ -165,37 +311,8 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
     const int pos = row_pos[r], n = pos + 1;
     const int *bt = block_table + (size_t)row_seq[r] * d.bt_stride;
     const float *row = qkv + (size_t)r * d.qkv_rows;
-    float cs[DPL], sn[DPL];
-    lane_rope<DPL>(rope_tab + (size_t)r * 2 * d.half, d.half, rotary, lane, cs, sn);
-    /* the group's queries, normed and rotated, into shared memory */
-    for (int h = warp; h < G; h += TILE_WARPS) {
-        float qv[DPL], gain[DPL];
-        const float *src = row + (size_t)(g * G + h) * 2 * D + lane * DPL;
-        ld8_cg(src, qv);
-        ld8_ro(q_norm + lane * DPL, gain);
-        warp_norm_rope<DPL>(qv, gain, cs, sn, d.half, rotary, eps, lane);
-#pragma unroll
-        for (int j = 0; j < DPL; j++) qs[q_at<G>(lane * DPL + j) + h] = qv[j];
-    }
-    /* the new position's key (normed, rotated) and value into the cache: the
-     * tiles below read them back as the cache holds them, as later steps will */
-    if (warp == TILE_WARPS - 1) {
-        float kn[DPL], vn[DPL], gain[DPL];
-        const float *ks = row + (size_t)2 * d.NH * D + (size_t)g * D + lane * DPL;
-        const float *vs = ks + (size_t)d.NKV * D;
-        ld8_cg(ks, kn);
-        ld8_cg(vs, vn);
-        ld8_ro(k_norm + lane * DPL, gain);
-        warp_norm_rope<DPL>(kn, gain, cs, sn, d.half, rotary, eps, lane);
-        const int block = bt[pos / d.bs];
-        KT *kd = kv + kv_index(d, block, 0, g, pos % d.bs) + lane * DPL;
-        KT *vd = kv + kv_index(d, block, 1, g, pos % d.bs) + lane * DPL;
-#pragma unroll
-        for (int j = 0; j < DPL; j++) {
-            store(&kd[j], kn[j]);
-            store(&vd[j], vn[j]);
-        }
-    }
+    tiles_prologue<KT, G>(d, row, q_norm, k_norm, rope_tab + (size_t)r * 2 * d.half, eps, rotary,
+                          pos, bt, kv, g, qs);
     __syncthreads(); /* queries in shared memory, the new key and value in the cache */
 
     const float scale = 1.0f / sqrtf((float)D);
@@ -247,88 +364,18 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
             for (int i = 0; i < PW; i++)
                 if (first + i < n) v8[i].load(values.row(first + i) + lane * DPL);
         }
-        if (valid) {
-#pragma unroll
-            for (int i = 0; i < DW / 8; i++) {
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    float q[G];
-                    load_group<G>(qs + q_at<G>(warp * DW + i * 8 + j), q);
-                    const float k = k8[i].at(j);
-#pragma unroll
-                    for (int h = 0; h < G; h++) s[h] = fmaf(q[h], k, s[h]);
-                }
-            }
-        }
+        if (valid) tiles_score<KT, G>(qs, warp, s, [&](int i) { return k8[i]; });
         float *part =
             ps + (t & 1) * TILE_WARPS * TILE_POS * G; /* two buffers: one barrier a tile */
         store_group<G>(part + (warp * TILE_POS + lane) * G, s);
         __syncthreads();
-        /* the four warps' partial scores of this lane's position, added in
-         * warp order */
-        float sum[G];
-        load_group<G>(part + lane * G, sum);
-#pragma unroll
-        for (int w = 1; w < TILE_WARPS; w++) {
-            float pw[G];
-            load_group<G>(part + (w * TILE_POS + lane) * G, pw);
-#pragma unroll
-            for (int h = 0; h < G; h++) sum[h] += pw[h];
-        }
         float e[G];
-#pragma unroll
-        for (int h = 0; h < G; h++) {
-            const float sc = valid ? sum[h] * scale : -INFINITY;
-            const float mn = fmaxf(m[h], warp_max(sc)); /* finite: lane 0 is valid */
-            const float c = expf(m[h] - mn);
-            e[h] = valid ? expf(sc - mn) : 0.0f;
-            lsum[h] = lsum[h] * c + e[h];
-            m[h] = mn;
-#pragma unroll
-            for (int j = 0; j < DPL; j++) acc[h][j] *= c;
-        }
+        tiles_softmax<G, DPL>(part, lane, valid, scale, m, lsum, acc, e);
         /* this warp's 8 positions of the tile: their values, this lane's 8 dims
          * (loaded with the keys above) */
-#pragma unroll
-        for (int i = 0; i < PW; i++) {
-            float w8[G];
-#pragma unroll
-            for (int h = 0; h < G; h++) w8[h] = __shfl_sync(0xffffffffu, e[h], warp * PW + i);
-            if (first + i >= n) continue; /* (uniform: after every lane's shuffle) */
-#pragma unroll
-            for (int h = 0; h < G; h++)
-#pragma unroll
-                for (int j = 0; j < DPL; j++) acc[h][j] = fmaf(w8[h], v8[i].at(j), acc[h][j]);
-        }
+        tiles_weigh<KT, G, DPL>(e, warp, first, n, acc, [&](int i) { return v8[i]; });
     }
-    /* the warps' weighted values summed, normalised and gated: one thread
-     * per (head, dim) */
-    float L[G];
-#pragma unroll
-    for (int h = 0; h < G; h++) {
-        L[h] = warp_sum(lsum[h]);
-        st8(accs + ((size_t)warp * G + h) * D + lane * DPL, acc[h]);
-    }
-    if (warp == 0 && lane == 0)
-        for (int h = 0; h < G; h++) ls[h] = L[h];
-    __syncthreads();
-    /* every gate value requested before the first is used */
-    constexpr int PER_THREAD = G * D / (TILE_WARPS * 32);
-    float gate[PER_THREAD];
-#pragma unroll
-    for (int k = 0; k < PER_THREAD; k++) {
-        const int idx = (int)threadIdx.x + k * TILE_WARPS * 32, h = idx / D, i = idx % D;
-        gate[k] = __ldcg(row + (size_t)(g * G + h) * 2 * D + D + i);
-    }
-#pragma unroll
-    for (int k = 0; k < PER_THREAD; k++) {
-        const int idx = (int)threadIdx.x + k * TILE_WARPS * 32, h = idx / D, i = idx % D;
-        float A = 0;
-#pragma unroll
-        for (int w = 0; w < TILE_WARPS; w++) A += accs[((size_t)w * G + h) * D + i];
-        store(&out[((size_t)r * d.NH + g * G + h) * D + i],
-              (A * (1.0f / ls[h])) * (1.0f / (1.0f + expf(-gate[k]))));
-    }
+    tiles_epilogue<KT, G, DPL>(d, row, lsum, acc, accs, ls, r, g, out);
 }
 
 template <typename KT, int G>

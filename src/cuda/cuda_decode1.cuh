@@ -70,10 +70,54 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned b
 /* Every block waits here until all have arrived; what any block wrote
  * before is visible to all after: the arrival is a release-acquire
  * increment, the last block resets the count and releases the generation
- * the others acquire (self-resetting, no full fences). */
+ * the others acquire (self-resetting, no full fences).
+ *
+ * D1_BARRIER_ONE_HOP=1 (written 2026-12-05, not yet run on a GPU; 0 until
+ * measured): bar[0..1] as one 64-bit word (count, generation), cudaMalloc'd
+ * so aligned. A block's thread 0 adds 1 and learns its generation and place
+ * from the same atomic; the last block of a generation adds 2^32 − blocks
+ * (the next generation, the count back by the blocks: arrivals at the next
+ * barrier that came before it are kept), and the others wait until their
+ * generation is complete — the generation past it, or at it with the count
+ * at the blocks. They are released by the last arrival's own atomic, not by
+ * a store the last block issues after its atomic returns: one trip through
+ * L2 fewer on each of a step's ~58 barriers. A block that arrives at the
+ * next barrier before that reset lands finds the count at or past the
+ * blocks (under twice: the last block resets before it arrives again). */
+#ifndef D1_BARRIER_ONE_HOP
+#define D1_BARRIER_ONE_HOP 0
+#endif
 __device__ __forceinline__ void grid_barrier(unsigned *bar) {
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && D1_BARRIER_ONE_HOP) {
+        unsigned long long *word = (unsigned long long *)bar;
+        const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+        unsigned long long old;
+        asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;"
+                     : "=l"(old)
+                     : "l"(word)
+                     : "memory");
+        unsigned gen = (unsigned)(old >> 32), place = (unsigned)old;
+        if (place >= blocks) { /* the previous generation's reset is still on its way */
+            gen++;
+            place -= blocks;
+        }
+        if (place == blocks - 1) {
+            const unsigned long long step = (1ull << 32) - blocks;
+            asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(word), "l"(step)
+                         : "memory");
+        } else {
+            for (;;) {
+                unsigned long long now;
+                asm volatile("ld.acquire.gpu.global.u64 %0, [%1];"
+                             : "=l"(now)
+                             : "l"(word)
+                             : "memory");
+                const int ahead = (int)((unsigned)(now >> 32) - gen);
+                if (ahead > 0 || (ahead == 0 && (unsigned)now >= blocks)) break;
+            }
+        }
+    } else if (threadIdx.x == 0) {
         unsigned gen, arrived;
         asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(bar + 1) : "memory");
         asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"

@@ -79,6 +79,15 @@ namespace cg = cooperative_groups;
 #ifndef D1C_KV_PREFETCH /* the block's cached keys and values into L2 at the layer's start */
 #define D1C_KV_PREFETCH 1
 #endif
+/* The cluster's merge of a head's attention: 1, every block reads all the
+ * blocks' partials (8 remote loads a value, thread i dim i) and merges the
+ * whole vector itself, then a block barrier; 0, block `rank` merges its
+ * 256/CS dims and stores them into every block, then a cluster barrier.
+ * The same additions in the same order either way. */
+#ifndef D1C_LOCAL_MERGE /* 0 until measured on a GPU (written 2026-12-05, docs/NOTES.md) */
+#define D1C_LOCAL_MERGE 0
+#endif
+static_assert(!D1C_LOCAL_MERGE || D1_THREADS == D1C_D, "the local merge takes a dim per thread");
 
 namespace {
 
@@ -401,7 +410,8 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
          * passes under the attention's (with the merge's remote loads all
          * first, below: 0.450-0.451 -> 0.447-0.448 ms GPU per step) */
         const float gate =
-            threadIdx.x < D / CS
+            D1C_LOCAL_MERGE ? __ldcg(p.qkv + (size_t)h * 2 * D + D + threadIdx.x)
+            : threadIdx.x < D / CS
                 ? __ldcg(p.qkv + (size_t)h * 2 * D + D + rank * (D / CS) + threadIdx.x)
                 : 0.0f;
         {
@@ -440,8 +450,8 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
         d1_since(p.prof, D1_PROF_INSIDE + 1, t0);
         /* the cluster's merge: block `rank` takes dims [rank·D/CS, ...), gates
          * them and hands them to every block of the cluster */
-        if (threadIdx.x < D / CS) {
-            const int i = rank * (D / CS) + threadIdx.x;
+        if (D1C_LOCAL_MERGE || threadIdx.x < D / CS) {
+            const int i = D1C_LOCAL_MERGE ? (int)threadIdx.x : rank * (D / CS) + threadIdx.x;
             /* every remote value first: one round trip, not one per block */
             float mb[CS], lb[CS], ab[CS], M = -INFINITY, A = 0, Ls = 0;
 #pragma unroll
@@ -459,10 +469,19 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
                 A += f * ab[b];
             }
             const float v = bf16_round((A / Ls) * (1.0f / (1.0f + expf(-gate))));
+            if (D1C_LOCAL_MERGE) {
+                a_full[i] = v;
+            } else {
 #pragma unroll
-            for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&a_full[i], b) = v;
+                for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&a_full[i], b) = v;
+            }
         }
-        cluster.sync();
+        /* the partials read here are next written in the next layer's
+         * attention phase, three grid barriers later */
+        if (D1C_LOCAL_MERGE)
+            __syncthreads();
+        else
+            cluster.sync();
         d1_since(p.prof, D1_PROF_INSIDE + 2, t0);
         d1_wait(p.prof, 8, [&] { wait_rows(buf_b); });
         gemv_span<1>(buf_b.data, o0, o1, D, a_full, p.opart + (size_t)h * H, false);

@@ -26,12 +26,16 @@
  *
  * The kernel is bound by issuing instructions while its loads are in flight
  * (ncu at 1024 rows and ~200 positions: issued IPC 1.41, 34 % of the DRAM
- * bandwidth, 4 warps per scheduler), so a tile's bookkeeping is kept lean:
- * a position's cache row from a shift (cache blocks are a power of two
- * positions), a warp's eight value rows from one block table entry, the partial scores moved 16
- * bytes at a time, and the shared layouts free of bank conflicts on the prologue's and epilogue's
- * stores. Loading tile t + 1's keys and values under tile t's softmax (the same registers) measured
- * slower: 4.60 against 4.06-4.08 ms of GPU per 1024-row step. */
+ * bandwidth, 4 warps per scheduler), so a tile's bookkeeping is kept lean: a
+ * position's cache row from a shift (cache blocks are a power of two
+ * positions), a warp's eight value rows from one block table entry, the
+ * partial scores moved 16 bytes at a time, and the shared layouts free of
+ * bank conflicts on the prologue's and epilogue's stores.
+ * Measured slower on the H200 (GPU ms per 1024-row step over 215 frames):
+ * loading tile t + 1's keys and values under tile t's softmax in the same
+ * registers (4.60 against 4.06-4.08 before the bookkeeping was trimmed), and
+ * copying each tile into shared memory by cp.async with the next one in
+ * flight (4.01 against 3.67: 3 blocks of 4 warps per SM; docs/NOTES.md). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,10 +10,17 @@
 #include "server/word_times.h"
 #include "test.h"
 
-TEST(word_times_spread_over_the_voiced_span) {
-    enum { RATE = 22050, N = 3 * RATE };
+enum { RATE = 22050, N = 3 * RATE };
+
+/* 3 s of samples voiced from 0.5 s to 2.5 s (a steady tone), silent around. */
+static const float *tone_with_silent_margins(void) {
     static float x[N];
     for (int i = RATE / 2; i < 5 * RATE / 2; i++) x[i] = 0.3f * sinf((float)i * 0.05f);
+    return x;
+}
+
+TEST(word_times_spread_over_the_voiced_span) {
+    const float *x = tone_with_silent_margins();
     gp_voiced_span v;
     gp_voiced_span_init(&v);
     for (int i = 0; i < N; i += 1000) gp_voiced_span_feed(&v, x + i, N - i < 1000 ? N - i : 1000);
@@ -68,9 +75,7 @@ TEST(word_times_spread_over_the_voiced_span) {
  * pauses (the trailing ones up to the end of the audio), whole
  * milliseconds that add up without gaps. */
 TEST(char_times_share_each_words_span) {
-    enum { RATE = 22050, N = 3 * RATE };
-    static float x[N];
-    for (int i = RATE / 2; i < 5 * RATE / 2; i++) x[i] = 0.3f * sinf((float)i * 0.05f);
+    const float *x = tone_with_silent_margins();
     gp_voiced_span v;
     gp_voiced_span_init(&v);
     gp_voiced_span_feed(&v, x, N);

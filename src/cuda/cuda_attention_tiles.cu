@@ -110,24 +110,17 @@ __device__ __forceinline__ float warp_max(float v) {
 template <typename KT> struct cache_rows {
     const KT *kv;
     const int *bt;
-    size_t block_elems, off;
-    int bs, shift, D;
+    attn_dims d;
+    size_t off;
     __device__ __forceinline__ const KT *row(int p) const {
-        return kv + (size_t)bt[p >> shift] * block_elems + off + (size_t)(p & (bs - 1)) * D;
+        return kv + (size_t)bt[kv_block_of(d, p)] * d.block_elems + off +
+               (size_t)kv_in_block(d, p) * d.D;
     }
 };
 template <typename KT>
 __device__ __forceinline__ cache_rows<KT> cache_rows_of(const attn_dims &d, const KT *kv,
                                                         const int *bt, int is_value, int g) {
-    cache_rows<KT> c;
-    c.kv = kv;
-    c.bt = bt;
-    c.block_elems = d.block_elems;
-    c.off = kv_index(d, 0, is_value, g, 0);
-    c.bs = d.bs;
-    c.shift = d.bs_shift;
-    c.D = d.D;
-    return c;
+    return cache_rows<KT>{kv, bt, d, kv_index(d, 0, is_value, g, 0)};
 }
 
 /* The queries' shared layout: dim-major (a dim's G values side by side, one

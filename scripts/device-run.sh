@@ -77,6 +77,13 @@
 #        between, with their graphs and tiled attention. serve12-mixtiles: a
 #        mixed step's decode rows attend by tiles (GEPARD_CUDA_MIXED_TILES=1);
 #        serve12-both: the two together.
+# lone:  a lone stream, each LONE_ENV_VARIANTS setting ("NAME:VAR=VALUE[+VAR=VALUE]
+#        ...") and this build alternating, twice: the engine with audio (`gepard
+#        bench --device cuda --streams 1 --frames LONE_FRAMES`, 128) and the
+#        server's 20 lone 12-word requests (serve12 without its loads; RTF p50):
+#        lone-*.json. For the codec's light-load lane
+#        (GEPARD_CUDA_CODEC_GREEN=SMS) and the step's whole-SM blocks
+#        (GEPARD_CUDA_DECODE1_WHOLE_SM=1): issue 12's RTF 0.01.
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
 #        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS
@@ -471,6 +478,7 @@ serve12() { # NAME [serve options...]
         --body '{"max_frames":86,"stop_threshold":2,"seed":1}' > "$out/$name-1.json"
     echo "$name -c 1: $(summary "$out/$name-1.json")"
     for c in ${SERVE12_LOADS:-256 512 1024}; do
+        [ "$c" = none ] && continue # the lone requests only
         "$bin/gepard" loadtest --url http://127.0.0.1:18080 -c $c -n $((c * ${SERVE12_WAVES:-1})) \
             --timeout 60 --body '{"max_frames":215,"stop_threshold":2,"seed":1}' > "$out/$name-$c.json"
         echo "$name -c $c: $(summary "$out/$name-$c.json")"
@@ -503,6 +511,28 @@ PY
 }
 if want serve12; then
     serve12 serve12
+fi
+if want lone; then # a lone stream under each LONE_ENV_VARIANTS setting and as built, twice
+    for rep in 1 2; do
+        for v in ${LONE_ENV_VARIANTS:-} default:GEPARD_LONE_DEFAULT=1; do
+            name=${v%%:*}
+            env $(echo "${v#*:}" | tr '+' ' ') "$bin/gepard" bench --device cuda \
+                --model /tmp/rs/model --codec /tmp/rs/codec --frames ${LONE_FRAMES:-128} \
+                --streams 1 > "$out/lone-$name-$rep.json" 2> "$out/lone-$name-$rep.err"
+            echo "lone $name-$rep: $(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+for a in d["aggregate"]:
+    e = a.get("engine_audio") or {}
+    st = max(e.get("steps", 0), 1)
+    print("lm %.0f f/s, with audio %.0f f/s, per step: step %.3f ms (waiting %.3f), deliver %.3f ms, codec %.3f ms" % (
+        a["frames_per_s"], e.get("frames_per_s", 0), 1e3 * e.get("step_seconds", 0) / st,
+        1e3 * e.get("step_wait_seconds", 0) / st, 1e3 * e.get("deliver_seconds", 0) / st,
+        1e3 * e.get("codec_seconds", 0) / st), end=" ")' "$out/lone-$name-$rep.json" 2>&1)"
+            grep "gepard cuda:" "$out/lone-$name-$rep.err" | sort -u
+            (export $(echo "${v#*:}" | tr '+' ' '); SERVE12_LOADS=none serve12 lone-$name-$rep --warm-up 4)
+        done
+    done
 fi
 if want serve12-alt; then # the alternative plugin (.device/alt-plugin.xz), SERVE12_ALT_ENV set
     if [ -n "$alt" ]; then

@@ -115,9 +115,9 @@ int gepard_codec_samples_per_frame(const gepard_codec *c) {
 }
 int gepard_codec_num_codebooks(const gepard_codec *c) { return c ? c->codec->fsq.channels : 0; }
 int gepard_codec_num_groups(const gepard_codec *c) { return c ? c->codec->fsq.num_groups : 0; }
-int gepard_codec_codebook_size(const gepard_codec *c, int k) {
-    if (!c || k < 0 || k >= c->codec->fsq.channels) return 0;
-    return gp_fsq_levels(&c->codec->fsq, k);
+int gepard_codec_codebook_size(const gepard_codec *codec, int c) {
+    if (!codec || c < 0 || c >= codec->codec->fsq.channels) return 0;
+    return gp_fsq_levels(&codec->codec->fsq, c);
 }
 
 gepard_status gepard_codec_decode(const gepard_codec *codec, const int32_t *codes, size_t n_frames,

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/bf16_packed.h"
+#include "compute/matrix.h"
 #include "gen_cases.h"
 #include "golden.h"
 #include "model/generate.h"
@@ -55,6 +57,12 @@ static void check_format(const golden *g, const char *model_dir, gp_weight_forma
         gp_model_free(m);
         *skipped = why;
         return;
+    }
+    const char *packed = getenv("GEPARD_BF16_PACKED");
+    if (packed && !strcmp(packed, "1")) { /* real_size_cpu_packed_bf16_codes */
+        test_note("decode weights: %s", m->decode_weights_why);
+        CHECK(m->layers[0].q_proj.packed &&
+              m->layers[m->cfg.backbone.num_layers - 1].down_proj.packed && gp_bf16_packed_on());
     }
     gp_pool *pool = NULL;
     REQUIRE_OK(gp_pool_create(2, &pool, &err), &err);
@@ -120,6 +128,23 @@ TEST(real_size_cpu_greedy_codes) {
     REQUIRE(model_dir);
     check_format(&g, model_dir, GP_WEIGHTS_F32, true, 7, NULL, NULL);
     check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 4096, NULL, NULL);
+    golden_close(&g);
+}
+
+/* The decode step through the backbone's 12-bit packed bf16 copies
+ * (compute/bf16_packed.h, GEPARD_BF16_PACKED=1): real2 and real3 alone, the
+ * golden codes. Skipped without AVX2 (the form has no scalar kernel). */
+TEST(real_size_cpu_packed_bf16_codes) {
+    if (gp_kernels_active() < GP_KERNELS_AVX2)
+        test_skip("no AVX2 or AVX-512 kernels here (the packed form's only ones)");
+    golden g;
+    REQUIRE(golden_open(&g, "real-size") == 0);
+    const char *model_dir = gen_realsize_model_dir(&g);
+    REQUIRE(model_dir);
+    setenv("GEPARD_BF16_PACKED", "1", 1);
+    check_format(&g, model_dir, GP_WEIGHTS_BF16, false, 64, NULL, NULL);
+    setenv("GEPARD_BF16_PACKED", "0", 1); /* the suite's default (test_main.c) */
+    gp_bf16_packed_set(false);
     golden_close(&g);
 }
 

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/pool.h"
 #include "base/timing.h"
+#include "compute/bf16_packed.h"
 #include "compute/kernels.h"
 #include "compute/matmul_tiles.h"
 #include "compute/onednn_matmul.h"
@@ -55,10 +56,17 @@ static size_t scale_bytes(const gp_matrix *m) {
 
 size_t gp_matrix_bytes(const gp_matrix *m) { return data_bytes(m) + scale_bytes(m); }
 
+size_t gp_matrix_decode_bytes(const gp_matrix *m) {
+    return m->packed && gp_bf16_packed_on() && gp_kernels_active() >= GP_KERNELS_AVX2
+               ? m->packed->bytes
+               : gp_matrix_bytes(m);
+}
+
 void gp_matrix_free(gp_matrix *m) {
     if (!m) return;
     gp_onednn_detach(m);
     gp_tiles_detach(m);
+    gp_bf16_packed_detach(m);
     gp_aligned_free(m->data);
     gp_aligned_free(m->scales);
     gp_aligned_free(m->gscales);

@@ -29,6 +29,7 @@ typedef enum gp_weight_format {
 
 typedef struct gp_onednn_matrix gp_onednn_matrix; /* compute/onednn_matmul.h */
 typedef struct gp_tiles_matrix gp_tiles_matrix;   /* compute/matmul_tiles.h */
+typedef struct gp_bf16_packed gp_bf16_packed;     /* compute/bf16_packed.h */
 
 typedef struct gp_matrix {
     gp_weight_format format;
@@ -39,6 +40,7 @@ typedef struct gp_matrix {
     uint16_t *gscales;        /* q4: f16 group scales, tiled (below); owned */
     gp_onednn_matrix *onednn; /* bf16: oneDNN's copy for prefill, or NULL; owned */
     gp_tiles_matrix *tiles;   /* bf16: the AMX tile copy for prefill, or NULL; owned */
+    gp_bf16_packed *packed;   /* bf16: the 12-bit lossless copy for decode, or NULL; owned */
 } gp_matrix;
 
 /* Storage layout (every format). Rows are grouped in tiles of GP_TILE_ROWS;
@@ -93,6 +95,9 @@ int gp_weight_format_parse(const char *name);
 const char *gp_weight_format_name(gp_weight_format format);
 /* Bytes of weight data (+ scales) one pass over the matrix reads. */
 size_t gp_matrix_bytes(const gp_matrix *m);
+/* ... and one pass of the decode step (one or two input rows): the packed
+ * copy's bytes where the kernels read it (bf16_packed.h). */
+size_t gp_matrix_decode_bytes(const gp_matrix *m);
 
 /* Build a matrix of `format` from `rows*cols` source elements of a float
  * dtype (F32/F16/BF16). q4 needs cols % GP_Q4_GROUP == 0 (else falls back to

@@ -68,7 +68,8 @@ static size_t backbone_bytes_per_frame(const gp_model *m) {
         const gp_layer *L = &m->layers[l];
         const gp_matrix *ms[] = {&L->q_proj,    &L->k_proj,  &L->v_proj,   &L->o_proj,
                                  &L->gate_proj, &L->up_proj, &L->down_proj};
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) bytes += gp_matrix_bytes(ms[i]);
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+            bytes += gp_matrix_decode_bytes(ms[i]);
     }
     return bytes + gp_matrix_bytes(&m->embed_proj0) + gp_matrix_bytes(&m->embed_proj2) +
            gp_matrix_bytes(&m->heads);
@@ -349,6 +350,7 @@ static int run_format(const gepard_bench_params *p, gepard_weight_format fmt, bo
                                 : gm->model->prefill_onednn ? "onednn-bf16x3"
                                                             : "native");
         cJSON_AddStringToObject(into, "prefill_path_why", gm->model->prefill_why);
+        cJSON_AddStringToObject(into, "decode_weights_why", gm->model->decode_weights_why);
     }
     cJSON_AddNumberToObject(into, "backbone_ms_per_frame", bn.ms_per_frame);
     cJSON_AddNumberToObject(into, "backbone_median_ms_per_frame", bn.median_ms);

@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "compute/bf16_packed.h"
 #include "compute/onednn_matmul.h"
 #include "io/file.h"
 #include "io/torch.h"
@@ -276,9 +277,11 @@ int gp_lora_merge(gp_model *m, const gp_lora_adapter *ad, gp_error *err) {
             gp_aligned_free(dense);
             if (rc) return rc;
             const bool onednn = w->onednn != NULL; /* prefill through oneDNN: keep it so */
+            const bool packed = w->packed != NULL; /* the decode step's packed copy too */
             gp_matrix_free(w);
             *w = merged;
             if (onednn && (rc = gp_onednn_attach(w, err))) return rc;
+            if (packed && (rc = gp_bf16_packed_attach(w, NULL, err))) return rc;
         }
     }
     if (ad->has_stop_head) {

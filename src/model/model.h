@@ -78,6 +78,9 @@ typedef struct gp_model {
     bool prefill_onednn;
     bool prefill_tiles; /* ... or through our AMX tile loop (compute/matmul_tiles.h) */
     char prefill_why[400];
+    /* How the decode step reads the backbone's bf16 weights (compute/bf16_packed.h:
+     * the 12-bit lossless copies where they measure faster), for `gepard bench`. */
+    char decode_weights_why[300];
     char *dir;
     gp_st_file *file;
     const gp_st_tensor *embed; /* [V, H] inside the mapping */

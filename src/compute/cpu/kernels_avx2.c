@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "compute/attention.h"
+#include "compute/bf16_packed.h"
 #include "compute/cpu/kernels_q8.h"
 #include "compute/kernels.h"
 
@@ -374,10 +375,126 @@ static void matmul_rows_f32(const gp_matrix *w, const float *x, int n, int ldx, 
         dense_rows(K_F32, w, x, n, ldx, y, ldy, r0, r1);
 }
 
+/* ---- bf16 through the 12-bit packed copy (bf16_packed.h), 1-2 input rows ---- */
+
+/* Half h (columns 8h .. 8h + 7) of a packed tile's chunk k, its 4 rows as
+ * f32: the codes become exponents through a 16-entry table (the base minus
+ * the code; code 15: exponent 0), each (mantissa << 1 | sign) byte meets its
+ * exponent in a 16-bit word by a byte interleave, a rotate by one puts the
+ * sign on top (the bf16 value), and the even and odd words widen by a shift
+ * and a mask: gp_bf16_packed_byte_of's order. */
+INLINE void packed_half(const gp_bf16_packed *pk, const unsigned char *tile, size_t k, int h,
+                        __m256 wv[GP_TILE_ROWS]) {
+    const int base = tile[k];
+    const unsigned char *rec = tile + pk->chunks + k * GP_PACKED_RECORD;
+    if (__builtin_expect(base != 0, 1)) {
+        const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0,
+                                              0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0);
+        const __m256i code15 = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0,
+                                                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1);
+        const __m256i low4 = _mm256_set1_epi8(15), high = _mm256_set1_epi32((int)0xFFFF0000u);
+        const __m256i table =
+            _mm256_andnot_si256(code15, _mm256_sub_epi8(_mm256_set1_epi8((char)base), iota));
+        const __m256i nibbles = _mm256_loadu_si256((const void *)(rec + 64));
+        const __m256i codes = _mm256_and_si256(h ? _mm256_srli_epi16(nibbles, 4) : nibbles, low4);
+        const __m256i e = _mm256_shuffle_epi8(table, codes);
+        const __m256i sm = _mm256_loadu_si256((const void *)(rec + 32 * h));
+        const __m256i a = _mm256_unpacklo_epi8(sm, e), b = _mm256_unpackhi_epi8(sm, e);
+        const __m256i av = _mm256_or_si256(_mm256_srli_epi16(a, 1), _mm256_slli_epi16(a, 15));
+        const __m256i bv = _mm256_or_si256(_mm256_srli_epi16(b, 1), _mm256_slli_epi16(b, 15));
+        wv[0] = _mm256_castsi256_ps(_mm256_slli_epi32(av, 16));
+        wv[1] = _mm256_castsi256_ps(_mm256_and_si256(av, high));
+        wv[2] = _mm256_castsi256_ps(_mm256_slli_epi32(bv, 16));
+        wv[3] = _mm256_castsi256_ps(_mm256_and_si256(bv, high));
+    } else { /* kept whole */
+        uint32_t index;
+        memcpy(&index, rec, sizeof index);
+        const unsigned char *q = (const unsigned char *)(pk->raw + (size_t)index * 64);
+#pragma GCC unroll 4
+        for (int i = 0; i < GP_TILE_ROWS; i++) wv[i] = load_w(K_BF16, q + (size_t)i * 32 + 16 * h);
+    }
+}
+
+/* S packed tiles ts[0 .. S) against nb input rows (S · nb <= 2: the
+ * registers), each accumulator seeing dense_tile's FMAs in its order: 8
+ * columns at a time, the halves past the last column skipped as there. */
+INLINE void packed_tiles(const gp_matrix *w, int S, const size_t *ts, const float *x, int ldx,
+                         int nb, float *y, int ldy, int r0, int r1, size_t pf) {
+    const gp_bf16_packed *pk = w->packed;
+    const size_t cols = (size_t)w->cols;
+    const unsigned char *tile[2];
+    __m256 acc[2][GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 2
+    for (int s = 0; s < S; s++) {
+        tile[s] = pk->tiles + ts[s] * pk->tile_bytes;
+#pragma GCC unroll 4
+        for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 2
+            for (int j = 0; j < nb; j++) acc[s][i][j] = _mm256_setzero_ps();
+    }
+    for (size_t c = 0, k = 0; c < cols; c += 16, k++) {
+        if (pf)
+#pragma GCC unroll 2
+            for (int s = 0; s < S; s++) {
+                const char *rec = (const char *)tile[s] + pk->chunks + k * GP_PACKED_RECORD;
+                _mm_prefetch(rec + pf, _MM_HINT_T0);
+                _mm_prefetch(rec + pf + 64, _MM_HINT_T0);
+            }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            if (c + 8 * h >= cols) break;
+            __m256 xv[TILE_X];
+#pragma GCC unroll 2
+            for (int j = 0; j < nb; j++) xv[j] = load_x(x + (size_t)j * ldx, c + 8 * h, cols);
+#pragma GCC unroll 2
+            for (int s = 0; s < S; s++) {
+                __m256 wv[GP_TILE_ROWS];
+                packed_half(pk, tile[s], k, h, wv);
+#pragma GCC unroll 4
+                for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 2
+                    for (int j = 0; j < nb; j++)
+                        acc[s][i][j] = _mm256_fmadd_ps(wv[i], xv[j], acc[s][i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int s = 0; s < S; s++)
+#pragma GCC unroll 2
+        for (int j = 0; j < nb; j++)
+            store_tile(y + (size_t)j * ldy, ts[s],
+                       hsum4(acc[s][0][j], acc[s][1][j], acc[s][2][j], acc[s][3][j]), r0, r1);
+}
+
+/* Rows [r0, r1) for 1-2 input rows through the packed copy: one input row
+ * as two weight streams (halves of the range), two rows a tile at a time. */
+static void packed_rows(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
+                        int r0, int r1) {
+    const size_t pf = gp_decode_prefetch_bytes();
+    const size_t t0 = (size_t)r0 / GP_TILE_ROWS,
+                 t1 = ((size_t)r1 + GP_TILE_ROWS - 1) / GP_TILE_ROWS;
+    size_t t = t0;
+    if (n == 1 && gp_decode_streams()) {
+        const size_t len = (t1 - t0) / 2;
+        for (size_t k = 0; k < len; k++) {
+            const size_t ts[2] = {t0 + k, t0 + len + k};
+            packed_tiles(w, 2, ts, x, ldx, 1, y, ldy, r0, r1, pf);
+        }
+        t = t0 + 2 * len;
+    }
+    for (; t < t1; t++)
+        if (n == 1)
+            packed_tiles(w, 1, &t, x, ldx, 1, y, ldy, r0, r1, pf);
+        else
+            packed_tiles(w, 1, &t, x, ldx, 2, y, ldy, r0, r1, pf);
+}
+
 static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx, float *y, int ldy,
                              int r0, int r1) {
     if (n >= BLOCK_MIN_ROWS)
         block_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
+    else if (w->packed && gp_bf16_packed_on())
+        packed_rows(w, x, n, ldx, y, ldy, r0, r1);
     else
         dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
 }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "compute/attention.h"
+#include "compute/bf16_packed.h"
 #include "compute/cpu/kernels_q8.h"
 #include "compute/kernels.h"
 
@@ -38,7 +39,9 @@
 #define X_CHUNK_BYTES (256 * 1024)
 #define DECODE_STREAMS 4 /* weight streams of the row-by-row kernels for one input row */
 
-enum { K_F32, K_BF16, K_I8 };
+/* K_BF16P: a bf16 matrix read through its 12-bit packed copy (bf16_packed.h):
+ * the same weights, so the same sums as K_BF16. */
+enum { K_F32, K_BF16, K_I8, K_BF16P };
 
 /* {Σa, Σb, Σc, Σd} of four vectors; each sum uses the same order. */
 INLINE __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
@@ -76,6 +79,61 @@ INLINE __m512 load_w(int kind, const unsigned char *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)p)));
 }
 
+/* The 4 rows × 16 weights of chunk k of a packed tile, as f32: the codes
+ * become exponents through a 16-entry table (the chunk's base minus the
+ * code; code 15: exponent 0), each byte of (mantissa << 1 | sign) meets its
+ * exponent in a 16-bit word by a byte interleave, a rotate by one puts the
+ * sign on top (the bf16 value), and the even and odd words widen to f32 by a
+ * shift and a mask — which is the order gp_bf16_packed_byte_of stores. */
+INLINE void packed_rows(const gp_bf16_packed *pk, const unsigned char *tile, size_t k,
+                        __m512 wv[GP_TILE_ROWS]) {
+    const int base = tile[k];
+    const unsigned char *rec = tile + pk->chunks + k * GP_PACKED_RECORD;
+    if (__builtin_expect(base != 0, 1)) {
+        const __m512i iota = _mm512_broadcast_i32x4(
+            _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0));
+        const __m512i table =
+            _mm512_maskz_sub_epi8(0x7FFF7FFF7FFF7FFFull, _mm512_set1_epi8((char)base), iota);
+        const __m256i nibbles = _mm256_loadu_si256((const void *)(rec + 64));
+        const __m256i low4 = _mm256_set1_epi8(15);
+        const __m512i codes =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(nibbles, low4)),
+                               _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), low4), 1);
+        const __m512i e = _mm512_shuffle_epi8(table, codes);
+        const __m512i sm = _mm512_loadu_si512((const void *)rec);
+        const __m512i a = _mm512_unpacklo_epi8(sm, e), b = _mm512_unpackhi_epi8(sm, e);
+        const __m512i av = _mm512_or_si512(_mm512_srli_epi16(a, 1), _mm512_slli_epi16(a, 15));
+        const __m512i bv = _mm512_or_si512(_mm512_srli_epi16(b, 1), _mm512_slli_epi16(b, 15));
+        const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+        wv[0] = _mm512_castsi512_ps(_mm512_slli_epi32(av, 16));
+        wv[1] = _mm512_castsi512_ps(_mm512_and_si512(av, high));
+        wv[2] = _mm512_castsi512_ps(_mm512_slli_epi32(bv, 16));
+        wv[3] = _mm512_castsi512_ps(_mm512_and_si512(bv, high));
+    } else { /* kept whole */
+        uint32_t index;
+        memcpy(&index, rec, sizeof index);
+        const unsigned char *q = (const unsigned char *)(pk->raw + (size_t)index * 64);
+#pragma GCC unroll 4
+        for (int i = 0; i < GP_TILE_ROWS; i++) wv[i] = load_w(K_BF16, q + (size_t)i * 32);
+    }
+}
+
+/* A packed tile's chunk k against input rows x[0 .. nb) (as dense_chunk). */
+INLINE void packed_chunk(const gp_bf16_packed *pk, const unsigned char *tile, size_t k,
+                         const float *x, int ldx, int nb, size_t c, __mmask16 m, int masked,
+                         __m512 acc[GP_TILE_ROWS][TILE_X]) {
+    __m512 xv[TILE_X], wv[GP_TILE_ROWS];
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        xv[j] = masked ? _mm512_maskz_loadu_ps(m, x + (size_t)j * ldx + c)
+                       : _mm512_loadu_ps(x + (size_t)j * ldx + c);
+    packed_rows(pk, tile, k, wv);
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv[j], acc[i][j]);
+}
+
 /* One chunk of a tile (16 columns from c; p its 4 rows × 16 weights):
  * acc[i][j] += W[i][c..] · x[j][c..]. `m` masks x past the last column
  * (the weights there are zero). */
@@ -95,9 +153,41 @@ INLINE void dense_chunk(int kind, const unsigned char *p, const float *x, int ld
     }
 }
 
+/* A packed tile t against input rows x[0 .. nb) (as dense_tile). */
+INLINE void packed_tile(const gp_matrix *w, size_t t, const float *x, int ldx, int nb, float *y,
+                        int ldy, int r0, int r1, size_t pf) {
+    const gp_bf16_packed *pk = w->packed;
+    const size_t cols = (size_t)w->cols;
+    const unsigned char *tile = pk->tiles + t * pk->tile_bytes;
+    __m512 acc[GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
+    size_t c = 0, k = 0;
+    for (; c + 16 <= cols; c += 16, k++) {
+        if (pf) {
+            const char *rec = (const char *)tile + pk->chunks + k * GP_PACKED_RECORD;
+            _mm_prefetch(rec + pf, _MM_HINT_T0);
+            _mm_prefetch(rec + pf + 64, _MM_HINT_T0);
+        }
+        packed_chunk(pk, tile, k, x, ldx, nb, c, 0, 0, acc);
+    }
+    if (c < cols)
+        packed_chunk(pk, tile, k, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++)
+        store_tile(y + (size_t)j * ldy, t, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), r0,
+                   r1);
+}
+
 /* Tile t against input rows x[0 .. nb): y[j][4t + i] for rows in [r0, r1). */
 INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
                        float *y, int ldy, int r0, int r1, size_t pf) {
+    if (kind == K_BF16P) {
+        packed_tile(w, t, x, ldx, nb, y, ldy, r0, r1, pf);
+        return;
+    }
     const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
     const unsigned char *p =
         (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
@@ -123,6 +213,46 @@ INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, i
     }
 }
 
+/* S packed tiles at once (as dense_tiles below: each tile's FMAs in
+ * packed_tile's order). */
+INLINE void packed_tiles(const gp_matrix *w, int S, const size_t *ts, const float *x, int ldx,
+                         int nb, float *y, int ldy, int r0, int r1, size_t pf) {
+    const gp_bf16_packed *pk = w->packed;
+    const size_t cols = (size_t)w->cols;
+    const unsigned char *tile[DECODE_STREAMS];
+    __m512 acc[DECODE_STREAMS][GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int s = 0; s < S; s++) {
+        tile[s] = pk->tiles + ts[s] * pk->tile_bytes;
+#pragma GCC unroll 4
+        for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < nb; j++) acc[s][i][j] = _mm512_setzero_ps();
+    }
+    size_t c = 0, k = 0;
+    for (; c + 16 <= cols; c += 16, k++) {
+        if (pf)
+#pragma GCC unroll 4
+            for (int s = 0; s < S; s++) {
+                const char *rec = (const char *)tile[s] + pk->chunks + k * GP_PACKED_RECORD;
+                _mm_prefetch(rec + pf, _MM_HINT_T0);
+                _mm_prefetch(rec + pf + 64, _MM_HINT_T0);
+            }
+#pragma GCC unroll 4
+        for (int s = 0; s < S; s++) packed_chunk(pk, tile[s], k, x, ldx, nb, c, 0, 0, acc[s]);
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < S; s++) {
+        if (c < cols)
+            packed_chunk(pk, tile[s], k, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1,
+                         acc[s]);
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++)
+            store_tile(y + (size_t)j * ldy, ts[s],
+                       hsum4(acc[s][0][j], acc[s][1][j], acc[s][2][j], acc[s][3][j]), r0, r1);
+    }
+}
+
 /* S tiles ts[0 .. S) against input rows x[0 .. nb) at once, chunk by chunk: S
  * weight streams from S places of the matrix. Each tile keeps its own
  * accumulators and sees the FMAs of dense_tile in the same order, so the sums
@@ -132,6 +262,10 @@ INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, i
  * one stream per core 15 GB/s, of four 23-25 GB/s). */
 INLINE void dense_tiles(int kind, const gp_matrix *w, int S, const size_t *ts, const float *x,
                         int ldx, int nb, float *y, int ldy, int r0, int r1, size_t pf) {
+    if (kind == K_BF16P) {
+        packed_tiles(w, S, ts, x, ldx, nb, y, ldy, r0, r1, pf);
+        return;
+    }
     const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
     const size_t tile_bytes = GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
     const unsigned char *p[DECODE_STREAMS];
@@ -438,6 +572,8 @@ static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx,
                              int r0, int r1) {
     if (n >= BLOCK_MIN_ROWS)
         block_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
+    else if (w->packed && gp_bf16_packed_on())
+        dense_rows(K_BF16P, w, x, n, ldx, y, ldy, r0, r1);
     else
         dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
 }

@@ -376,6 +376,8 @@ static int choose_decode_weights(gp_model *m, gp_error *err) {
     gp_error_clear(err);
     const int rc = gp_bf16_packed_choose(all, layers * GP_LAYER_MATRICES, m->decode_weights_why,
                                          sizeof m->decode_weights_why, err);
+    for (int i = 0; i < layers * GP_LAYER_MATRICES; i++) /* resident beside the bf16 data */
+        if (all[i]->packed) m->weight_bytes += all[i]->packed->bytes;
     free(all);
     return rc;
 }

@@ -102,7 +102,11 @@ int gp_bf16_packed_choose(gp_matrix *const *ms, int n, char *why, size_t why_siz
         snprintf(measured, sizeof measured,
                  "one row through %d matrices: packed %.2f ms, bf16 %.2f ms, %.2fx, on %d threads",
                  timed, packed * 1e3, plain * 1e3, speedup, gp_pool_size(pool));
-    if (use)
+    if (rc) /* the copies are an optimisation: without the memory for them, bf16 as stored */
+        snprintf(why, why_size, "bf16 (no memory for the 12-bit packed copies: %s)", err->message);
+    else if (!forced && (!x || !y))
+        snprintf(why, why_size, "bf16 (no memory to time the 12-bit packed copies)");
+    else if (use)
         snprintf(why, why_size,
                  "bf16 packed to 12 bits, lossless (%s; %.2f of the bytes, %zu of %zu chunks kept "
                  "whole, packed in %.0f ms)",
@@ -113,5 +117,6 @@ int gp_bf16_packed_choose(gp_matrix *const *ms, int n, char *why, size_t why_siz
     free(x);
     free(y);
     gp_pool_free(pool);
-    return rc;
+    gp_error_clear(err);
+    return GEPARD_OK;
 }

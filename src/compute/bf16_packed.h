@@ -65,12 +65,14 @@ void gp_bf16_packed_set(bool on);
 bool gp_bf16_packed_on(void);
 
 /* The load-time choice for the decode step's bf16 matrices ms[0 .. n)
- * (bf16_choice.c): packed copies attached and kept when one single-row
- * pass over all of them measures at least 1.05x faster than over the bf16
- * data, else freed. GEPARD_BF16_PACKED=0 never packs, =1 packs without
- * timing; the AVX2 and AVX-512 kernels read the packed form (one or two
- * input rows), the scalar reference and the prefill kernels the bf16 data. `why` gets a
- * phrase for `gepard bench`. Returns 0, or an error (out of memory only). */
+ * (bf16_choice.c): packed copies attached and kept when a single-row pass
+ * over the first ~192 MB of them measures at least 1.05x faster than over
+ * the bf16 data, else freed. GEPARD_BF16_PACKED=0 never packs, =1 packs
+ * without timing. The AVX2 and AVX-512 kernels read the packed form for the
+ * decode step (1-3 input rows on AVX-512, 1-2 on AVX2); the scalar
+ * reference, prefill and batched steps read the bf16 data. `why` gets a
+ * phrase for `gepard bench`. Never fails a load: without the memory for the
+ * copies the matrices stay as they are (`why` says so); returns 0. */
 int gp_bf16_packed_choose(gp_matrix *const *ms, int n, char *why, size_t why_size, gp_error *err);
 
 #endif

@@ -397,6 +397,9 @@ static void green_lane_create(gp_dev_codec *c) {
             if (e == cudaSuccess) e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
         for (int b = 0; b < c->n_br && e == cudaSuccess; b++)
             e = cudaEventCreateWithFlags(&L->br_done[b], cudaEventDisableTiming);
+        /* the kernels' shared-memory limits once more with the green context
+         * current, in case the driver keeps them per context */
+        if (e == cudaSuccess) e = gp_cuda_codec_kernels_init();
         gp_cuda_green_pop(&c->green);
     }
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->handoff, cudaEventDisableTiming);

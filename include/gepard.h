@@ -118,6 +118,14 @@ typedef struct gepard_load_params {
      * accumulation, norms, softmax and residual stream; bf16 KV cache) or
      * "f32" (f32 everywhere, no TF32: the path that reproduces the CPU). */
     const char *gpu_precision;
+    /* CPU, bf16 weights: whether the decode step may read a lossless 12-bit
+     * copy of the backbone (the same values from 0.76 of the bytes; faster
+     * where memory bandwidth per core is short). 0, the default: where a timed
+     * pass at load finds it faster; it costs ~0.4 GB and some loading time
+     * (0.3-0.8 s), which a short one-off synthesis may not win back: -1
+     * never, 1 always. GEPARD_BF16_PACKED=0|1 in the environment decides
+     * instead. */
+    int packed_weights;
 } gepard_load_params;
 
 gepard_load_params gepard_load_default_params(void);

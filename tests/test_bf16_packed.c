@@ -189,18 +189,28 @@ TEST(bf16_packed_choice_follows_the_environment) {
     const bool simd = gp_kernels_active() >= GP_KERNELS_AVX2;
     char why[300];
     setenv("GEPARD_BF16_PACKED", "0", 1);
-    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, why, sizeof why, &err), &err);
+    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, 0, why, sizeof why, &err), &err);
     CHECK(!a.packed && !b.packed && !gp_bf16_packed_on());
     CHECK(strstr(why, "GEPARD_BF16_PACKED=0") != NULL);
+    /* the environment decides over the caller's policy; without it, the policy */
+    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, 1, why, sizeof why, &err), &err);
+    CHECK(!a.packed && strstr(why, "GEPARD_BF16_PACKED=0"));
+    unsetenv("GEPARD_BF16_PACKED");
+    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, -1, why, sizeof why, &err), &err);
+    CHECK(!a.packed && !gp_bf16_packed_on() && strstr(why, "not asked for"));
+    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, 1, why, sizeof why, &err), &err);
+    CHECK(gp_kernels_active() < GP_KERNELS_AVX2 || (a.packed && strstr(why, "asked for")));
+    gp_bf16_packed_detach(&a);
+    gp_bf16_packed_detach(&b);
     setenv("GEPARD_BF16_PACKED", "1", 1);
-    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, why, sizeof why, &err), &err);
+    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, 0, why, sizeof why, &err), &err);
     test_note("GEPARD_BF16_PACKED=1: %s", why);
     CHECK(simd == (a.packed && b.packed && gp_bf16_packed_on()));
     if (simd) CHECK(strstr(why, "lossless") != NULL);
     CHECK(simd ? gp_matrix_decode_bytes(&a) < gp_matrix_bytes(&a)
                : gp_matrix_decode_bytes(&a) == gp_matrix_bytes(&a));
     unsetenv("GEPARD_BF16_PACKED");
-    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, why, sizeof why, &err), &err);
+    REQUIRE_OK(gp_bf16_packed_choose(ms, 2, 0, why, sizeof why, &err), &err);
     test_note("timed: %s", why);
     CHECK(!simd || strstr(why, "ms") != NULL);
     CHECK((a.packed != NULL) == gp_bf16_packed_on());

@@ -18,6 +18,12 @@
 #include "io/resample.h"
 #include "io/tempo.h"
 
+/* Texts at least this long (~30 s of speech) let the model's load time the
+ * decode step's 12-bit packed weights (0.3-0.8 s of packing, ~0.4 GB), which
+ * a shorter one-off synthesis would not win back even where they are faster:
+ * a frame saves at most ~5 ms (a 2-core Xeon host's backbone, 21 -> 16 ms). */
+#define SAY_PACK_MIN_CHARS 500
+
 #define DEFAULT_MODEL "nineninesix/gepard-1.0"
 #define DEFAULT_CODEC "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
 
@@ -262,6 +268,9 @@ int cli_say(int argc, char **argv) {
     params.split_text = !cli_flag(&a, "no-split");
     gepard_load_params lp = gepard_load_default_params();
     lp.weights = weights;
+    /* the decode step's packed copy pays for its loading time over a long
+     * text only (gepard.h: packed_weights) */
+    lp.packed_weights = strlen(text) >= SAY_PACK_MIN_CHARS ? 0 : -1;
     lp.revision = cli_get(&a, "revision");
     lp.offline = cli_flag(&a, "offline");
     cli_read_device(&a, &lp);

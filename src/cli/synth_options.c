@@ -145,6 +145,7 @@ int cli_load_model(const cli_args *a, gepard_weight_format weights, gepard_model
     if (!dir) return cli_usage_error(a->command, "--model DIR is required");
     gepard_load_params lp = gepard_load_default_params();
     lp.weights = weights;
+    lp.packed_weights = -1; /* inspection runs are short: load fast (gepard.h) */
     cli_read_device(a, &lp);
     if (gepard_model_load(dir, &lp, model) != GEPARD_OK)
         return cli_runtime_error("%s", gepard_last_error());

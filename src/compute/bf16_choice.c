@@ -40,12 +40,16 @@ static int attach_range(gp_matrix *const *ms, int from, int to, gp_pool *pool, d
  * packed before the choice. */
 #define TIMED_BYTES ((size_t)192 << 20)
 
-int gp_bf16_packed_choose(gp_matrix *const *ms, int n, char *why, size_t why_size, gp_error *err) {
+int gp_bf16_packed_choose(gp_matrix *const *ms, int n, int policy, char *why, size_t why_size,
+                          gp_error *err) {
     gp_bf16_packed_set(false);
     const char *env = getenv("GEPARD_BF16_PACKED");
-    const bool forced = env && !strcmp(env, "1");
-    if (env && !strcmp(env, "0")) {
-        snprintf(why, why_size, "bf16 (GEPARD_BF16_PACKED=0)");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) policy = env[0] == '1' ? 1 : -1;
+    const bool forced = policy > 0;
+    if (policy < 0) {
+        snprintf(why, why_size, "bf16 (%s)",
+                 env && !strcmp(env, "0") ? "GEPARD_BF16_PACKED=0"
+                                          : "the 12-bit packed copies not asked for");
         return GEPARD_OK;
     }
     if (gp_kernels_active() < GP_KERNELS_AVX2) {
@@ -97,7 +101,9 @@ int gp_bf16_packed_choose(gp_matrix *const *ms, int n, char *why, size_t why_siz
         chunks += gp_matrix_padded_rows(ms[i]) / GP_TILE_ROWS * ms[i]->packed->chunks;
     }
     if (rc || !use) detach_all(ms, n);
-    char measured[160] = "GEPARD_BF16_PACKED=1";
+    char measured[160];
+    snprintf(measured, sizeof measured, "%s",
+             env && !strcmp(env, "1") ? "GEPARD_BF16_PACKED=1" : "asked for");
     if (!forced)
         snprintf(measured, sizeof measured,
                  "one row through %d matrices: packed %.2f ms, bf16 %.2f ms, %.2fx, on %d threads",

@@ -67,12 +67,14 @@ bool gp_bf16_packed_on(void);
 /* The load-time choice for the decode step's bf16 matrices ms[0 .. n)
  * (bf16_choice.c): packed copies attached and kept when a single-row pass
  * over the first ~192 MB of them measures at least 1.05x faster than over
- * the bf16 data, else freed. GEPARD_BF16_PACKED=0 never packs, =1 packs
- * without timing. The AVX2 and AVX-512 kernels read the packed form for the
+ * the bf16 data, else freed. `policy` -1 never packs, 1 packs without
+ * timing (gepard_load_params.packed_weights); GEPARD_BF16_PACKED=0|1
+ * overrides it. The AVX2 and AVX-512 kernels read the packed form for the
  * decode step (1-3 input rows on AVX-512, 1-2 on AVX2); the scalar
  * reference, prefill and batched steps read the bf16 data. `why` gets a
  * phrase for `gepard bench`. Never fails a load: without the memory for the
  * copies the matrices stay as they are (`why` says so); returns 0. */
-int gp_bf16_packed_choose(gp_matrix *const *ms, int n, char *why, size_t why_size, gp_error *err);
+int gp_bf16_packed_choose(gp_matrix *const *ms, int n, int policy, char *why, size_t why_size,
+                          gp_error *err);
 
 #endif

@@ -50,6 +50,7 @@ gepard_status gepard_model_load(const char *path, const gepard_load_params *para
     gp_model_load_options opts = gp_model_load_default_options();
     if (params->weights != GEPARD_WEIGHTS_DEFAULT)
         opts.weight_format = (gp_weight_format)params->weights;
+    opts.packed_weights = params->packed_weights < 0 ? -1 : params->packed_weights > 0 ? 1 : 0;
     int rc = m->dir ? GEPARD_OK : gp_fail_oom(&err, "path", strlen(path));
     char note[256] = "";
     if (rc == GEPARD_OK) rc = gp_device_parse(params->device, &opts.device, &err);

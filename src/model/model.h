@@ -68,6 +68,7 @@ typedef struct gp_compressor {
 typedef struct gp_model_load_options {
     gp_weight_format weight_format; /* backbone matrices (CPU) */
     gp_device_spec device;          /* CPU, or CUDA: backbone matrices go to the GPU only */
+    int packed_weights;             /* gepard_load_params.packed_weights */
 } gp_model_load_options;
 
 typedef struct gp_model {

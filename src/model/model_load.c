@@ -368,14 +368,14 @@ static int choose_prefill_path(gp_model *m, gp_error *err) {
 
 /* Whether the decode step reads the backbone's bf16 matrices through their
  * 12-bit packed copies (compute/bf16_packed.h), chosen by timing. */
-static int choose_decode_weights(gp_model *m, gp_error *err) {
+static int choose_decode_weights(gp_model *m, int policy, gp_error *err) {
     const int layers = m->cfg.backbone.num_layers;
     gp_matrix **all = malloc((size_t)layers * GP_LAYER_MATRICES * sizeof *all);
     if (!all) return gp_fail_oom(err, "matrix list", (size_t)layers * GP_LAYER_MATRICES);
     for (int l = 0; l < layers; l++) gp_layer_matrices(&m->layers[l], all + l * GP_LAYER_MATRICES);
     gp_error_clear(err);
-    const int rc = gp_bf16_packed_choose(all, layers * GP_LAYER_MATRICES, m->decode_weights_why,
-                                         sizeof m->decode_weights_why, err);
+    const int rc = gp_bf16_packed_choose(all, layers * GP_LAYER_MATRICES, policy,
+                                         m->decode_weights_why, sizeof m->decode_weights_why, err);
     for (int i = 0; i < layers * GP_LAYER_MATRICES; i++) /* resident beside the bf16 data */
         if (all[i]->packed) m->weight_bytes += all[i]->packed->bytes;
     free(all);
@@ -437,7 +437,8 @@ int gp_model_load(const char *dir, const gp_model_load_options *options, gp_mode
     }
     if (rc == GEPARD_OK && m->device) rc = gp_device_model_finish(m->device, m, err);
     if (rc == GEPARD_OK && !m->device) rc = choose_prefill_path(m, err);
-    if (rc == GEPARD_OK && !m->device) rc = choose_decode_weights(m, err);
+    if (rc == GEPARD_OK && !m->device)
+        rc = choose_decode_weights(m, options ? options->packed_weights : 0, err);
     free(ld.used);
     if (rc) {
         gp_model_free(m);

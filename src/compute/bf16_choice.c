@@ -102,9 +102,10 @@ int gp_bf16_packed_choose(gp_matrix *const *ms, int n, int policy, char *why, si
     }
     if (rc || !use) detach_all(ms, n);
     char measured[160];
-    snprintf(measured, sizeof measured, "%s",
-             env && !strcmp(env, "1") ? "GEPARD_BF16_PACKED=1" : "asked for");
-    if (!forced)
+    if (forced)
+        snprintf(measured, sizeof measured, "%s",
+                 env && !strcmp(env, "1") ? "GEPARD_BF16_PACKED=1" : "asked for");
+    else
         snprintf(measured, sizeof measured,
                  "one row through %d matrices: packed %.2f ms, bf16 %.2f ms, %.2fx, on %d threads",
                  timed, packed * 1e3, plain * 1e3, speedup, gp_pool_size(pool));

@@ -14,6 +14,8 @@ static atomic_bool packed_on = false;
 void gp_bf16_packed_set(bool on) { atomic_store(&packed_on, on); }
 bool gp_bf16_packed_on(void) { return atomic_load_explicit(&packed_on, memory_order_relaxed); }
 
+bool gp_bf16_packed_reads(const gp_matrix *m) { return m->packed && gp_bf16_packed_on(); }
+
 static int exponent_of(uint16_t w) { return (w >> 7) & 0xFF; }
 
 /* gp_bf16_packed_byte_of for the 64 weights of a chunk in tiled order. */

@@ -63,6 +63,9 @@ void gp_bf16_packed_chunk(const gp_bf16_packed *p, size_t t, size_t k, uint16_t 
 /* Whether the kernels read a matrix's packed form when it has one. */
 void gp_bf16_packed_set(bool on);
 bool gp_bf16_packed_on(void);
+/* Whether the SIMD kernels read m through its packed copy: it has one and
+ * the copies are on. */
+bool gp_bf16_packed_reads(const gp_matrix *m);
 
 /* The load-time choice for the decode step's bf16 matrices ms[0 .. n)
  * (bf16_choice.c): packed copies attached and kept when a single-row pass

@@ -57,9 +57,8 @@ static size_t scale_bytes(const gp_matrix *m) {
 size_t gp_matrix_bytes(const gp_matrix *m) { return data_bytes(m) + scale_bytes(m); }
 
 size_t gp_matrix_decode_bytes(const gp_matrix *m) {
-    return m->packed && gp_bf16_packed_on() && gp_kernels_active() >= GP_KERNELS_AVX2
-               ? m->packed->bytes
-               : gp_matrix_bytes(m);
+    return gp_bf16_packed_reads(m) && gp_kernels_active() >= GP_KERNELS_AVX2 ? m->packed->bytes
+                                                                             : gp_matrix_bytes(m);
 }
 
 void gp_matrix_free(gp_matrix *m) {

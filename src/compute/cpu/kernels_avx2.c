@@ -493,7 +493,7 @@ static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx,
                              int r0, int r1) {
     if (n >= BLOCK_MIN_ROWS)
         block_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
-    else if (w->packed && gp_bf16_packed_on())
+    else if (gp_bf16_packed_reads(w))
         packed_rows(w, x, n, ldx, y, ldy, r0, r1);
     else
         dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);

@@ -153,68 +153,9 @@ INLINE void dense_chunk(int kind, const unsigned char *p, const float *x, int ld
     }
 }
 
-/* A packed tile t against input rows x[0 .. nb) (as dense_tile). */
-INLINE void packed_tile(const gp_matrix *w, size_t t, const float *x, int ldx, int nb, float *y,
-                        int ldy, int r0, int r1, size_t pf) {
-    const gp_bf16_packed *pk = w->packed;
-    const size_t cols = (size_t)w->cols;
-    const unsigned char *tile = pk->tiles + t * pk->tile_bytes;
-    __m512 acc[GP_TILE_ROWS][TILE_X];
-#pragma GCC unroll 4
-    for (int i = 0; i < GP_TILE_ROWS; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
-    size_t c = 0, k = 0;
-    for (; c + 16 <= cols; c += 16, k++) {
-        if (pf) {
-            const char *rec = (const char *)tile + pk->chunks + k * GP_PACKED_RECORD;
-            _mm_prefetch(rec + pf, _MM_HINT_T0);
-            _mm_prefetch(rec + pf + 64, _MM_HINT_T0);
-        }
-        packed_chunk(pk, tile, k, x, ldx, nb, c, 0, 0, acc);
-    }
-    if (c < cols)
-        packed_chunk(pk, tile, k, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);
-#pragma GCC unroll 4
-    for (int j = 0; j < nb; j++)
-        store_tile(y + (size_t)j * ldy, t, hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), r0,
-                   r1);
-}
-
-/* Tile t against input rows x[0 .. nb): y[j][4t + i] for rows in [r0, r1). */
-INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
-                       float *y, int ldy, int r0, int r1, size_t pf) {
-    if (kind == K_BF16P) {
-        packed_tile(w, t, x, ldx, nb, y, ldy, r0, r1, pf);
-        return;
-    }
-    const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
-    const unsigned char *p =
-        (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
-    __m512 acc[GP_TILE_ROWS][TILE_X];
-#pragma GCC unroll 4
-    for (int i = 0; i < GP_TILE_ROWS; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
-    size_t c = 0;
-    for (; c + 16 <= cols; c += 16, p += step) {
-        if (pf) /* the weight stream `pf` bytes ahead (across tiles: they are contiguous) */
-            for (size_t b = 0; b < step; b += 64)
-                _mm_prefetch((const char *)p + pf + b, _MM_HINT_T0);
-        dense_chunk(kind, p, x, ldx, nb, c, 0, 0, acc);
-    }
-    if (c < cols) dense_chunk(kind, p, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);
-    const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
-#pragma GCC unroll 4
-    for (int j = 0; j < nb; j++) {
-        __m128 s = hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
-        if (kind == K_I8) s = _mm_mul_ps(s, sc);
-        store_tile(y + (size_t)j * ldy, t, s, r0, r1);
-    }
-}
-
-/* S packed tiles at once (as dense_tiles below: each tile's FMAs in
- * packed_tile's order). */
+/* S packed tiles ts[0 .. S) against input rows x[0 .. nb) at once, as
+ * dense_tiles below reads S tiles of the data: each tile's FMAs in
+ * dense_chunk's order, so the sums are those of the bf16 data. */
 INLINE void packed_tiles(const gp_matrix *w, int S, const size_t *ts, const float *x, int ldx,
                          int nb, float *y, int ldy, int r0, int r1, size_t pf) {
     const gp_bf16_packed *pk = w->packed;
@@ -250,6 +191,38 @@ INLINE void packed_tiles(const gp_matrix *w, int S, const size_t *ts, const floa
         for (int j = 0; j < nb; j++)
             store_tile(y + (size_t)j * ldy, ts[s],
                        hsum4(acc[s][0][j], acc[s][1][j], acc[s][2][j], acc[s][3][j]), r0, r1);
+    }
+}
+
+/* Tile t against input rows x[0 .. nb): y[j][4t + i] for rows in [r0, r1). */
+INLINE void dense_tile(int kind, const gp_matrix *w, size_t t, const float *x, int ldx, int nb,
+                       float *y, int ldy, int r0, int r1, size_t pf) {
+    if (kind == K_BF16P) { /* one packed tile: packed_tiles' single stream */
+        packed_tiles(w, 1, &t, x, ldx, nb, y, ldy, r0, r1, pf);
+        return;
+    }
+    const size_t cols = (size_t)w->cols, esz = elem_size(kind), step = GP_TILE_ROWS * 16 * esz;
+    const unsigned char *p =
+        (const unsigned char *)w->data + t * GP_TILE_ROWS * gp_matrix_padded_cols(w) * esz;
+    __m512 acc[GP_TILE_ROWS][TILE_X];
+#pragma GCC unroll 4
+    for (int i = 0; i < GP_TILE_ROWS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nb; j++) acc[i][j] = _mm512_setzero_ps();
+    size_t c = 0;
+    for (; c + 16 <= cols; c += 16, p += step) {
+        if (pf) /* the weight stream `pf` bytes ahead (across tiles: they are contiguous) */
+            for (size_t b = 0; b < step; b += 64)
+                _mm_prefetch((const char *)p + pf + b, _MM_HINT_T0);
+        dense_chunk(kind, p, x, ldx, nb, c, 0, 0, acc);
+    }
+    if (c < cols) dense_chunk(kind, p, x, ldx, nb, c, (__mmask16)((1u << (cols - c)) - 1), 1, acc);
+    const __m128 sc = kind == K_I8 ? _mm_loadu_ps(w->scales + t * GP_TILE_ROWS) : _mm_set1_ps(1);
+#pragma GCC unroll 4
+    for (int j = 0; j < nb; j++) {
+        __m128 s = hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+        if (kind == K_I8) s = _mm_mul_ps(s, sc);
+        store_tile(y + (size_t)j * ldy, t, s, r0, r1);
     }
 }
 
@@ -572,7 +545,7 @@ static void matmul_rows_bf16(const gp_matrix *w, const float *x, int n, int ldx,
                              int r0, int r1) {
     if (n >= BLOCK_MIN_ROWS)
         block_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);
-    else if (w->packed && gp_bf16_packed_on())
+    else if (gp_bf16_packed_reads(w))
         dense_rows(K_BF16P, w, x, n, ldx, y, ldy, r0, r1);
     else
         dense_rows(K_BF16, w, x, n, ldx, y, ldy, r0, r1);

@@ -49,7 +49,7 @@ endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
 # NVCC_EXTRA: compile-time switches of the CUDA kernels for A/B plugins
-# (e.g. NVCC_EXTRA=-DD1_BARRIER_ONE_HOP=1; rm -rf $(BUILD)/cuda first)
+# (e.g. NVCC_EXTRA=-DD1C_KV_PREFETCH=0; rm -rf $(BUILD)/cuda first)
 NVCC_EXTRA ?=
 NVCC_FLAGS := -O3 -std=c++17 -Iinclude -Isrc $(CUDA_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
               -Werror all-warnings --expt-relaxed-constexpr $(NVCC_EXTRA)

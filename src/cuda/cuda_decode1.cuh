@@ -68,28 +68,24 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned b
 }
 
 /* Every block waits here until all have arrived; what any block wrote
- * before is visible to all after: the arrival is a release-acquire
- * increment, the last block resets the count and releases the generation
- * the others acquire (self-resetting, no full fences).
- *
- * D1_BARRIER_ONE_HOP=1 (written 2026-12-05, not yet run on a GPU; 0 until
- * measured): bar[0..1] as one 64-bit word (count, generation), cudaMalloc'd
- * so aligned. A block's thread 0 adds 1 and learns its generation and place
- * from the same atomic; the last block of a generation adds 2^32 − blocks
- * (the next generation, the count back by the blocks: arrivals at the next
- * barrier that came before it are kept), and the others wait until their
- * generation is complete — the generation past it, or at it with the count
- * at the blocks. They are released by the last arrival's own atomic, not by
- * a store the last block issues after its atomic returns: one trip through
- * L2 fewer on each of a step's ~58 barriers. A block that arrives at the
- * next barrier before that reset lands finds the count at or past the
- * blocks (under twice: the last block resets before it arrives again). */
-#ifndef D1_BARRIER_ONE_HOP
-#define D1_BARRIER_ONE_HOP 0
-#endif
+ * before is visible to all after. bar[0..1] is one 64-bit word (count,
+ * generation), cudaMalloc'd so aligned. A block's thread 0 adds 1 and learns
+ * its generation and place from the same release-acquire atomic; the last
+ * block of a generation adds 2^32 − blocks (the next generation, the count
+ * back by the blocks: arrivals at the next barrier that came before it are
+ * kept), and the others wait until their generation is complete — the
+ * generation past it, or at it with the count at the blocks. They are
+ * released by the last arrival's own atomic, not by a store the last block
+ * issues after its atomic returns: one trip through L2 fewer on each of a
+ * step's ~58 barriers (one row's step 0.435-0.439 -> 0.408-0.409 ms of GPU
+ * on the H200, docs/NOTES.md). A block that arrives at the next barrier
+ * before that reset lands finds the count at or past the blocks (under
+ * twice: the last block resets before it arrives again). Every barrier
+ * brings the count back to 0, so kernels of different grids can share the
+ * word one after another. */
 __device__ __forceinline__ void grid_barrier(unsigned *bar) {
     __syncthreads();
-    if (threadIdx.x == 0 && D1_BARRIER_ONE_HOP) {
+    if (threadIdx.x == 0) {
         unsigned long long *word = (unsigned long long *)bar;
         const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
         unsigned long long old;
@@ -116,26 +112,6 @@ __device__ __forceinline__ void grid_barrier(unsigned *bar) {
                 const int ahead = (int)((unsigned)(now >> 32) - gen);
                 if (ahead > 0 || (ahead == 0 && (unsigned)now >= blocks)) break;
             }
-        }
-    } else if (threadIdx.x == 0) {
-        unsigned gen, arrived;
-        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(bar + 1) : "memory");
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                     : "=r"(arrived)
-                     : "l"(bar)
-                     : "memory");
-        if (arrived == gridDim.x - 1) {
-            asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(bar) : "memory");
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(bar + 1), "r"(gen + 1)
-                         : "memory");
-        } else {
-            unsigned now;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                             : "=r"(now)
-                             : "l"(bar + 1)
-                             : "memory");
-            } while (now == gen);
         }
     }
     __syncthreads();

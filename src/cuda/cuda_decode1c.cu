@@ -79,15 +79,13 @@ namespace cg = cooperative_groups;
 #ifndef D1C_KV_PREFETCH /* the block's cached keys and values into L2 at the layer's start */
 #define D1C_KV_PREFETCH 1
 #endif
-/* The cluster's merge of a head's attention: 1, every block reads all the
- * blocks' partials (8 remote loads a value, thread i dim i) and merges the
- * whole vector itself, then a block barrier; 0, block `rank` merges its
- * 256/CS dims and stores them into every block, then a cluster barrier.
- * The same additions in the same order either way. */
-#ifndef D1C_LOCAL_MERGE /* 0 until measured on a GPU (written 2026-12-05, docs/NOTES.md) */
-#define D1C_LOCAL_MERGE 0
-#endif
-static_assert(!D1C_LOCAL_MERGE || D1_THREADS == D1C_D, "the local merge takes a dim per thread");
+/* The cluster's merge of a head's attention: every block reads all the
+ * blocks' partials (CS remote loads a value, thread i dim i) and merges the
+ * whole vector itself, then a block barrier — not block `rank` merging its
+ * 256/CS dims and storing them into every block, then a cluster barrier
+ * (the same additions in the same order; one row's step 0.435-0.439 ->
+ * 0.409-0.418 ms of GPU on the H200, docs/NOTES.md). */
+static_assert(D1_THREADS == D1C_D, "the cluster's merge takes a dim per thread");
 
 namespace {
 
@@ -409,11 +407,7 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
         /* the merging threads' gate values, loaded now so their latency
          * passes under the attention's (with the merge's remote loads all
          * first, below: 0.450-0.451 -> 0.447-0.448 ms GPU per step) */
-        const float gate =
-            D1C_LOCAL_MERGE ? __ldcg(p.qkv + (size_t)h * 2 * D + D + threadIdx.x)
-            : threadIdx.x < D / CS
-                ? __ldcg(p.qkv + (size_t)h * 2 * D + D + rank * (D / CS) + threadIdx.x)
-                : 0.0f;
+        const float gate = __ldcg(p.qkv + (size_t)h * 2 * D + D + threadIdx.x);
         {
             float m[1], lsum[1], acc[1][8];
             attention_span<__nv_bfloat16, 1, 8, true>(d, p.qkv, q_norm, k_norm, p.rope, p.eps,
@@ -448,10 +442,10 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
         if (D1C_GATE_UP_AFTER == 2) load_gate_up();
         cluster_wait();
         d1_since(p.prof, D1_PROF_INSIDE + 1, t0);
-        /* the cluster's merge: block `rank` takes dims [rank·D/CS, ...), gates
-         * them and hands them to every block of the cluster */
-        if (D1C_LOCAL_MERGE || threadIdx.x < D / CS) {
-            const int i = D1C_LOCAL_MERGE ? (int)threadIdx.x : rank * (D / CS) + threadIdx.x;
+        /* the cluster's merge: thread i merges and gates dim i from every
+         * block's partial */
+        {
+            const int i = (int)threadIdx.x;
             /* every remote value first: one round trip, not one per block */
             float mb[CS], lb[CS], ab[CS], M = -INFINITY, A = 0, Ls = 0;
 #pragma unroll
@@ -468,20 +462,11 @@ __global__ void __launch_bounds__(D1_THREADS, 1) k_decode1c(const __grid_constan
                 Ls += f * lb[b];
                 A += f * ab[b];
             }
-            const float v = bf16_round((A / Ls) * (1.0f / (1.0f + expf(-gate))));
-            if (D1C_LOCAL_MERGE) {
-                a_full[i] = v;
-            } else {
-#pragma unroll
-                for (int b = 0; b < CS; b++) *cluster.map_shared_rank(&a_full[i], b) = v;
-            }
+            a_full[i] = bf16_round((A / Ls) * (1.0f / (1.0f + expf(-gate))));
         }
         /* the partials read here are next written in the next layer's
          * attention phase, three grid barriers later */
-        if (D1C_LOCAL_MERGE)
-            __syncthreads();
-        else
-            cluster.sync();
+        __syncthreads();
         d1_since(p.prof, D1_PROF_INSIDE + 2, t0);
         d1_wait(p.prof, 8, [&] { wait_rows(buf_b); });
         gemv_span<1>(buf_b.data, o0, o1, D, a_full, p.opart + (size_t)h * H, false);

@@ -143,9 +143,9 @@ struct gp_dev_runner {
     /* the step in flight */
     int n_rows, n_seqs, n_frames, n_decode_rows, splits;
     bool launched;
-    bool no_skinny;    /* GEPARD_CUDA_SKINNY=0 */
-    bool no_fused;     /* GEPARD_CUDA_FUSED_ATTENTION=0 */
-    bool mixed_tiles;  /* GEPARD_CUDA_MIXED_TILES=1: a mixed step's decode rows by tiles */
+    bool no_skinny;   /* GEPARD_CUDA_SKINNY=0 */
+    bool no_fused;    /* GEPARD_CUDA_FUSED_ATTENTION=0 */
+    bool mixed_tiles; /* GEPARD_CUDA_MIXED_TILES=1: a mixed step's decode rows by tiles */
     long mixed_steps, mixed_tiled_steps; /* steps with prefill rows; of them by tiles */
     int tile_rows;     /* decode steps of this many rows or more attend by tiles (0: never) */
     bool pow2_buckets; /* GEPARD_CUDA_GRAPH_BUCKETS=pow2: graphs for powers of two only */

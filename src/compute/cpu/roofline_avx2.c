@@ -7,8 +7,8 @@
 #define CHAINS(OP)                                                                                 \
     OP(a0, 0)                                                                                      \
     OP(a1, 1)                                                                                      \
-    OP(a2, 2) OP(a3, 3) OP(a4, 4) OP(a5, 5) OP(a6, 6) OP(a7, 7) OP(a8, 8) OP(a9, 9) OP(a10, 10)    \
-        OP(a11, 11)
+    OP(a2, 2)                                                                                      \
+    OP(a3, 3) OP(a4, 4) OP(a5, 5) OP(a6, 6) OP(a7, 7) OP(a8, 8) OP(a9, 9) OP(a10, 10) OP(a11, 11)
 
 double gp_roofline_fma_loop_avx2(long iterations) {
     const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);

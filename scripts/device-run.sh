@@ -81,9 +81,9 @@
 #        ...") and this build alternating, twice: the engine with audio (`gepard
 #        bench --device cuda --streams 1 --frames LONE_FRAMES`, 128) and the
 #        server's 20 lone 12-word requests (serve12 without its loads; RTF p50):
-#        lone-*.json. For the codec's light-load lane
-#        (GEPARD_CUDA_CODEC_GREEN=SMS) and the step's whole-SM blocks
-#        (GEPARD_CUDA_DECODE1_WHOLE_SM=1): issue 12's RTF 0.01.
+#        lone-*.json: issue 12's RTF 0.01. A variant
+#        "NAME:GEPARD_CUDA_PLUGIN=/tmp/x.so" runs another plugin (unpack an
+#        .device/alt-*.xz there first).
 # codec-small: the codec's CUDA tests, then `bench --codec-only` for few streams
 #        (CODEC_SMALL_STREAMS, "1,2,4,8,16"; 1 is one stream a frame per call) for
 #        this build, .device/alt-plugin.xz as "alt" and each CODEC_ENV_VARIANTS

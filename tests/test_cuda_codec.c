@@ -489,43 +489,6 @@ TEST(cuda_codec_fused_windows_equal_window_kernels) {
                                     "fused windows against window kernels");
 }
 
-/* The codec's light-load lane (GEPARD_CUDA_CODEC_GREEN=SMS:STREAMS,
- * cuda_codec.cu): calls of at most STREAMS streams run on the streams of a
- * green context of SMS multiprocessors, the others on the codec's own, each
- * switch making the new lane wait for the old one's work. The same kernels
- * in the same order (direct launches where the codec's own lane replays a
- * graph): one stream at 1 and 16 frames per call equals the codec without
- * the lane bit for bit, and three streams at mixed positions (their first
- * frames alone, on the green lane; then the three together, on the codec's
- * own) equal one-shot decoding as every batched call does. A driver without
- * green contexts says so on stderr and keeps the codec's own streams. */
-TEST(cuda_codec_green_lane_equals_own_streams) {
-    const size_t chunks[] = {1, 16};
-    for (int i = 0; i < 2; i++)
-        check_stream_settings_equal("GEPARD_CUDA_CODEC_GREEN", "16:2", "0", chunks[i],
-                                    "the green lane against the codec's own streams");
-    utterances u;
-    REQUIRE(utterances_open(&u));
-    gp_codec *plain = load_codec(u.path, true, GP_DEV_CODEC_F16);
-    REQUIRE(plain);
-    float *oneshot[3];
-    REQUIRE(decode_oneshots(plain, &u, oneshot));
-    gp_codec_free(plain);
-    setenv("GEPARD_CUDA_CODEC_GREEN", "16:2", 1);
-    gp_codec *c = load_codec(u.path, true, GP_DEV_CODEC_F16);
-    unsetenv("GEPARD_CUDA_CODEC_GREEN");
-    REQUIRE(c);
-    const double e =
-        mixed_positions(c, (const int32_t *const *)u.variants, u.T, (const float *const *)oneshot);
-    test_note("green lane for calls of up to 2 streams, 3 streams at positions 5/0/2: max "
-              "difference from one-shot %.3g",
-              e);
-    CHECK(e <= 1e-6);
-    for (int i = 0; i < 3; i++) free(oneshot[i]);
-    gp_codec_free(c);
-    utterances_close(&u);
-}
-
 TEST(cuda_codec_streaming_equals_oneshot) {
     require_cuda();
     utterances u;

@@ -14,11 +14,8 @@
  * windows, below).
  */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <utility>
 
 #include "cuda/cuda_codec.h"
 
@@ -303,124 +300,9 @@ static gp_cuda_codec_next_window next_window(__half *win, const gp_cuda_codec_co
     return w;
 }
 
-/* ---------------- the light-load lane (codec_lane) ---------------- */
-
-/* The in-use lane's handles and the other lane's trade places. */
-static void lane_swap_handles(gp_dev_codec *c) {
-    codec_lane *L = &c->other;
-    std::swap(c->stream, L->stream);
-    std::swap(c->t0, L->t0);
-    std::swap(c->t1, L->t1);
-    std::swap(c->fork, L->fork);
-    std::swap(c->handoff, L->handoff);
-    for (int b = 0; b < c->n_br; b++) std::swap(c->br[b].done, L->br_done[b]);
-    for (int b = 1; b < c->n_br; b++) std::swap(c->br[b].stream, L->br_stream[b]);
-    c->br[0].stream = c->stream;
-    L->br_stream[0] = L->stream;
-}
-
-bool gp_cuda_codec_enter(gp_dev_codec *c) { return c->on_green && gp_cuda_green_push(&c->green); }
-
-void gp_cuda_codec_leave(gp_dev_codec *c, bool entered) {
-    if (entered) gp_cuda_green_pop(&c->green);
-}
-
-void gp_cuda_codec_lane(gp_dev_codec *c, bool green) {
-    if (!c->green.green || c->on_green == green) return;
-    /* a call's branches end joined into its lane's stream, so the handoff
-     * recorded there covers all of the old lane's work */
-    bool entered = gp_cuda_codec_enter(c);
-    cudaEventRecord(c->handoff, c->stream);
-    gp_cuda_codec_leave(c, entered);
-    lane_swap_handles(c);
-    c->on_green = green;
-    entered = gp_cuda_codec_enter(c);
-    cudaStreamWaitEvent(c->stream, c->other.handoff, 0);
-    gp_cuda_codec_leave(c, entered);
-}
-
-/* The green lane's handles (c->other while the codec's own are in use). */
-static void green_lane_release(gp_dev_codec *c) {
-    if (!c->green.green) return;
-    gp_cuda_codec_lane(c, false);
-    codec_lane *L = &c->other;
-    const bool entered = gp_cuda_green_push(&c->green);
-    for (int b = 1; b < CODEC_MAX_BRANCHES; b++)
-        if (L->br_stream[b]) {
-            cudaStreamSynchronize(L->br_stream[b]);
-            cudaStreamDestroy(L->br_stream[b]);
-        }
-    if (L->stream) {
-        cudaStreamSynchronize(L->stream);
-        cudaStreamDestroy(L->stream);
-    }
-    cudaEvent_t evs[] = {L->t0, L->t1, L->fork, L->handoff};
-    for (cudaEvent_t ev : evs)
-        if (ev) cudaEventDestroy(ev);
-    for (cudaEvent_t ev : L->br_done)
-        if (ev) cudaEventDestroy(ev);
-    if (entered) gp_cuda_green_pop(&c->green);
-    memset(L, 0, sizeof *L);
-    gp_cuda_green_destroy(&c->green);
-    c->green_max_streams = 0;
-}
-
-/* GEPARD_CUDA_CODEC_GREEN=SMS[:STREAMS] (opt-in, for measurements): calls
- * of at most STREAMS streams (4) run on a green context of SMS
- * multiprocessors, beside the lone stream's single-row step. A driver or
- * GPU without green contexts keeps the codec's own streams, saying why. */
-static void green_lane_create(gp_dev_codec *c) {
-    const char *spec = getenv("GEPARD_CUDA_CODEC_GREEN");
-    int sms = 0, streams = 4;
-    if (!spec || sscanf(spec, "%d:%d", &sms, &streams) < 1 || sms <= 0) return;
-    char why[200];
-    if (!gp_cuda_green_create(c->device, sms, &c->green, why, sizeof why)) {
-        fprintf(stderr,
-                "gepard cuda: GEPARD_CUDA_CODEC_GREEN=%s: %s; the codec keeps its own streams\n",
-                spec, why);
-        return;
-    }
-    c->green_max_streams = streams > 0 ? streams : 4;
-    codec_lane *L = &c->other;
-    cudaError_t e = gp_cuda_green_stream(&c->green, &L->stream);
-    for (int b = 1; b < c->n_br && e == cudaSuccess; b++)
-        e = gp_cuda_green_stream(&c->green, &L->br_stream[b]);
-    L->br_stream[0] = L->stream;
-    if (e == cudaSuccess && !gp_cuda_green_push(&c->green))
-        e = cudaErrorInvalidResourceHandle;
-    else if (e == cudaSuccess) {
-        /* created with the green context current: they belong to it */
-        e = cudaEventCreate(&L->t0);
-        if (e == cudaSuccess) e = cudaEventCreate(&L->t1);
-        cudaEvent_t *untimed[] = {&L->fork, &L->handoff};
-        for (cudaEvent_t *ev : untimed)
-            if (e == cudaSuccess) e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
-        for (int b = 0; b < c->n_br && e == cudaSuccess; b++)
-            e = cudaEventCreateWithFlags(&L->br_done[b], cudaEventDisableTiming);
-        /* the kernels' shared-memory limits once more with the green context
-         * current, in case the driver keeps them per context */
-        if (e == cudaSuccess) e = gp_cuda_codec_kernels_init();
-        gp_cuda_green_pop(&c->green);
-    }
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->handoff, cudaEventDisableTiming);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        fprintf(stderr,
-                "gepard cuda: GEPARD_CUDA_CODEC_GREEN=%s: its streams or events failed (%s); the "
-                "codec keeps its own streams\n",
-                spec, cudaGetErrorString(e));
-        green_lane_release(c);
-        return;
-    }
-    fprintf(stderr, "gepard cuda: the codec's calls of up to %d streams run on %s\n",
-            c->green_max_streams, why);
-}
-
 static void codec_release(gp_dev_codec *c) {
     if (!c) return;
     cudaSetDevice(c->device);
-    green_lane_release(c);
-    if (c->handoff) cudaEventDestroy(c->handoff);
     if (c->stream) cudaStreamSynchronize(c->stream);
     for (int i = 0; i < c->n_chunks; i++) cudaFree(c->chunks[i]);
     free(c->chunks);
@@ -616,7 +498,6 @@ extern "C" int gp_cuda_codec_create(const gp_dev_codec_desc *d, gp_dev_codec **o
             (2 * c->x_floats + c->win_floats + c->partial_floats + c->n_tickets) * sizeof(float);
     }
     if (e == cudaSuccess) e = codec_fused_alloc(c);
-    if (e == cudaSuccess) green_lane_create(c);
     if (e != cudaSuccess) {
         rc = gp_cuda_check(e, "codec buffers", st);
         codec_release(c);
@@ -637,11 +518,9 @@ extern "C" size_t gp_cuda_codec_bytes(const gp_dev_codec *c) { return c ? c->byt
 
 static int slot_zero(gp_dev_codec *c, int slot, gp_dev_status *st) {
     c->parity[slot] = 0;
-    const bool entered = gp_cuda_codec_enter(c);
-    const cudaError_t e =
-        cudaMemsetAsync(c->slot_state[slot], 0, 2 * c->state_floats * sizeof(float), c->stream);
-    gp_cuda_codec_leave(c, entered);
-    return gp_cuda_check(e, "clearing a codec state", st);
+    return gp_cuda_check(
+        cudaMemsetAsync(c->slot_state[slot], 0, 2 * c->state_floats * sizeof(float), c->stream),
+        "clearing a codec state", st);
 }
 
 static int slot_grow(gp_dev_codec *c, gp_dev_status *st) {

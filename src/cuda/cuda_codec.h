@@ -557,8 +557,6 @@ void gp_cuda_codec_run_convt(const float *x, int n, int T, const gp_cuda_codec_c
 
 #include <pthread.h>
 
-#include "cuda/cuda_green.h"
-
 #define CODEC_MAX_COLS GP_CUDA_CODEC_MAX_COLS
 /* A queued decode runs as up to this many pieces of CODEC_MAX_COLS columns
  * (1024 streams of two frames), each with pinned staging of its own. */
@@ -584,20 +582,6 @@ typedef struct codec_branch {
     unsigned *tickets;
     cudaEvent_t done;
 } codec_branch;
-
-/* The handles a decode call's work goes through (its streams and events),
- * kept for the lane not in use: the codec's own, or those of a green
- * context (GEPARD_CUDA_CODEC_GREEN=SMS[:STREAMS]: calls of at most STREAMS
- * streams, 4 by default, confined to SMS multiprocessors, cuda_green.h).
- * gp_cuda_codec_lane swaps them with the codec's, so the code that queues
- * work names c->stream, c->t0 … whichever lane is in use. */
-typedef struct codec_lane {
-    cudaStream_t stream;
-    cudaEvent_t t0, t1, fork;
-    cudaEvent_t handoff; /* the lane's work so far, recorded when it is left */
-    cudaStream_t br_stream[CODEC_MAX_BRANCHES];
-    cudaEvent_t br_done[CODEC_MAX_BRANCHES];
-} codec_lane;
 
 typedef struct codec_block {
     gp_cuda_codec_act in_act, skip_act;
@@ -687,22 +671,7 @@ struct gp_dev_codec {
     float *queued_pcm[CODEC_QUEUE_COLS];
     size_t x_floats, win_floats;
     double last_ms;
-    /* the light-load lane (codec_lane): empty green unless asked for */
-    gp_cuda_green green;
-    int green_max_streams;
-    bool on_green;       /* c->stream … are the green lane's */
-    cudaEvent_t handoff; /* the lane in use's (codec_lane.handoff) */
-    codec_lane other;    /* the lane not in use */
 };
-
-/* cuda_codec.cu: make the green lane (green) or the codec's own the one in
- * use; the new lane's stream waits for the old one's work. Only between
- * calls (nothing queued). No-op without a green lane. */
-void gp_cuda_codec_lane(gp_dev_codec *c, bool green);
-/* The green context made current while the green lane is in use (true: pop
- * it with gp_cuda_codec_leave). */
-bool gp_cuda_codec_enter(gp_dev_codec *c);
-void gp_cuda_codec_leave(gp_dev_codec *c, bool entered);
 
 /* cuda_codec.cu: the layers for n streams of T frames whose latent is in
  * c->lat and state pointers in c->ptrs (queued on c->stream and its

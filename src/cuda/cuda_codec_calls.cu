@@ -87,8 +87,7 @@ static int codec_graph(gp_dev_codec *c, int nb, cudaGraphExec_t *out, gp_dev_sta
 static int codec_piece_queue(gp_dev_codec *c, int p, int n, const int *slots, int frames, int f0,
                              int T, const float *latent, bool first, gp_dev_status *st) {
     const size_t D = (size_t)c->input_dim, M = CODEC_MAX_COLS;
-    /* the green lane launches directly (its calls are few frame columns) */
-    const bool graph = c->use_graphs && T == 1 && !c->on_green;
+    const bool graph = c->use_graphs && T == 1;
     const int nb = graph ? codec_graph_cols(c, n) : n;
     float **h_ptrs = (float **)c->h_in[p];
     float *h_lat = (float *)(c->h_in[p] + 2 * M * sizeof(float *));
@@ -175,14 +174,6 @@ static int codec_collect_locked(gp_dev_codec *c, bool wait, bool *done, gp_dev_s
     return rc;
 }
 
-/* codec_collect_locked with the in-use lane's context current. */
-static int codec_collect_entered(gp_dev_codec *c, bool wait, bool *done, gp_dev_status *st) {
-    const bool entered = gp_cuda_codec_enter(c);
-    const int rc = codec_collect_locked(c, wait, done, st);
-    gp_cuda_codec_leave(c, entered);
-    return rc;
-}
-
 static int codec_check_slots(const gp_dev_codec *c, int n, const int *slots, gp_dev_status *st) {
     for (int i = 0; i < n; i++)
         if (slots[i] < 0 || slots[i] >= c->cap_slots || !c->used[slots[i]])
@@ -226,13 +217,8 @@ extern "C" int gp_cuda_codec_decode(gp_dev_codec *c, int n, const int *slots, in
     GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
     pthread_mutex_lock(&c->lock);
     bool done = true;
-    int rc = codec_collect_entered(c, true, &done, st);
-    if (rc == 0) {
-        gp_cuda_codec_lane(c, n <= c->green_max_streams);
-        const bool entered = gp_cuda_codec_enter(c);
-        rc = codec_decode_locked(c, n, slots, frames, latent, pcm, st);
-        gp_cuda_codec_leave(c, entered);
-    }
+    int rc = codec_collect_locked(c, true, &done, st);
+    if (rc == 0) rc = codec_decode_locked(c, n, slots, frames, latent, pcm, st);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -244,9 +230,7 @@ extern "C" int gp_cuda_codec_decode_submit(gp_dev_codec *c, int n, const int *sl
     GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
     pthread_mutex_lock(&c->lock);
     bool done = true;
-    int rc = codec_collect_entered(c, true, &done, st);
-    if (rc == 0) gp_cuda_codec_lane(c, n <= c->green_max_streams);
-    const bool entered = gp_cuda_codec_enter(c);
+    int rc = codec_collect_locked(c, true, &done, st);
     codec_queued_piece pieces[CODEC_QUEUE_PIECES + 1], q = {0, 0, 0, 0};
     int n_pieces = 0; /* up to one more than the queue holds: too many */
     while (n_pieces <= CODEC_QUEUE_PIECES && codec_next_piece(n, frames, &q))
@@ -272,7 +256,6 @@ extern "C" int gp_cuda_codec_decode_submit(gp_dev_codec *c, int n, const int *sl
             }
         }
     }
-    gp_cuda_codec_leave(c, entered);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -283,7 +266,7 @@ extern "C" int gp_cuda_codec_decode_collect(gp_dev_codec *c, int wait, int *done
     GP_CUDA_TRY(cudaSetDevice(c->device), "selecting the GPU");
     pthread_mutex_lock(&c->lock);
     bool ready = true;
-    const int rc = codec_collect_entered(c, wait != 0, &ready, st);
+    const int rc = codec_collect_locked(c, wait != 0, &ready, st);
     pthread_mutex_unlock(&c->lock);
     *done = ready;
     return rc;

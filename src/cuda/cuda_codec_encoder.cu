@@ -148,7 +148,6 @@ extern "C" int gp_cuda_codec_encode(gp_dev_codec *c, const float *audio, size_t 
     float *host = (float *)malloc(outn * sizeof(float));
     int rc = 0;
     pthread_mutex_lock(&c->lock);
-    const bool entered = gp_cuda_codec_enter(c); /* c->stream may be the green lane's */
     if (err == cudaSuccess)
         err = cudaMemsetAsync(b.tickets, 0, p.tiles * sizeof(unsigned), c->stream);
     if (err == cudaSuccess)
@@ -165,7 +164,6 @@ extern "C" int gp_cuda_codec_encode(gp_dev_codec *c, const float *audio, size_t 
                                   c->stream);
         if (err == cudaSuccess) err = cudaStreamSynchronize(c->stream);
     }
-    gp_cuda_codec_leave(c, entered);
     pthread_mutex_unlock(&c->lock);
     if (!rc && err != cudaSuccess) rc = gp_cuda_check(err, "the GPU encoder", st);
     if (!rc && !host) rc = gp_cuda_fail(st, GEPARD_ERR_NOMEM, "out of host memory encoding");

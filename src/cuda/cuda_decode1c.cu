@@ -636,22 +636,6 @@ int clusters_that_fit(const gp_dev_model *m, int optin, size_t *dyn_bytes, size_
     return 0;
 }
 
-/* The chosen plan's blocks given all the shared memory a multiprocessor
- * offers (GEPARD_CUDA_DECODE1_WHOLE_SM), when its clusters all still fit. */
-template <int CS, bool F> void whole_sm(gp_dev_runner *r, int optin) {
-    const size_t fixed = static_smem<CS, F>();
-    const size_t all = (size_t)optin > fixed ? (size_t)optin - fixed : 0;
-    int fit = 0;
-    if (all > r->d1_smem && configure<CS, F>(all, r->d1c_clusters, &fit) == cudaSuccess &&
-        fit >= r->d1c_clusters) {
-        r->d1_smem = all;
-        return;
-    }
-    cudaGetLastError();
-    configure<CS, F>(r->d1_smem, r->d1c_clusters, &fit); /* the plan's size again */
-    cudaGetLastError();
-}
-
 } // namespace
 
 /* Tensor maps of every layer's o projection ([H][heads · head_dim], bf16),
@@ -731,17 +715,6 @@ bool gp_cuda_decode1c_plan(gp_dev_runner *r) {
     r->d1c_fused = fused;
     r->d1_smem = eight ? bytes8 : bytes4;
     r->d1_a_elems = eight ? a8 : a4;
-    /* GEPARD_CUDA_DECODE1_WHOLE_SM=1 (opt-in, for measurements): each block
-     * reserves all the shared memory a multiprocessor offers (the rest
-     * unused), so no other kernel's block — a queued codec call's — can sit
-     * on a multiprocessor of the step beside it */
-    const char *whole = getenv("GEPARD_CUDA_DECODE1_WHOLE_SM");
-    if (whole && !strcmp(whole, "1")) {
-        if (eight)
-            fused ? whole_sm<8, true>(r, optin) : whole_sm<8, false>(r, optin);
-        else
-            fused ? whole_sm<4, true>(r, optin) : whole_sm<4, false>(r, optin);
-    }
     r->d1c_omaps = o_tensor_maps(m);
     /* the audio frame's embedding inside the kernel (embed_frame) instead
      * of seven launches before it: 0.471-0.473 -> 0.448 ms GPU per step on

@@ -35,10 +35,11 @@
  * loading tile t + 1's keys and values under tile t's softmax in the same
  * registers (4.60 against 4.06-4.08 before the bookkeeping was trimmed), and
  * copying each tile into shared memory by cp.async with the next one in
- * flight (4.01 against 3.67: 3 blocks of 4 warps per SM; docs/NOTES.md). */
+ * flight (4.01 against 3.67: 3 blocks of 4 warps per SM; docs/NOTES.md), and
+ * a tile's values requested after its scores are shared (96 registers, 5
+ * blocks per SM: 3.30-3.31 against 3.23-3.24 ms at 1024 rows in `gepard
+ * bench`, 2026-12-05). */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cuda/cuda_attention.cuh"
 #include "cuda/cuda_internal.h"
@@ -143,8 +144,8 @@ template <int G> constexpr size_t tile_shared_floats() {
  * keys' need the registers; five blocks of 96 registers with the values
  * loaded after the softmax measured 1-4 % slower on the H200), else what the
  * registers allow. */
-template <typename KT, int G, bool LATE = false> constexpr int tile_min_blocks() {
-    return sizeof(KT) == 2 && G <= 4 ? (LATE ? 5 : 4) : 1;
+template <typename KT, int G> constexpr int tile_min_blocks() {
+    return sizeof(KT) == 2 && G <= 4 ? 4 : 1;
 }
 
 /* The group's queries (normed, rotated) into shared memory, and the new
@@ -294,12 +295,8 @@ __device__ __forceinline__ void tiles_epilogue(const attn_dims &d, const float *
     }
 }
 
-/* LATE: the values are requested after the tile's softmax instead of beside
- * the keys (two memory latencies a tile, but the keys' and values'
- * registers are never live together: 5 blocks of 4 warps per SM instead of
- * 4); GEPARD_CUDA_ATTN_TILES_LATE=1, off until measured on a GPU (docs/NOTES.md). */
-template <typename KT, int G, bool LATE>
-__global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G, LATE>())
+template <typename KT, int G>
+__global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G>())
     k_decode_attention_tiles(attn_dims d, const float *qkv, const float *q_norm,
                              const float *k_norm, const float *rope_tab, float eps, int rotary,
                              const int *row_seq, const int *row_pos, const int *block_table, KT *kv,
@@ -355,31 +352,27 @@ __global__ void __launch_bounds__(TILE_WARPS * 32, tile_min_blocks<KT, G, LATE>(
 #pragma unroll
             for (int i = 0; i < DW / 8; i++) k8[i].load(krow + i * 8);
         }
-        auto load_values = [&] {
-            if (one_block) {
-                if (first < n) {
-                    const KT *vrow = values.row(first) + lane * DPL;
-#pragma unroll
-                    for (int i = 0; i < PW; i++)
-                        if (first + i < n) v8[i].load(vrow + (size_t)i * D);
-                }
-            } else {
+        if (one_block) {
+            if (first < n) {
+                const KT *vrow = values.row(first) + lane * DPL;
 #pragma unroll
                 for (int i = 0; i < PW; i++)
-                    if (first + i < n) v8[i].load(values.row(first + i) + lane * DPL);
+                    if (first + i < n) v8[i].load(vrow + (size_t)i * D);
             }
-        };
-        if (!LATE) load_values();
+        } else {
+#pragma unroll
+            for (int i = 0; i < PW; i++)
+                if (first + i < n) v8[i].load(values.row(first + i) + lane * DPL);
+        }
         if (valid) tiles_score<KT, G>(qs, warp, s, [&](int i) { return k8[i]; });
         float *part =
             ps + (t & 1) * TILE_WARPS * TILE_POS * G; /* two buffers: one barrier a tile */
         store_group<G>(part + (warp * TILE_POS + lane) * G, s);
         __syncthreads();
-        if (LATE) load_values();
         float e[G];
         tiles_softmax<G, DPL>(part, lane, valid, scale, m, lsum, acc, e);
         /* this warp's 8 positions of the tile: their values, this lane's 8 dims
-         * (loaded with the keys above, or LATE before the softmax) */
+         * (loaded with the keys above) */
         tiles_weigh<KT, G, DPL>(e, warp, first, n, acc, [&](int i) { return v8[i]; });
     }
     tiles_epilogue<KT, G, DPL>(d, row, lsum, acc, accs, ls, r, g, out);
@@ -391,18 +384,12 @@ void launch_tiles(const gp_cuda_attn_args *a, const attn_dims &d, const float *q
                   cudaStream_t s) {
     dim3 grid(a->rows, d.NKV);
     const size_t bytes = tile_shared_floats<G>() * sizeof(float);
-    static int late = -1;
-    if (late < 0) {
-        const char *env = getenv("GEPARD_CUDA_ATTN_TILES_LATE");
-        late = env && !strcmp(env, "1");
-    }
-    auto kernel =
-        late ? k_decode_attention_tiles<KT, G, true> : k_decode_attention_tiles<KT, G, false>;
     if (bytes > 48 * 1024) /* eight heads a group: opt in above 48 KB (on this device) */
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    kernel<<<grid, TILE_WARPS * 32, bytes, s>>>(d, qkv, q_norm, k_norm, rope, a->m->d.rms_eps,
-                                                a->m->d.rotary_dim, a->row_seq, a->row_pos,
-                                                a->block_table, (KT *)a->kv->data, (KT *)out);
+        cudaFuncSetAttribute(k_decode_attention_tiles<KT, G>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    k_decode_attention_tiles<KT, G><<<grid, TILE_WARPS * 32, bytes, s>>>(
+        d, qkv, q_norm, k_norm, rope, a->m->d.rms_eps, a->m->d.rotary_dim, a->row_seq, a->row_pos,
+        a->block_table, (KT *)a->kv->data, (KT *)out);
 }
 
 template <typename KT>

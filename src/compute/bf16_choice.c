@@ -44,12 +44,12 @@ int gp_bf16_packed_choose(gp_matrix *const *ms, int n, int policy, char *why, si
                           gp_error *err) {
     gp_bf16_packed_set(false);
     const char *env = getenv("GEPARD_BF16_PACKED");
-    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) policy = env[0] == '1' ? 1 : -1;
+    const bool by_env = env && (!strcmp(env, "0") || !strcmp(env, "1"));
+    if (by_env) policy = env[0] == '1' ? 1 : -1;
     const bool forced = policy > 0;
     if (policy < 0) {
         snprintf(why, why_size, "bf16 (%s)",
-                 env && !strcmp(env, "0") ? "GEPARD_BF16_PACKED=0"
-                                          : "the 12-bit packed copies not asked for");
+                 by_env ? "GEPARD_BF16_PACKED=0" : "the 12-bit packed copies not asked for");
         return GEPARD_OK;
     }
     if (gp_kernels_active() < GP_KERNELS_AVX2) {
@@ -103,8 +103,7 @@ int gp_bf16_packed_choose(gp_matrix *const *ms, int n, int policy, char *why, si
     if (rc || !use) detach_all(ms, n);
     char measured[160];
     if (forced)
-        snprintf(measured, sizeof measured, "%s",
-                 env && !strcmp(env, "1") ? "GEPARD_BF16_PACKED=1" : "asked for");
+        snprintf(measured, sizeof measured, "%s", by_env ? "GEPARD_BF16_PACKED=1" : "asked for");
     else
         snprintf(measured, sizeof measured,
                  "one row through %d matrices: packed %.2f ms, bf16 %.2f ms, %.2fx, on %d threads",
